@@ -1,0 +1,663 @@
+package quorum
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	randv2 "math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure an Engine. Zero values are replaced by the defaults
+// named on each field.
+type Options struct {
+	// Quorum is how many masters must agree; 0 means floor(N/2)+1. A value
+	// below the majority is refused by New.
+	Quorum int
+	// DriftFactor is the clock drift allowance as a fraction of the ttl;
+	// default 0.01. The validity also loses a constant 2ms.
+	DriftFactor float64
+	// MasterTimeout bounds each request to each master; default 50ms.
+	MasterTimeout time.Duration
+	// RetryDelay and RetryJitter space the tries of a WAIT: each sleep is
+	// RetryDelay +- a uniform RetryJitter; defaults 100ms and 50ms.
+	RetryDelay  time.Duration
+	RetryJitter time.Duration
+	// KeyPrefix is prepended to a resource to form its lock key; default "".
+	KeyPrefix string
+	// MetaPrefix is the namespace of the proxy's own keys (fence counters,
+	// channels); default "redlock-proxy:". It must not be empty.
+	MetaPrefix string
+	// HealthInterval is how often each master is pinged; default 1s.
+	HealthInterval time.Duration
+	// Wakeups receives release notifications from the nodes; nil means
+	// waiters retry on their timer only.
+	Wakeups *Wakeups
+	// Observer is told about every operation; nil means none.
+	Observer Observer
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Observer is told about operations and master calls, for metrics. It must
+// be safe for concurrent use and must not block.
+type Observer interface {
+	// Operation reports one engine operation ("lock", "unlock", "extend")
+	// with its outcome and how long it took.
+	Operation(op string, outcome Outcome, d time.Duration)
+	// MasterCall reports one request to one master.
+	MasterCall(addr string, d time.Duration, err error)
+}
+
+// Outcome is how an operation ended.
+type Outcome string
+
+// The outcomes an Observer sees.
+const (
+	OutcomeOK       Outcome = "ok"        // granted, released while held, extended
+	OutcomeRefused  Outcome = "refused"   // held by another, not held, lost
+	OutcomeNoQuorum Outcome = "no_quorum" // fewer than quorum masters answered
+	OutcomeCanceled Outcome = "canceled"  // the caller went away
+	OutcomeError    Outcome = "error"     // bad request
+)
+
+// Engine runs Redlock over a fixed set of masters. It keeps no per-lock
+// state: every call is independent, and it is safe for concurrent use.
+type Engine struct {
+	nodes  []Node
+	opts   Options
+	quorum int
+	health []nodeHealth
+	wake   *Wakeups
+	log    *slog.Logger
+
+	bg sync.WaitGroup // every request to a master still in flight
+	// inflight maps a token to a channel closed once every acquire of its
+	// latest try has returned, so that an Unlock or Extend through this
+	// proxy is sent after them and never overtaken by a straggler.
+	inflight sync.Map
+	stop     context.CancelFunc
+	loopWG   sync.WaitGroup
+}
+
+// New returns an engine over nodes. It starts the health loop; Close stops
+// it.
+func New(nodes []Node, opts Options) (*Engine, error) {
+	if len(nodes) == 0 {
+		return nil, errors.New("quorum: no masters")
+	}
+	if opts.DriftFactor == 0 {
+		opts.DriftFactor = 0.01
+	}
+	if opts.MasterTimeout <= 0 {
+		opts.MasterTimeout = 50 * time.Millisecond
+	}
+	if opts.RetryDelay <= 0 {
+		opts.RetryDelay = 100 * time.Millisecond
+	}
+	if opts.RetryJitter < 0 {
+		opts.RetryJitter = 0
+	}
+	if opts.MetaPrefix == "" {
+		opts.MetaPrefix = "redlock-proxy:"
+	}
+	if opts.HealthInterval <= 0 {
+		opts.HealthInterval = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	q := len(nodes)/2 + 1
+	if opts.Quorum != 0 {
+		if opts.Quorum < q || opts.Quorum > len(nodes) {
+			return nil, fmt.Errorf("quorum: quorum %d must be between %d and %d", opts.Quorum, q, len(nodes))
+		}
+		q = opts.Quorum
+	}
+	wake := opts.Wakeups
+	if wake == nil {
+		wake = NewWakeups()
+	}
+	e := &Engine{
+		nodes:  nodes,
+		opts:   opts,
+		quorum: q,
+		health: make([]nodeHealth, len(nodes)),
+		wake:   wake,
+		log:    opts.Logger,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stop = cancel
+	e.loopWG.Add(1)
+	go e.healthLoop(ctx)
+	return e, nil
+}
+
+// Close stops the health loop and waits for rollbacks and releases still in
+// flight. The nodes are not closed: they belong to the caller.
+func (e *Engine) Close() {
+	e.stop()
+	e.loopWG.Wait()
+	e.bg.Wait()
+}
+
+// Quorum is the number of masters that must agree.
+func (e *Engine) Quorum() int { return e.quorum }
+
+// Masters is N, the number of configured masters.
+func (e *Engine) Masters() int { return len(e.nodes) }
+
+// LockRequest asks for one lease over a set of resources.
+type LockRequest struct {
+	// Resources to lock, all or nothing. Duplicates count once.
+	Resources []string
+	// TTL is the lifetime of the keys on the masters.
+	TTL time.Duration
+	// Wait is how long to keep retrying while the resources are held;
+	// 0 tries once.
+	Wait time.Duration
+	// Token is the caller's token; "" means a fresh random token per try.
+	Token string
+}
+
+// Lease is a granted lock. It is a value: the engine keeps no copy.
+type Lease struct {
+	// Resources are the distinct resources, in the order first given.
+	Resources []string
+	// Token proves ownership; Unlock and Extend need it.
+	Token string
+	// Fences holds one fencing token per resource, parallel to Resources.
+	Fences []uint64
+	// Validity is how long the grant may be relied on, counted from Start.
+	Validity time.Duration
+	// Start is when the successful attempt began.
+	Start time.Time
+}
+
+// NewToken returns 128 random bits from crypto/rand, hex-encoded.
+func NewToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand never fails on supported platforms (Go 1.24+).
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// resourceSet is a request's resources, deduplicated and put in canonical
+// order, with the way back to the order the caller gave.
+type resourceSet struct {
+	given []string // distinct, first-given order
+	keys  Keys     // sorted by resource
+	pos   []int    // pos[i] is the index in keys of given[i]
+}
+
+func (e *Engine) resources(rs []string) (*resourceSet, error) {
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%w: no resources", ErrBadRequest)
+	}
+	seen := make(map[string]struct{}, len(rs))
+	given := make([]string, 0, len(rs))
+	for _, r := range rs {
+		if r == "" {
+			return nil, fmt.Errorf("%w: empty resource", ErrBadRequest)
+		}
+		if strings.HasPrefix(e.opts.KeyPrefix+r, e.opts.MetaPrefix) {
+			return nil, ErrReservedResource
+		}
+		if _, dup := seen[r]; dup {
+			continue
+		}
+		seen[r] = struct{}{}
+		given = append(given, r)
+	}
+	sorted := slices.Clone(given)
+	slices.Sort(sorted)
+	s := &resourceSet{given: given, pos: make([]int, len(given))}
+	s.keys.Locks = make([]string, len(sorted))
+	s.keys.Fences = make([]string, len(sorted))
+	s.keys.Channels = make([]string, len(sorted))
+	for i, r := range sorted {
+		s.keys.Locks[i] = e.opts.KeyPrefix + r
+		s.keys.Fences[i] = e.opts.MetaPrefix + "fence:" + r
+		s.keys.Channels[i] = e.opts.MetaPrefix + "released:" + r
+	}
+	for i, r := range given {
+		s.pos[i], _ = slices.BinarySearch(sorted, r)
+	}
+	return s, nil
+}
+
+// Lock acquires a lease. It returns (lease, nil) when granted, (nil, nil)
+// when a quorum answered but the resources are held (after Wait ran out),
+// and a *QuorumError when fewer than a quorum answered on the last try.
+// If ctx ends while waiting, it returns ctx's error and holds nothing.
+func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("lock", t0, lease != nil, err) }()
+	rs, err := e.resources(req.Resources)
+	if err != nil {
+		return nil, err
+	}
+	if req.TTL <= 0 {
+		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
+	}
+	fixed := req.Token != ""
+	deadline := t0.Add(req.Wait)
+	// tainted[i]: node i's rollback of an earlier try with the same token
+	// was not acknowledged, so its vote cannot be trusted in this call.
+	tainted := make([]bool, len(e.nodes))
+	var w *watch
+	defer func() {
+		if w != nil {
+			w.close()
+		}
+	}()
+	for {
+		token := req.Token
+		if !fixed {
+			token = NewToken()
+		}
+		var tr *try
+		lease, tr, err = e.attempt(ctx, rs, token, req.TTL, tainted, fixed)
+		if lease != nil {
+			if ctx.Err() != nil {
+				// The caller left while we were granting: hold nothing.
+				e.rollback(ctx, tr, make([]bool, len(e.nodes)), false)
+				return nil, ctx.Err()
+			}
+			return lease, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, ErrNoQuorum) && err != nil {
+			return nil, err
+		}
+		if !time.Now().Before(deadline) {
+			return nil, err
+		}
+		if w == nil {
+			// Subscribe before the next try, so that a release between the
+			// failed try and the subscription is not missed: the next try
+			// runs at once and sees it.
+			w = e.wake.watch(rs.keys.Channels, e.nodes)
+			w.ready(ctx, e.opts.MasterTimeout)
+			continue
+		}
+		if err := w.sleep(ctx, min(e.retryDelay(), time.Until(deadline))); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (e *Engine) retryDelay() time.Duration {
+	d := e.opts.RetryDelay
+	if j := e.opts.RetryJitter; j > 0 {
+		d += time.Duration(randv2.Int64N(int64(2*j)+1)) - j
+	}
+	return max(d, time.Millisecond)
+}
+
+func (e *Engine) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*e.opts.DriftFactor) + 2*time.Millisecond
+}
+
+// try is what one attempt sent, kept so that a rollback can wait for the
+// acquires still in flight.
+type try struct {
+	rs      *resourceSet
+	token   string
+	acq     <-chan result[AcquireReply]
+	pending []bool // the acquire to node i has not returned yet
+	mayHold []bool // node i may hold the keys: false once it answered "taken"
+}
+
+// attempt is one Redlock try: acquire on a quorum, write the fences back,
+// check validity. On failure it has rolled back before it returns.
+func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl time.Duration, tainted []bool, fixed bool) (*Lease, *try, error) {
+	start := time.Now()
+	n := len(e.nodes)
+	tr := &try{rs: rs, token: token, pending: make([]bool, n), mayHold: make([]bool, n)}
+	for i := range n {
+		tr.pending[i], tr.mayHold[i] = true, true
+	}
+	returned := make(chan struct{})
+	e.inflight.Store(token, returned)
+	tr.acq = fanoutThen(e, ctx, e.all(), min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (AcquireReply, error) {
+		return nd.Acquire(ctx, rs.keys, token, ttl)
+	}, func() {
+		close(returned)
+		e.inflight.CompareAndDelete(token, returned)
+	})
+
+	seen := make([]uint64, len(rs.keys.Locks))
+	var errs []error
+	ok, answered, pending := 0, 0, n
+	for pending > 0 {
+		r := <-tr.acq
+		pending--
+		tr.pending[r.i] = false
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e.nodes[r.i].Addr(), r.err))
+		} else {
+			answered++
+			switch {
+			case !r.val.OK:
+				// "Taken" changed nothing on that master; with a fixed
+				// token it may still hold keys from an earlier call.
+				tr.mayHold[r.i] = fixed
+			case tainted[r.i]:
+				// Answered, but its vote is not counted.
+			default:
+				ok++
+				for j, f := range r.val.Fences {
+					if j < len(seen) && f > seen[j] {
+						seen[j] = f
+					}
+				}
+			}
+		}
+		if ok >= e.quorum || e.decidedAgainst(ok, answered, pending) {
+			break
+		}
+	}
+	if ok < e.quorum {
+		e.rollback(ctx, tr, tainted, fixed)
+		return nil, nil, e.refusal("lock", answered, errs)
+	}
+
+	fences := make([]uint64, len(seen))
+	for j, f := range seen {
+		fences[j] = f + 1
+	}
+	targets := make([]int, 0, n)
+	for i := range n {
+		if tr.mayHold[i] {
+			targets = append(targets, i)
+		}
+	}
+	fres := fanout(e, ctx, targets, min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (bool, error) {
+		return nd.SetFences(ctx, rs.keys, token, fences)
+	})
+	acks, fanswered, pending := 0, n-len(targets), len(targets)
+	errs = errs[:0]
+	for pending > 0 {
+		r := <-fres
+		pending--
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e.nodes[r.i].Addr(), r.err))
+		} else {
+			fanswered++
+			if r.val && !tainted[r.i] {
+				acks++
+			}
+		}
+		if acks >= e.quorum || e.decidedAgainst(acks, fanswered, pending) {
+			break
+		}
+	}
+	if acks < e.quorum {
+		e.rollback(ctx, tr, tainted, fixed)
+		return nil, nil, e.refusal("lock", fanswered, errs)
+	}
+
+	validity := ttl - time.Since(start) - e.drift(ttl)
+	if validity <= 0 {
+		e.rollback(ctx, tr, tainted, fixed)
+		return nil, nil, nil
+	}
+	lease := &Lease{
+		Resources: rs.given,
+		Token:     token,
+		Fences:    make([]uint64, len(rs.given)),
+		Validity:  validity,
+		Start:     start,
+	}
+	for i, p := range rs.pos {
+		lease.Fences[i] = fences[p]
+	}
+	return lease, tr, nil
+}
+
+// decidedAgainst reports whether, with yes votes so far, the quorum can no
+// longer be reached and it is already known whether a quorum answered.
+func (e *Engine) decidedAgainst(yes, answered, pending int) bool {
+	if yes+pending >= e.quorum {
+		return false
+	}
+	return answered >= e.quorum || answered+pending < e.quorum
+}
+
+// refusal is the result of an operation that did not succeed: nil when a
+// quorum answered (contention is not an error), a *QuorumError otherwise.
+func (e *Engine) refusal(op string, answered int, errs []error) error {
+	if answered >= e.quorum {
+		return nil
+	}
+	return &QuorumError{Op: op, Got: answered, Need: e.quorum, Total: len(e.nodes), Errs: slices.Clone(errs)}
+}
+
+// rollback releases the try's keys on every node that may hold them, on a
+// context the caller cannot cancel. A node whose acquire is still in flight
+// is released only once that acquire has returned, so that the release is
+// sent after it and cannot be overtaken by it.
+//
+// With a caller-chosen token it waits for the answers and taints the nodes
+// that did not acknowledge, so that their votes are not counted in a later
+// try of the same call (a late rollback could delete the key that try set).
+func (e *Engine) rollback(ctx context.Context, tr *try, tainted []bool, fixed bool) {
+	base := context.WithoutCancel(ctx)
+	done := make(chan struct{})
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		defer close(done)
+		var wg sync.WaitGroup
+		release := func(i int) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := call(e, base, i, e.opts.MasterTimeout, func(ctx context.Context, nd Node) (int, error) {
+					return nd.Release(ctx, tr.rs.keys, tr.token)
+				})
+				if fixed && err != nil {
+					// Safe: with a fixed token the caller waits for done.
+					tainted[i] = true
+				}
+			}()
+		}
+		waiting := 0
+		for i := range tr.pending {
+			switch {
+			case tr.pending[i]:
+				waiting++
+			case tr.mayHold[i]:
+				release(i)
+			}
+		}
+		for ; waiting > 0; waiting-- {
+			r := <-tr.acq
+			if r.err == nil && !r.val.OK && !fixed {
+				continue
+			}
+			release(r.i)
+		}
+		wg.Wait()
+	}()
+	if fixed {
+		<-done
+	}
+}
+
+// Unlock releases the resources held with token wherever they are held. It
+// reports whether they were held on a quorum up to the release; a
+// *QuorumError means fewer than a quorum answered. Releases still in flight
+// when it returns carry on, whatever happens to ctx.
+func (e *Engine) Unlock(ctx context.Context, resources []string, token string) (held bool, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("unlock", t0, held, err) }()
+	rs, err := e.resources(resources)
+	if err != nil {
+		return false, err
+	}
+	if token == "" {
+		return false, fmt.Errorf("%w: empty token", ErrBadRequest)
+	}
+	e.awaitAcquires(token)
+	want := len(rs.keys.Locks)
+	res := fanout(e, context.WithoutCancel(ctx), e.all(), e.opts.MasterTimeout, func(ctx context.Context, nd Node) (int, error) {
+		return nd.Release(ctx, rs.keys, token)
+	})
+	// Wait for every master (each bounded by MasterTimeout): a caller that
+	// locks again right after a release must not meet a straggler.
+	yes, answered, errs := tally(e, res, false, func(v int) bool { return v == want })
+	if yes >= e.quorum {
+		return true, nil
+	}
+	return false, e.refusal("unlock", answered, errs)
+}
+
+// Extend resets the ttl of the resources held with token. It returns the new
+// validity, or 0 when the lease could not be extended on a quorum (it is
+// lost). A *QuorumError means fewer than a quorum answered.
+func (e *Engine) Extend(ctx context.Context, resources []string, token string, ttl time.Duration) (validity time.Duration, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("extend", t0, validity > 0, err) }()
+	rs, err := e.resources(resources)
+	if err != nil {
+		return 0, err
+	}
+	if ttl <= 0 || token == "" {
+		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
+	}
+	e.awaitAcquires(token)
+	want := len(rs.keys.Locks)
+	res := fanout(e, context.WithoutCancel(ctx), e.all(), min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (int, error) {
+		return nd.Extend(ctx, rs.keys, token, ttl)
+	})
+	yes, answered, errs := tally(e, res, true, func(v int) bool { return v == want })
+	if yes < e.quorum {
+		return 0, e.refusal("extend", answered, errs)
+	}
+	validity = ttl - time.Since(t0) - e.drift(ttl)
+	return max(validity, 0), nil
+}
+
+// tally counts a fan-out over all nodes, until the outcome is decided if
+// early is set, else until every node answered or timed out.
+func tally[T any](e *Engine, res <-chan result[T], early bool, yes func(T) bool) (votes, answered int, errs []error) {
+	pending := len(e.nodes)
+	for pending > 0 {
+		r := <-res
+		pending--
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e.nodes[r.i].Addr(), r.err))
+		} else {
+			answered++
+			if yes(r.val) {
+				votes++
+			}
+		}
+		if early && (votes >= e.quorum || e.decidedAgainst(votes, answered, pending)) {
+			break
+		}
+	}
+	return votes, answered, errs
+}
+
+func (e *Engine) all() []int {
+	idx := make([]int, len(e.nodes))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+func (e *Engine) observe(op string, t0 time.Time, ok bool, err error) {
+	if e.opts.Observer == nil {
+		return
+	}
+	outcome := OutcomeRefused
+	switch {
+	case ok:
+		outcome = OutcomeOK
+	case errors.Is(err, ErrNoQuorum):
+		outcome = OutcomeNoQuorum
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		outcome = OutcomeCanceled
+	case err != nil:
+		outcome = OutcomeError
+	}
+	e.opts.Observer.Operation(op, outcome, time.Since(t0))
+}
+
+// result is one master's answer in a fan-out.
+type result[T any] struct {
+	i   int
+	val T
+	err error
+}
+
+// fanout calls call on each target node in its own goroutine, each bounded
+// by timeout, and returns a channel buffered for every answer: a reader may
+// stop early and the stragglers never block. Close waits for them.
+func fanout[T any](e *Engine, ctx context.Context, targets []int, timeout time.Duration, fn func(context.Context, Node) (T, error)) <-chan result[T] {
+	return fanoutThen(e, ctx, targets, timeout, fn, nil)
+}
+
+// fanoutThen is fanout, calling then (if not nil) once every call returned.
+func fanoutThen[T any](e *Engine, ctx context.Context, targets []int, timeout time.Duration, fn func(context.Context, Node) (T, error), then func()) <-chan result[T] {
+	ch := make(chan result[T], len(targets))
+	e.bg.Add(len(targets))
+	var left atomic.Int32
+	left.Store(int32(len(targets)))
+	for _, i := range targets {
+		go func() {
+			defer e.bg.Done()
+			v, err := call(e, ctx, i, timeout, fn)
+			ch <- result[T]{i: i, val: v, err: err}
+			if left.Add(-1) == 0 && then != nil {
+				then()
+			}
+		}()
+	}
+	return ch
+}
+
+// awaitAcquires waits, at most MasterTimeout, until the acquires of the
+// latest try with token made through this engine have returned.
+func (e *Engine) awaitAcquires(token string) {
+	v, ok := e.inflight.Load(token)
+	if !ok {
+		return
+	}
+	t := time.NewTimer(e.opts.MasterTimeout)
+	defer t.Stop()
+	select {
+	case <-v.(chan struct{}):
+	case <-t.C:
+	}
+}
+
+// call makes one request to node i, bounded by timeout, and records its
+// latency and error.
+func call[T any](e *Engine, ctx context.Context, i int, timeout time.Duration, fn func(context.Context, Node) (T, error)) (T, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t0 := time.Now()
+	v, err := fn(cctx, e.nodes[i])
+	d := time.Since(t0)
+	e.health[i].record(d, err)
+	if e.opts.Observer != nil {
+		e.opts.Observer.MasterCall(e.nodes[i].Addr(), d, err)
+	}
+	return v, err
+}

@@ -1,0 +1,428 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+const testTimeout = 20 * time.Millisecond
+
+type cluster struct {
+	nodes []*fakeNode
+	wake  *Wakeups
+	eng   *Engine
+}
+
+func newCluster(t testing.TB, n int, opts Options) *cluster {
+	t.Helper()
+	c := &cluster{wake: NewWakeups()}
+	nodes := make([]Node, n)
+	for i := range n {
+		f := newFake(fmt.Sprintf("m%d", i), c.wake.Notify)
+		c.nodes = append(c.nodes, f)
+		nodes[i] = f
+	}
+	if opts.MasterTimeout == 0 {
+		opts.MasterTimeout = testTimeout
+	}
+	opts.Wakeups = c.wake
+	eng, err := New(nodes, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.eng = eng
+	t.Cleanup(eng.Close)
+	return c
+}
+
+// holders counts the masters on which key holds token.
+func (c *cluster) holders(key, token string) int {
+	n := 0
+	for _, f := range c.nodes {
+		if v, ok := f.value(key); ok && v == token {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *cluster) settle() {
+	c.eng.Close()
+	for _, f := range c.nodes {
+		f.drain()
+	}
+}
+
+type masterState int
+
+const (
+	stOK masterState = iota
+	stDown
+	stTaken
+	stSlow
+)
+
+func (s masterState) String() string { return [...]string{"ok", "down", "taken", "slow"}[s] }
+
+// TestLockEverySubset tries every assignment of {ok, down, taken, slow} to
+// the masters for N=3 and N=5 and checks grant, refusal, the kind of
+// refusal, and that a refused attempt leaves nothing behind, late requests
+// to slow masters included.
+func TestLockEverySubset(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			total := 1
+			for range n {
+				total *= 4
+			}
+			sem := make(chan struct{}, 64)
+			var wg sync.WaitGroup
+			for combo := range total {
+				states := make([]masterState, n)
+				for i, x := 0, combo; i < n; i, x = i+1, x/4 {
+					states[i] = masterState(x % 4)
+				}
+				for _, fixed := range []bool{false, true} {
+					wg.Add(1)
+					sem <- struct{}{}
+					go func() {
+						defer wg.Done()
+						defer func() { <-sem }()
+						checkSubset(t, states, fixed)
+					}()
+				}
+			}
+			wg.Wait()
+		})
+	}
+}
+
+func checkSubset(t *testing.T, states []masterState, fixed bool) {
+	c := newCluster(t, len(states), Options{})
+	var ok, answered int
+	for i, s := range states {
+		switch s {
+		case stOK:
+			ok++
+			answered++
+		case stDown:
+			c.nodes[i].setDown(true)
+		case stTaken:
+			answered++
+			c.nodes[i].set("r", "other", time.Minute)
+		case stSlow:
+			c.nodes[i].setDelay(3 * testTimeout)
+		}
+	}
+	q := len(states)/2 + 1
+	token := ""
+	if fixed {
+		token = "mine"
+	}
+	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"r"}, TTL: 10 * time.Second, Token: token})
+	c.settle()
+	name := fmt.Sprintf("%v fixed=%v", states, fixed)
+	switch {
+	case ok >= q:
+		if err != nil || lease == nil {
+			t.Errorf("%s: want grant, got lease=%v err=%v", name, lease, err)
+			return
+		}
+		if h := c.holders("r", lease.Token); h < q {
+			t.Errorf("%s: granted but held on %d masters", name, h)
+		}
+		if lease.Fences[0] != 1 {
+			t.Errorf("%s: first fence = %d, want 1", name, lease.Fences[0])
+		}
+	case answered >= q:
+		if err != nil || lease != nil {
+			t.Errorf("%s: want not-granted (nil, nil), got lease=%v err=%v", name, lease, err)
+		}
+	default:
+		var qe *QuorumError
+		if !errors.As(err, &qe) || lease != nil {
+			t.Errorf("%s: want *QuorumError, got lease=%v err=%v", name, lease, err)
+		} else if qe.Got > answered || qe.Need != q || qe.Total != len(states) {
+			t.Errorf("%s: QuorumError %+v, want got<=%d need=%d", name, qe, answered, q)
+		}
+	}
+	if lease == nil {
+		for i, f := range c.nodes {
+			v, held := f.value("r")
+			if states[i] == stTaken {
+				if v != "other" {
+					t.Errorf("%s: master %d: other's lock became %q", name, i, v)
+				}
+			} else if held {
+				t.Errorf("%s: master %d left holding %q after a refused lock", name, i, v)
+			}
+		}
+	}
+}
+
+func TestUnlockAndExtend(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	lease, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"a"}, TTL: time.Second})
+	if err != nil || lease == nil {
+		t.Fatalf("lock: %v %v", lease, err)
+	}
+	tests := []struct {
+		name    string
+		token   string
+		down    int
+		wantV   bool
+		wantErr bool
+	}{
+		{"wrong token", "nope", 0, false, false},
+		{"right token", lease.Token, 0, true, false},
+		{"two down still quorum", lease.Token, 2, true, false},
+		{"three down no quorum", lease.Token, 3, false, true},
+	}
+	for _, tc := range tests {
+		t.Run("extend/"+tc.name, func(t *testing.T) {
+			for i, f := range c.nodes {
+				f.setDown(i < tc.down)
+			}
+			v, err := c.eng.Extend(ctx, []string{"a"}, tc.token, 2*time.Second)
+			if (v > 0) != tc.wantV || (err != nil) != tc.wantErr {
+				t.Fatalf("Extend = %v, %v", v, err)
+			}
+			if tc.wantV && (v > 2*time.Second || v < time.Second) {
+				t.Fatalf("validity %v out of range", v)
+			}
+		})
+	}
+	for _, f := range c.nodes {
+		f.setDown(false)
+	}
+	if held, err := c.eng.Unlock(ctx, []string{"a"}, "nope"); held || err != nil {
+		t.Fatalf("unlock with wrong token = %v, %v", held, err)
+	}
+	if held, err := c.eng.Unlock(ctx, []string{"a"}, lease.Token); !held || err != nil {
+		t.Fatalf("unlock = %v, %v", held, err)
+	}
+	if held, err := c.eng.Unlock(ctx, []string{"a"}, lease.Token); held || err != nil {
+		t.Fatalf("second unlock = %v, %v", held, err)
+	}
+	c.settle()
+	if h := c.holders("a", lease.Token); h != 0 {
+		t.Fatalf("held on %d masters after unlock", h)
+	}
+}
+
+func TestUnlockNoQuorum(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	lease, _ := c.eng.Lock(ctx, LockRequest{Resources: []string{"a"}, TTL: time.Second})
+	c.nodes[0].setDown(true)
+	c.nodes[1].setDown(true)
+	_, err := c.eng.Unlock(ctx, []string{"a"}, lease.Token)
+	if !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("want ErrNoQuorum, got %v", err)
+	}
+}
+
+// TestFencesIncrease grants one resource many times while random minorities
+// of masters are down, and checks that fences strictly increase.
+func TestFencesIncrease(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var last uint64
+	for i := range 300 {
+		for _, f := range c.nodes {
+			f.setDown(false)
+		}
+		for _, j := range rng.Perm(5)[:rng.IntN(3)] {
+			c.nodes[j].setDown(true)
+		}
+		lease, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"f"}, TTL: time.Second})
+		if err != nil || lease == nil {
+			t.Fatalf("grant %d: %v %v", i, lease, err)
+		}
+		if lease.Fences[0] <= last {
+			t.Fatalf("grant %d: fence %d after %d", i, lease.Fences[0], last)
+		}
+		last = lease.Fences[0]
+		if held, err := c.eng.Unlock(ctx, []string{"f"}, lease.Token); !held || err != nil {
+			t.Fatalf("unlock %d: %v %v", i, held, err)
+		}
+		// Masters that were down during the release keep the key until its
+		// ttl; stand in for that expiry.
+		for _, f := range c.nodes {
+			f.mu.Lock()
+			delete(f.data, "f")
+			f.mu.Unlock()
+		}
+	}
+}
+
+func TestMultiResource(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	a, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"y", "x", "y"}, TTL: time.Second})
+	if err != nil || a == nil {
+		t.Fatalf("lock: %v %v", a, err)
+	}
+	if len(a.Resources) != 2 || a.Resources[0] != "y" || a.Resources[1] != "x" || len(a.Fences) != 2 {
+		t.Fatalf("lease %+v", a)
+	}
+	// Overlapping set: all or nothing, nothing left behind.
+	b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"z", "x"}, TTL: time.Second})
+	if err != nil || b != nil {
+		t.Fatalf("overlapping lock: %v %v", b, err)
+	}
+	c.eng.bg.Wait()
+	for _, f := range c.nodes {
+		if _, held := f.value("z"); held {
+			t.Fatal("z left behind by a refused multi-lock")
+		}
+	}
+}
+
+func TestReservedAndBadRequests(t *testing.T) {
+	c := newCluster(t, 3, Options{MetaPrefix: "meta:"})
+	ctx := context.Background()
+	tests := []struct {
+		req  LockRequest
+		want error
+	}{
+		{LockRequest{Resources: []string{"meta:fence:x"}, TTL: time.Second}, ErrReservedResource},
+		{LockRequest{Resources: []string{""}, TTL: time.Second}, ErrBadRequest},
+		{LockRequest{Resources: nil, TTL: time.Second}, ErrBadRequest},
+		{LockRequest{Resources: []string{"a"}, TTL: 0}, ErrBadRequest},
+	}
+	for _, tc := range tests {
+		if _, err := c.eng.Lock(ctx, tc.req); !errors.Is(err, tc.want) {
+			t.Errorf("Lock(%+v) = %v, want %v", tc.req, err, tc.want)
+		}
+	}
+}
+
+func TestQuorumOption(t *testing.T) {
+	nodes := []Node{newFake("a", nil), newFake("b", nil), newFake("c", nil)}
+	for _, q := range []int{1, 4} {
+		if _, err := New(nodes, Options{Quorum: q}); err == nil {
+			t.Errorf("quorum %d of 3 accepted", q)
+		}
+	}
+	e, err := New(nodes, Options{Quorum: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.Quorum() != 3 {
+		t.Fatalf("quorum %d", e.Quorum())
+	}
+}
+
+// TestWaitWokenByRelease: a waiter with a long retry delay is woken by the
+// release notification, not by its timer.
+func TestWaitWokenByRelease(t *testing.T) {
+	c := newCluster(t, 3, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
+	ctx := context.Background()
+	a, _ := c.eng.Lock(ctx, LockRequest{Resources: []string{"w"}, TTL: 10 * time.Second})
+	got := make(chan time.Duration, 1)
+	go func() {
+		t0 := time.Now()
+		b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"w"}, TTL: time.Second, Wait: 5 * time.Second})
+		if err != nil || b == nil {
+			got <- -1
+			return
+		}
+		got <- time.Since(t0)
+	}()
+	// Wait until the waiter has subscribed on every master.
+	for {
+		n := 0
+		for _, f := range c.nodes {
+			f.mu.Lock()
+			if f.subs["redlock-proxy:released:w"] {
+				n++
+			}
+			f.mu.Unlock()
+		}
+		if n == 3 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t1 := time.Now()
+	if held, _ := c.eng.Unlock(ctx, []string{"w"}, a.Token); !held {
+		t.Fatal("unlock failed")
+	}
+	d := <-got
+	if d < 0 {
+		t.Fatal("waiter not granted")
+	}
+	if since := time.Since(t1); since > time.Second {
+		t.Fatalf("waiter woke %v after the release: timer, not notification", since)
+	}
+}
+
+// TestWaitCanceled: a waiter whose context ends stops waiting, holds
+// nothing and unsubscribes.
+func TestWaitCanceled(t *testing.T) {
+	c := newCluster(t, 3, Options{RetryDelay: 5 * time.Millisecond})
+	a, _ := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"w"}, TTL: 10 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"w"}, TTL: time.Second, Wait: time.Minute})
+	if b != nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, %v", b, err)
+	}
+	c.settle()
+	if h := c.holders("w", a.Token); h != 3 {
+		t.Fatalf("first holder now on %d masters", h)
+	}
+	for _, f := range c.nodes {
+		if len(f.subs) != 0 {
+			t.Fatalf("still subscribed: %v", f.subs)
+		}
+	}
+}
+
+// TestValidityRefusesLateGrant: when the round takes longer than the ttl
+// allows, the grant is refused and rolled back.
+func TestValidityRefusesLateGrant(t *testing.T) {
+	c := newCluster(t, 3, Options{MasterTimeout: 200 * time.Millisecond})
+	for _, f := range c.nodes {
+		f.setDelay(30 * time.Millisecond)
+	}
+	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"v"}, TTL: 40 * time.Millisecond})
+	if lease != nil || err != nil {
+		t.Fatalf("got %+v, %v; want refusal", lease, err)
+	}
+	c.settle()
+	for i, f := range c.nodes {
+		if _, held := f.value("v"); held {
+			t.Fatalf("master %d still holds the refused lock", i)
+		}
+	}
+}
+
+// TestFixedTokenRetryIgnoresUnacknowledgedRollback: with TOKEN t, a master
+// whose rollback from an earlier try was not acknowledged does not vote in
+// a later try of the same call.
+func TestFixedTokenRetryIgnoresUnacknowledgedRollback(t *testing.T) {
+	c := newCluster(t, 3, Options{RetryDelay: 5 * time.Millisecond, RetryJitter: 1})
+	// m0 is slow: every request lands late. m1 is held by another client.
+	c.nodes[0].setDelay(3 * testTimeout)
+	c.nodes[1].set("r", "other", 150*time.Millisecond)
+	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"r"}, TTL: time.Second, Token: "t", Wait: 400 * time.Millisecond})
+	// Once m1's lock expires, only m1 and m2 can vote: m0 is tainted, and
+	// the slow master must not have been counted.
+	if err != nil || lease == nil {
+		t.Fatalf("got %v %v", lease, err)
+	}
+	c.settle()
+	if h := c.holders("r", "t"); h < 2 {
+		t.Fatalf("grant held on %d masters", h)
+	}
+}
