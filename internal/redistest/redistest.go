@@ -1,0 +1,254 @@
+// Package redistest starts Redis masters for tests: real redis-server
+// processes on free loopback ports, which a test can kill, pause with
+// SIGSTOP, resume and restart empty.
+//
+// Where redis-server is not installed it falls back to embedded miniredis
+// masters and says so loudly on stderr; with CI=true it fails instead,
+// because CI must test against the real thing. Faults that miniredis cannot
+// play (SIGSTOP) skip their test with the reason printed.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// Server is one master started for a test.
+type Server struct {
+	// Addr is 127.0.0.1:port; it stays the same across restarts.
+	Addr string
+
+	t    testing.TB
+	port int
+	dir  string
+	args []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	mini *miniredis.Miniredis
+}
+
+var warnOnce sync.Once
+
+// Real reports whether redis-server is available.
+func Real() bool {
+	_, err := exec.LookPath("redis-server")
+	return err == nil
+}
+
+// Start starts a master and stops it when the test ends. Extra arguments
+// are passed to redis-server (ignored by the embedded fallback).
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, dir: t.TempDir(), args: extra}
+	if !Real() {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redistest: redis-server not found and CI=true: CI must run against real Redis masters")
+		}
+		warnOnce.Do(func() {
+			fmt.Fprintln(os.Stderr, "\n"+strings.Repeat("!", 78)+
+				"\n!! WARNING: redis-server not found. Integration tests run against EMBEDDED\n"+
+				"!! miniredis masters, NOT real Redis. Install redis-server for the real test.\n"+
+				strings.Repeat("!", 78))
+		})
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			t.Fatalf("redistest: miniredis: %v", err)
+		}
+		s.mini = m
+		s.Addr = m.Addr()
+		s.port, _ = strconv.Atoi(m.Port())
+		t.Cleanup(s.Kill)
+		return s
+	}
+	var lastErr error
+	for range 10 {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s.port = port
+		s.Addr = "127.0.0.1:" + strconv.Itoa(port)
+		if lastErr = s.start(); lastErr == nil {
+			t.Cleanup(s.Kill)
+			return s
+		}
+	}
+	t.Fatalf("redistest: could not start redis-server: %v", lastErr)
+	return nil
+}
+
+// freePort asks the kernel for a free loopback port. Another process may
+// take it before redis-server binds it; start then fails and Start tries
+// another port.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) start() error {
+	args := append([]string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--loglevel", "warning",
+	}, s.args...)
+	cmd := exec.Command("redis-server", args...)
+	logf, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("redis-server exited: %s", lastLines(string(b)))
+		default:
+		}
+		if ping(s.Addr) == nil {
+			s.mu.Lock()
+			s.cmd = cmd
+			s.mu.Unlock()
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	return fmt.Errorf("redis-server on %s did not answer PING", s.Addr)
+}
+
+func lastLines(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// Kill stops the master at once (SIGKILL): it loses everything it held.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mini != nil {
+		s.mini.Close()
+		return
+	}
+	if s.cmd != nil {
+		s.cmd.Process.Signal(syscall.SIGCONT)
+		s.cmd.Process.Kill()
+		s.cmd.Process.Wait()
+		s.cmd = nil
+	}
+}
+
+// Restart kills the master if it runs and starts it again, empty, on the
+// same address.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	if s.mini != nil {
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr(s.Addr); err != nil {
+			s.t.Fatalf("redistest: restart miniredis: %v", err)
+		}
+		s.mu.Lock()
+		s.mini = m
+		s.mu.Unlock()
+		return
+	}
+	var err error
+	for range 50 {
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatalf("redistest: restart %s: %v", s.Addr, err)
+}
+
+// Pause stops the master with SIGSTOP: connections stay open and requests
+// queue up unanswered until Resume.
+func (s *Server) Pause() {
+	s.t.Helper()
+	s.signal(syscall.SIGSTOP)
+}
+
+// Resume continues a paused master (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mini != nil {
+		s.t.Skipf("redistest: embedded masters cannot be paused with %v; install redis-server to run this test", sig)
+	}
+	if s.cmd != nil {
+		s.cmd.Process.Signal(sig)
+	}
+}
+
+// StartN starts n masters.
+func StartN(t testing.TB, n int, extra ...string) []*Server {
+	t.Helper()
+	out := make([]*Server, n)
+	for i := range out {
+		out[i] = Start(t, extra...)
+	}
+	return out
+}
+
+// Addrs returns the masters' addresses.
+func Addrs(servers []*Server) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = s.Addr
+	}
+	return out
+}
