@@ -175,10 +175,20 @@ type Lease struct {
 	Token string
 	// Fences holds one fencing token per resource, parallel to Resources.
 	Fences []uint64
-	// Validity is how long the grant may be relied on, counted from Start.
+	// Validity is how long the grant may be relied on, as computed at
+	// Decided: ttl - (Decided - Start) - drift.
 	Validity time.Duration
 	// Start is when the successful attempt began.
 	Start time.Time
+	// Decided is when Validity was computed.
+	Decided time.Time
+}
+
+// ValidityAt is the validity left at now: Validity less the time since it
+// was computed. A caller about to reply calls it again, so that every step
+// after the quorum counts.
+func (l *Lease) ValidityAt(now time.Time) time.Duration {
+	return l.Validity - now.Sub(l.Decided)
 }
 
 // NewToken returns 128 random bits from crypto/rand, hex-encoded.
@@ -239,6 +249,9 @@ func (e *Engine) resources(rs []string) (*resourceSet, error) {
 // when a quorum answered but the resources are held (after Wait ran out),
 // and a *QuorumError when fewer than a quorum answered on the last try.
 // If ctx ends while waiting, it returns ctx's error and holds nothing.
+//
+// A caller that cannot deliver the lease (its validity ran out before the
+// reply, see Lease.ValidityAt) must give it back with Abandon.
 func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("lock", t0, lease != nil, err) }()
@@ -409,7 +422,8 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 		return nil, nil, e.refusal("lock", fanswered, errs)
 	}
 
-	validity := ttl - time.Since(start) - e.drift(ttl)
+	decided := time.Now()
+	validity := ttl - decided.Sub(start) - e.drift(ttl)
 	if validity <= 0 {
 		e.rollback(ctx, tr, tainted, fixed)
 		return nil, nil, nil
@@ -420,6 +434,7 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 		Fences:    make([]uint64, len(rs.given)),
 		Validity:  validity,
 		Start:     start,
+		Decided:   decided,
 	}
 	for i, p := range rs.pos {
 		lease.Fences[i] = fences[p]
@@ -495,6 +510,25 @@ func (e *Engine) rollback(ctx context.Context, tr *try, tainted []bool, fixed bo
 	if fixed {
 		<-done
 	}
+}
+
+// Abandon releases a lease the caller will not use, in the background and
+// whatever happens to ctx.
+func (e *Engine) Abandon(ctx context.Context, l *Lease) {
+	rs, err := e.resources(l.Resources)
+	if err != nil {
+		return
+	}
+	e.awaitAcquires(l.Token)
+	e.rollback(ctx, &try{rs: rs, token: l.Token, pending: make([]bool, len(e.nodes)), mayHold: allTrue(len(e.nodes))}, make([]bool, len(e.nodes)), false)
+}
+
+func allTrue(n int) []bool {
+	b := make([]bool, n)
+	for i := range b {
+		b[i] = true
+	}
+	return b
 }
 
 // Unlock releases the resources held with token wherever they are held. It

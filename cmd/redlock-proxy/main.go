@@ -1,0 +1,239 @@
+// Command redlock-proxy is a RESP server that runs the Redlock algorithm
+// against N independent Redis masters for any Redis client.
+//
+//	redlock-proxy --dev                  # embedded in-process masters, for trying it out
+//	redlock-proxy --config config.yaml   # real masters
+//
+// Flags override single configuration values; see --help.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/redlock-proxy/redlock-proxy/commands"
+	"github.com/redlock-proxy/redlock-proxy/config"
+	"github.com/redlock-proxy/redlock-proxy/metrics"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+	"github.com/redlock-proxy/redlock-proxy/quorum/redisnode"
+)
+
+// version is the proxy's version, shown in INFO.
+const version = "0.1.0"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+type flags struct {
+	config        string
+	dev           bool
+	devMasters    int
+	listen        string
+	listenFD      int
+	metricsListen string
+	showVersion   bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("redlock-proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "configuration file (YAML)")
+	fs.BoolVar(&f.dev, "dev", false, "run with embedded in-process masters (not for production)")
+	fs.IntVar(&f.devMasters, "dev-masters", 3, "number of embedded masters with --dev")
+	fs.StringVar(&f.listen, "listen", "", "override listen (host:port)")
+	fs.IntVar(&f.listenFD, "listen-fd", 0, "serve on an inherited listening socket with this file descriptor")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", `override metrics_listen (host:port, or "off")`)
+	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	return f, fs, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, _, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if f.showVersion {
+		fmt.Fprintln(stdout, "redlock-proxy", version)
+		return nil
+	}
+	var cfg *config.Config
+	var devMasters []*miniredis.Miniredis
+	switch {
+	case f.dev && f.config != "":
+		return errors.New("--dev and --config exclude each other")
+	case f.dev:
+		cfg = config.Default()
+		for range max(f.devMasters, 1) {
+			m := miniredis.NewMiniRedis()
+			if err := m.Start(); err != nil {
+				return fmt.Errorf("dev master: %w", err)
+			}
+			defer m.Close()
+			devMasters = append(devMasters, m)
+			cfg.Masters = append(cfg.Masters, config.Master{Addr: m.Addr()})
+		}
+	case f.config != "":
+		if cfg, err = config.Load(f.config); err != nil {
+			return fmt.Errorf("%s: %w", f.config, err)
+		}
+	default:
+		return errors.New("give --config FILE, or --dev to try it with embedded masters")
+	}
+	if f.listen != "" {
+		cfg.Listen = f.listen
+	}
+	switch f.metricsListen {
+	case "":
+	case "off":
+		cfg.MetricsListen = ""
+	default:
+		cfg.MetricsListen = f.metricsListen
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+
+	log := newLogger(stderr, cfg.LogLevel)
+	if f.dev {
+		fmt.Fprintf(stderr, "\n*** DEV MODE: %d embedded in-process masters (miniredis). NOT FOR PRODUCTION: ***\n"+
+			"*** nothing is persisted and every master dies with this process.           ***\n\n", len(devMasters))
+	}
+	if cfg.RestartQuarantine {
+		log.Warn("restart_quarantine is not enforced by this version: a master that restarts without persistence can allow a second grant while the first is valid")
+	}
+
+	wake := quorum.NewWakeups()
+	nodes := make([]quorum.Node, 0, len(cfg.Masters))
+	var closers []func()
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	for _, m := range cfg.Masters {
+		n, err := redisnode.New(redisnode.Options{Addr: m.Addr, Username: m.Username, Password: m.Password, Notify: wake.Notify, Logger: log})
+		if err != nil {
+			return err
+		}
+		closers = append(closers, n.Close)
+		nodes = append(nodes, n)
+	}
+	var eng *quorum.Engine
+	met := metrics.New(func() []quorum.NodeStatus { return eng.Status() })
+	eng, err = quorum.New(nodes, quorum.Options{
+		Quorum:        cfg.Quorum,
+		DriftFactor:   cfg.DriftFactor,
+		MasterTimeout: cfg.MasterTimeout.D(),
+		RetryDelay:    cfg.RetryDelay.D(),
+		RetryJitter:   cfg.RetryJitter.D(),
+		KeyPrefix:     cfg.KeyPrefix,
+		MetaPrefix:    cfg.MetaPrefix,
+		Wakeups:       wake,
+		Observer:      met,
+		Logger:        log,
+	})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+
+	srv, err := proxy.New(proxy.Options{
+		Commands:   commands.All(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL.D(), MaxWait: cfg.Limits.MaxWait.D()}),
+		MapError:   commands.MapError,
+		Version:    version,
+		MaxClients: cfg.Limits.MaxClients,
+		Info:       []proxy.InfoSection{commands.MastersInfo(eng)},
+		Observer:   met,
+		Logger:     log,
+	})
+	if err != nil {
+		return err
+	}
+
+	var ln net.Listener
+	if f.listenFD > 0 {
+		file := os.NewFile(uintptr(f.listenFD), "listener")
+		ln, err = net.FileListener(file)
+		file.Close()
+	} else {
+		ln, err = net.Listen("tcp", cfg.Listen)
+	}
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+
+	var hs *http.Server
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics_listen: %w", err)
+		}
+		hs = &http.Server{
+			Handler:           met.Handler(func() bool { return eng.Up() >= eng.Quorum() }),
+			ReadHeaderTimeout: 5 * time.Second,
+		}
+		go hs.Serve(mln)
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("redlock-proxy listening", "addr", ln.Addr().String(), "masters", len(nodes), "quorum", eng.Quorum(),
+		"metrics", cfg.MetricsListen, "version", version)
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown cut short", "err", err)
+	}
+	if hs != nil {
+		hs.Shutdown(sctx)
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	switch level {
+	case "debug":
+		l = slog.LevelDebug
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,44 @@
+package commands
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// All returns every lock command, for the proxy's command table.
+func All(eng *quorum.Engine, lim Limits) []*proxy.Command {
+	return lockCommands(eng, lim)
+}
+
+// MastersInfo is the "masters" section of INFO: one line per master, as
+// PROTOCOL.md ("Restarted masters") lays it out, after the quorum figures.
+func MastersInfo(eng *quorum.Engine) proxy.InfoSection {
+	return proxy.InfoSection{Name: "masters", Lines: func() []string {
+		st := eng.Status()
+		up := 0
+		for _, s := range st {
+			if s.State == quorum.StateUp {
+				up++
+			}
+		}
+		lines := []string{
+			fmt.Sprintf("masters:%d", len(st)),
+			fmt.Sprintf("quorum:%d", eng.Quorum()),
+			fmt.Sprintf("masters_up:%d", up),
+		}
+		for i, s := range st {
+			lines = append(lines, fmt.Sprintf("master%d:addr=%s,state=%s,quarantine_ms=0,latency_us=%d,run_id=,last_error=%s",
+				i, s.Addr, s.State, s.Latency/time.Microsecond, infoText(s.LastError)))
+		}
+		return lines
+	}}
+}
+
+// infoText keeps a value on one INFO line and out of the field syntax.
+func infoText(s string) string {
+	return strings.NewReplacer(",", ";", "\r", " ", "\n", " ").Replace(s)
+}

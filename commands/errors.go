@@ -1,0 +1,38 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// Argument errors of the lock commands that Redis has no wording for.
+var (
+	errEmptyResource = proxy.Errorf("resource name must not be empty")
+	errTokenLen      = proxy.Errorf("token must be 1 to %d bytes", MaxTokenLen)
+	errWaitNegative  = proxy.Errorf("timeout is negative")
+	errWaitRange     = proxy.Errorf("timeout is out of range")
+)
+
+// MapError is the single table from engine errors to RESP errors. The proxy
+// calls it for every error a handler returns that is not already a
+// *proxy.Error. It returns nil for an error it does not know.
+func MapError(err error) *proxy.Error {
+	var qe *quorum.QuorumError
+	switch {
+	case errors.As(err, &qe):
+		return &proxy.Error{Code: "NOQUORUM", Msg: fmt.Sprintf("%d of %d masters answered, %d needed", qe.Got, qe.Total, qe.Need)}
+	case errors.Is(err, quorum.ErrReservedResource):
+		return proxy.Errorf("resource name is reserved")
+	case errors.Is(err, quorum.ErrBadRequest):
+		return proxy.ErrSyntax
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// A waiting client that hung up reads nothing; the one left to
+		// read this is a client whose wait the shutdown cut short.
+		return proxy.Errorf("wait canceled: server shutting down")
+	}
+	return nil
+}

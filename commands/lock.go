@@ -1,0 +1,218 @@
+package commands
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// MaxTokenLen is the longest TOKEN a client may choose, in bytes.
+const MaxTokenLen = 128
+
+// Limits bound what clients may ask for.
+type Limits struct {
+	// MaxTTL is the longest ttl (limits.max_ttl).
+	MaxTTL time.Duration
+	// MaxWait is the longest WAIT (limits.max_wait).
+	MaxWait time.Duration
+}
+
+// lockArgs are RLOCK's arguments.
+type lockArgs struct {
+	resource string
+	ttl      time.Duration
+	wait     time.Duration
+	token    string
+}
+
+// parseLock parses "resource ttl [WAIT wait] [TOKEN token]" for command
+// name (used in the expire-time error).
+func parseLock(name string, args [][]byte, lim Limits) (lockArgs, error) {
+	a := proxy.NewArgs(args)
+	var out lockArgs
+	var err error
+	if out.resource, err = resource(a); err != nil {
+		return out, err
+	}
+	if out.ttl, err = ttl(a, name, lim); err != nil {
+		return out, err
+	}
+	seen := map[string]bool{}
+	for a.More() {
+		opt := a.Option()
+		if seen[opt] {
+			return out, proxy.ErrSyntax
+		}
+		seen[opt] = true
+		switch opt {
+		case "WAIT":
+			if out.wait, err = wait(a, lim); err != nil {
+				return out, err
+			}
+		case "TOKEN":
+			if out.token, err = token(a); err != nil {
+				return out, err
+			}
+		default:
+			return out, proxy.ErrSyntax
+		}
+	}
+	return out, nil
+}
+
+func resource(a *proxy.Args) (string, error) {
+	r, err := a.String()
+	if err != nil {
+		return "", err
+	}
+	if r == "" {
+		return "", errEmptyResource
+	}
+	return r, nil
+}
+
+func ttl(a *proxy.Args, name string, lim Limits) (time.Duration, error) {
+	n, err := a.Int()
+	if err != nil {
+		return 0, err
+	}
+	if n <= 0 || n > lim.MaxTTL.Milliseconds() {
+		return 0, proxy.Errorf("invalid expire time in '%s' command", name)
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+func wait(a *proxy.Args, lim Limits) (time.Duration, error) {
+	if !a.More() {
+		return 0, proxy.ErrSyntax
+	}
+	n, err := a.Int()
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, errWaitNegative
+	}
+	if n > lim.MaxWait.Milliseconds() {
+		return 0, errWaitRange
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+func token(a *proxy.Args) (string, error) {
+	t, err := a.String()
+	if err != nil {
+		return "", err
+	}
+	if len(t) == 0 || len(t) > MaxTokenLen {
+		return "", errTokenLen
+	}
+	return t, nil
+}
+
+// lockCommands are RLOCK, RUNLOCK and REXTEND.
+func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
+	return []*proxy.Command{
+		{
+			Name: "rlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				la, err := parseLock("rlock", args, lim)
+				if err != nil {
+					return nil, err
+				}
+				lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
+				if err != nil || lease == nil {
+					return nil, err
+				}
+				v, ok := validity(ctx, eng, lease)
+				if !ok {
+					return nil, nil
+				}
+				return []any{lease.Token, v, lease.Fences[0]}, nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Acquires an exclusive lock on a quorum of masters. Returns [token, validity, fence], or nil if held.",
+				Since:   "1.0.0", Group: "redlock",
+				Args: []proxy.ArgDoc{
+					{Name: "resource", Type: "key"},
+					{Name: "ttl", Type: "integer"},
+					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
+					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+				},
+			},
+		},
+		{
+			Name: "runlock", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				a := proxy.NewArgs(args)
+				r, err := resource(a)
+				if err != nil {
+					return nil, err
+				}
+				t, err := token(a)
+				if err != nil {
+					return nil, err
+				}
+				held, err := eng.Unlock(ctx, []string{r}, t)
+				if err != nil {
+					return nil, err
+				}
+				return boolInt(held), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Releases a lock held with token. Returns 1 if it was held on a quorum up to the release, else 0.",
+				Since:   "1.0.0", Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}},
+			},
+		},
+		{
+			Name: "rextend", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				a := proxy.NewArgs(args)
+				r, err := resource(a)
+				if err != nil {
+					return nil, err
+				}
+				t, err := token(a)
+				if err != nil {
+					return nil, err
+				}
+				d, err := ttl(a, "rextend", lim)
+				if err != nil {
+					return nil, err
+				}
+				v, err := eng.Extend(ctx, []string{r}, t, d)
+				if err != nil || v <= 0 {
+					return nil, err
+				}
+				return v.Milliseconds(), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Resets the ttl of a lock held with token. Returns the new validity, or nil if the lock is lost.",
+				Since:   "1.0.0", Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
+			},
+		},
+	}
+}
+
+// validity re-computes the lease's validity just before the reply is
+// written. A lease with less than a millisecond left is no grant: it is
+// given back and the caller sees the not-granted reply.
+func validity(ctx context.Context, eng *quorum.Engine, l *quorum.Lease) (int64, bool) {
+	v := l.ValidityAt(time.Now()).Milliseconds()
+	if v < 1 {
+		eng.Abandon(ctx, l)
+		return 0, false
+	}
+	return v, true
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

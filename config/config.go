@@ -1,0 +1,287 @@
+// Package config is redlock-proxy's configuration: one typed struct read
+// from YAML (gopkg.in/yaml.v3, unknown keys refused), defaults filled in
+// first, and a validation that reports every problem at once, each named by
+// its YAML key. Any value may be written ${NAME} to take it from the
+// environment. It is imported only by main.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration; PROTOCOL.md ("Configuration") is its
+// reference.
+type Config struct {
+	Listen            string   `yaml:"listen"`
+	MetricsListen     string   `yaml:"metrics_listen"`
+	Masters           []Master `yaml:"masters"`
+	Quorum            int      `yaml:"quorum"`
+	KeyPrefix         string   `yaml:"key_prefix"`
+	MetaPrefix        string   `yaml:"meta_prefix"`
+	DriftFactor       float64  `yaml:"drift_factor"`
+	MasterTimeout     Duration `yaml:"master_timeout"`
+	RetryDelay        Duration `yaml:"retry_delay"`
+	RetryJitter       Duration `yaml:"retry_jitter"`
+	RestartQuarantine bool     `yaml:"restart_quarantine"`
+	Limits            Limits   `yaml:"limits"`
+	Auth              Auth     `yaml:"auth"`
+	TLS               *TLS     `yaml:"tls"`
+	// LogLevel is debug, info, warn or error; default info.
+	LogLevel string `yaml:"log_level"`
+}
+
+// Master is one Redis master.
+type Master struct {
+	Addr     string     `yaml:"addr"`
+	Username string     `yaml:"username"`
+	Password string     `yaml:"password"`
+	TLS      *MasterTLS `yaml:"tls"`
+}
+
+// MasterTLS configures TLS to one master.
+type MasterTLS struct {
+	CAFile     string `yaml:"ca_file"`
+	CertFile   string `yaml:"cert_file"`
+	KeyFile    string `yaml:"key_file"`
+	ServerName string `yaml:"server_name"`
+}
+
+// Limits bound what clients may ask for and send.
+type Limits struct {
+	MaxTTL      Duration `yaml:"max_ttl"`
+	MaxWait     Duration `yaml:"max_wait"`
+	MaxClients  int      `yaml:"max_clients"`
+	MaxArgBytes int      `yaml:"max_arg_bytes"`
+	MaxArgs     int      `yaml:"max_args"`
+}
+
+// Auth configures client authentication.
+type Auth struct {
+	Password string `yaml:"password"`
+	Users    []User `yaml:"users"`
+}
+
+// User is a named user limited to resource patterns.
+type User struct {
+	Name           string   `yaml:"name"`
+	Password       string   `yaml:"password"`
+	PasswordSHA256 string   `yaml:"password_sha256"`
+	Resources      []string `yaml:"resources"`
+}
+
+// TLS configures TLS on the RESP listener.
+type TLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("50ms").
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: invalid duration %q (use Go syntax such as 50ms, 30s, 1h)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Default returns the configuration with every default of PROTOCOL.md and
+// no masters.
+func Default() *Config {
+	return &Config{
+		Listen:            "127.0.0.1:6380",
+		MetricsListen:     "127.0.0.1:9121",
+		MetaPrefix:        "redlock-proxy:",
+		DriftFactor:       0.01,
+		MasterTimeout:     Duration(50 * time.Millisecond),
+		RetryDelay:        Duration(100 * time.Millisecond),
+		RetryJitter:       Duration(50 * time.Millisecond),
+		RestartQuarantine: true,
+		Limits: Limits{
+			MaxTTL:      Duration(time.Hour),
+			MaxWait:     Duration(5 * time.Minute),
+			MaxClients:  10000,
+			MaxArgBytes: 65536,
+			MaxArgs:     1024,
+		},
+		LogLevel: "info",
+	}
+}
+
+// Load reads path onto the defaults and validates the result.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(b)
+}
+
+// Parse reads YAML onto the defaults and validates the result.
+func Parse(b []byte) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, err
+	}
+	cfg := Default()
+	if root.Kind == 0 {
+		return cfg, cfg.Validate()
+	}
+	if err := expandEnv(&root); err != nil {
+		return nil, err
+	}
+	expanded, err := yaml.Marshal(&root)
+	if err != nil {
+		return nil, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(expanded))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, cfg.Validate()
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${NAME} in every scalar with the environment variable
+// NAME; a variable that is not set is an error naming it.
+func expandEnv(n *yaml.Node) error {
+	var errs []error
+	var walk func(*yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.ScalarNode && envRef.MatchString(n.Value) {
+			n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+				name := envRef.FindStringSubmatch(ref)[1]
+				v, ok := os.LookupEnv(name)
+				if !ok {
+					errs = append(errs, fmt.Errorf("line %d: environment variable %s is not set", n.Line, name))
+				}
+				return v
+			})
+			if n.Style == 0 {
+				// An unquoted ${NAME} takes the type of its value (quorum: ${Q}).
+				n.Tag = ""
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
+	return errors.Join(errs...)
+}
+
+// Validate reports every problem at once, each prefixed with its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Listen == "" {
+		bad("listen", "empty")
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "%v", err)
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			bad("metrics_listen", "%v", err)
+		}
+	}
+	n := len(c.Masters)
+	if n == 0 {
+		bad("masters", "at least one master is required")
+	}
+	seen := map[string]int{}
+	for i, m := range c.Masters {
+		key := fmt.Sprintf("masters[%d]", i)
+		switch {
+		case m.Addr == "":
+			bad(key+".addr", "empty")
+		default:
+			if _, _, err := net.SplitHostPort(m.Addr); err != nil {
+				bad(key+".addr", "%v", err)
+			}
+			if j, dup := seen[m.Addr]; dup {
+				bad(key+".addr", "%s duplicates masters[%d].addr", m.Addr, j)
+			}
+			seen[m.Addr] = i
+		}
+		if m.TLS != nil {
+			bad(key+".tls", "TLS to masters is not supported by this version yet")
+		}
+	}
+	majority := n/2 + 1
+	switch {
+	case c.Quorum < 0:
+		bad("quorum", "must not be negative (0 means majority)")
+	case c.Quorum != 0 && c.Quorum < majority:
+		bad("quorum", "%d is below the majority (%d of %d masters): unsafe", c.Quorum, majority, n)
+	case c.Quorum > n && n > 0:
+		bad("quorum", "%d is more than the %d masters", c.Quorum, n)
+	}
+	if c.MetaPrefix == "" {
+		bad("meta_prefix", "empty: the proxy's own keys need a namespace")
+	} else if len(c.KeyPrefix) >= len(c.MetaPrefix) && c.KeyPrefix[:len(c.MetaPrefix)] == c.MetaPrefix {
+		bad("key_prefix", "%q lies inside meta_prefix %q: every resource would be reserved", c.KeyPrefix, c.MetaPrefix)
+	}
+	if c.DriftFactor < 0 || c.DriftFactor >= 0.5 {
+		bad("drift_factor", "%v must be in [0, 0.5)", c.DriftFactor)
+	}
+	if c.MasterTimeout <= 0 {
+		bad("master_timeout", "must be positive")
+	} else if c.Limits.MaxTTL > 0 && c.MasterTimeout.D()*10 > c.Limits.MaxTTL.D() {
+		bad("master_timeout", "%v must be well below limits.max_ttl %v (at most a tenth)", c.MasterTimeout.D(), c.Limits.MaxTTL.D())
+	}
+	if c.RetryDelay <= 0 {
+		bad("retry_delay", "must be positive")
+	}
+	if c.RetryJitter < 0 || c.RetryJitter > c.RetryDelay {
+		bad("retry_jitter", "must be between 0 and retry_delay")
+	}
+	if c.Limits.MaxTTL <= 0 {
+		bad("limits.max_ttl", "must be positive")
+	}
+	if c.Limits.MaxWait < 0 {
+		bad("limits.max_wait", "must not be negative")
+	}
+	if c.Limits.MaxClients <= 0 {
+		bad("limits.max_clients", "must be positive")
+	}
+	if c.Limits.MaxArgBytes < 1024 {
+		bad("limits.max_arg_bytes", "must be at least 1024")
+	}
+	if c.Limits.MaxArgs < 16 {
+		bad("limits.max_args", "must be at least 16")
+	}
+	if c.Auth.Password != "" || len(c.Auth.Users) > 0 {
+		bad("auth", "authentication is not supported by this version yet; refusing to start rather than run unauthenticated")
+	}
+	if c.TLS != nil && (c.TLS.CertFile != "" || c.TLS.KeyFile != "" || c.TLS.ClientCAFile != "") {
+		bad("tls", "TLS on the listener is not supported by this version yet; refusing to start in plain text")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level", "%q must be debug, info, warn or error", c.LogLevel)
+	}
+	return errors.Join(errs...)
+}

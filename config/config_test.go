@@ -1,0 +1,80 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSampleLoads(t *testing.T) {
+	cfg, err := Load("../config.yaml")
+	if err != nil {
+		t.Fatalf("sample config.yaml: %v", err)
+	}
+	if len(cfg.Masters) != 3 || cfg.MasterTimeout.D() != 50*time.Millisecond || cfg.Limits.MaxTTL.D() != time.Hour {
+		t.Fatalf("unexpected sample: %+v", cfg)
+	}
+}
+
+func TestDefaultsApply(t *testing.T) {
+	cfg, err := Parse([]byte("masters: [{addr: 'a:1'}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	if cfg.Listen != want.Listen || cfg.MetaPrefix != "redlock-proxy:" || cfg.RetryDelay != want.RetryDelay || !cfg.RestartQuarantine {
+		t.Fatalf("defaults not applied: %+v", cfg)
+	}
+}
+
+func TestEnv(t *testing.T) {
+	t.Setenv("RP_TEST_ADDR", "10.0.0.1:6379")
+	t.Setenv("RP_TEST_Q", "2")
+	cfg, err := Parse([]byte("masters: [{addr: '${RP_TEST_ADDR}'}, {addr: 'b:1'}, {addr: 'c:1'}]\nquorum: ${RP_TEST_Q}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Masters[0].Addr != "10.0.0.1:6379" || cfg.Quorum != 2 {
+		t.Fatalf("env not expanded: %+v", cfg)
+	}
+	_, err = Parse([]byte("masters: [{addr: '${RP_TEST_MISSING_VAR}'}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "RP_TEST_MISSING_VAR") {
+		t.Fatalf("missing variable: %v", err)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // every one must appear in the error
+	}{
+		{"unknown key", "masters: [{addr: 'a:1'}]\nfoo: 1\n", []string{"field foo not found"}},
+		{"unknown nested key", "masters: [{addr: 'a:1', port: 3}]\n", []string{"field port not found"}},
+		{"no masters", "listen: ':1'\n", []string{"masters: at least one"}},
+		{"empty and duplicate addr", "masters: [{addr: ''}, {addr: 'a:1'}, {addr: 'a:1'}]\n",
+			[]string{"masters[0].addr: empty", "masters[2].addr: a:1 duplicates masters[1].addr"}},
+		{"quorum below majority", "masters: [{addr: 'a:1'}, {addr: 'b:1'}, {addr: 'c:1'}]\nquorum: 1\n", []string{"quorum: 1 is below the majority (2 of 3"}},
+		{"quorum above N", "masters: [{addr: 'a:1'}]\nquorum: 2\n", []string{"quorum: 2 is more than"}},
+		{"bad duration", "masters: [{addr: 'a:1'}]\nmaster_timeout: fast\n", []string{"invalid duration \"fast\""}},
+		{"timeout vs max_ttl", "masters: [{addr: 'a:1'}]\nmaster_timeout: 1s\nlimits: {max_ttl: 5s}\n", []string{"master_timeout: 1s must be well below limits.max_ttl"}},
+		{"several at once", "masters: [{addr: 'nohost'}]\ndrift_factor: 0.9\nmeta_prefix: ''\nretry_delay: 0s\n",
+			[]string{"masters[0].addr", "drift_factor", "meta_prefix: empty", "retry_delay"}},
+		{"key prefix inside meta", "masters: [{addr: 'a:1'}]\nkey_prefix: 'redlock-proxy:x'\n", []string{"key_prefix"}},
+		{"auth refused until supported", "masters: [{addr: 'a:1'}]\nauth: {password: x}\n", []string{"auth: authentication is not supported"}},
+		{"tls refused until supported", "masters: [{addr: 'a:1'}]\ntls: {cert_file: a, key_file: b}\n", []string{"tls: TLS on the listener"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}

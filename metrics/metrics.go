@@ -1,0 +1,161 @@
+// Package metrics holds every Prometheus collector of redlock-proxy, on its
+// own registry, and the HTTP handler serving /metrics, /healthz and
+// /readyz. It observes the engine (quorum.Observer) and the RESP server
+// (the proxy's Observer interface, satisfied structurally). Labels are
+// never per resource, token or client.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// Metrics is the set of collectors.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	commands        *prometheus.CounterVec
+	commandDuration *prometheus.HistogramVec
+	operations      *prometheus.CounterVec
+	opDuration      *prometheus.HistogramVec
+	masterRequests  *prometheus.CounterVec
+	masterDuration  *prometheus.HistogramVec
+	connections     prometheus.Gauge
+	rejected        prometheus.Counter
+}
+
+var _ quorum.Observer = (*Metrics)(nil)
+
+// New registers every collector on a new registry. status, if not nil,
+// feeds the per-master gauges at scrape time.
+func New(status func() []quorum.NodeStatus) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.commands = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redlock_proxy_commands_total",
+		Help: "Commands answered, by command and result (ok, or the RESP error code).",
+	}, []string{"command", "result"})
+	m.commandDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "redlock_proxy_command_duration_seconds",
+		Help:    "Time from reading a command to writing its reply, WAIT included.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
+	}, []string{"command"})
+	m.operations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redlock_proxy_operations_total",
+		Help: "Engine operations (lock, unlock, extend) by outcome: ok, refused, no_quorum, canceled, error.",
+	}, []string{"op", "outcome"})
+	m.opDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "redlock_proxy_operation_duration_seconds",
+		Help:    "Duration of engine operations, all tries of a WAIT included.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
+	}, []string{"op"})
+	m.masterRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redlock_proxy_master_requests_total",
+		Help: "Requests to each master, by result (ok or error).",
+	}, []string{"master", "result"})
+	m.masterDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "redlock_proxy_master_request_duration_seconds",
+		Help:    "Round-trip time of requests to each master.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2.5, 12),
+	}, []string{"master"})
+	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "redlock_proxy_client_connections",
+		Help: "Open client connections.",
+	})
+	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "redlock_proxy_rejected_connections_total",
+		Help: "Connections refused because limits.max_clients was reached.",
+	})
+	m.reg.MustRegister(m.commands, m.commandDuration, m.operations, m.opDuration,
+		m.masterRequests, m.masterDuration, m.connections, m.rejected,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if status != nil {
+		m.reg.MustRegister(&masterCollector{status: status})
+	}
+	return m
+}
+
+// Operation implements quorum.Observer.
+func (m *Metrics) Operation(op string, outcome quorum.Outcome, d time.Duration) {
+	m.operations.WithLabelValues(op, string(outcome)).Inc()
+	m.opDuration.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// MasterCall implements quorum.Observer.
+func (m *Metrics) MasterCall(addr string, d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.masterRequests.WithLabelValues(addr, result).Inc()
+	m.masterDuration.WithLabelValues(addr).Observe(d.Seconds())
+}
+
+// Command implements the proxy's Observer.
+func (m *Metrics) Command(name string, d time.Duration, errCode string) {
+	result := "ok"
+	if errCode != "" {
+		result = errCode
+	}
+	m.commands.WithLabelValues(name, result).Inc()
+	m.commandDuration.WithLabelValues(name).Observe(d.Seconds())
+}
+
+// Connections implements the proxy's Observer.
+func (m *Metrics) Connections(open int) { m.connections.Set(float64(open)) }
+
+// Rejected implements the proxy's Observer.
+func (m *Metrics) Rejected() { m.rejected.Inc() }
+
+// Handler serves /metrics, /healthz (the process answers) and /readyz
+// (ready() is true: a quorum of masters is up).
+func (m *Metrics) Handler(ready func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil && !ready() {
+			http.Error(w, "not ready: fewer than a quorum of masters up", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	return mux
+}
+
+// masterCollector reports each master's state and latency at scrape time.
+type masterCollector struct {
+	status func() []quorum.NodeStatus
+}
+
+var (
+	masterUpDesc = prometheus.NewDesc("redlock_proxy_master_up",
+		"1 if the master answered its last request, else 0.", []string{"master"}, nil)
+	masterLatencyDesc = prometheus.NewDesc("redlock_proxy_master_latency_seconds",
+		"Round-trip time of the master's last successful request.", []string{"master"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *masterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- masterUpDesc
+	ch <- masterLatencyDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c *masterCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.status() {
+		up := 0.0
+		if s.State == quorum.StateUp {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(masterUpDesc, prometheus.GaugeValue, up, s.Addr)
+		ch <- prometheus.MustNewConstMetric(masterLatencyDesc, prometheus.GaugeValue, s.Latency.Seconds(), s.Addr)
+	}
+}

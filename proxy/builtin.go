@@ -1,0 +1,367 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// builtins are the connection and server commands of PROTOCOL.md
+// ("Connection and server commands").
+func (s *Server) builtins() []*Command {
+	conn := "connection"
+	return []*Command{
+		{Name: "ping", Arity: -1, Flags: FlagNoAuth | FlagFast, Handler: s.ping,
+			Doc: Doc{Summary: "Returns the server's liveliness response.", Since: "1.0.0", Group: conn,
+				Args: []ArgDoc{{Name: "message", Type: "string", Optional: true}}}},
+		{Name: "echo", Arity: 2, Flags: FlagFast, Handler: echo,
+			Doc: Doc{Summary: "Returns the given string.", Since: "1.0.0", Group: conn,
+				Args: []ArgDoc{{Name: "message", Type: "string"}}}},
+		{Name: "quit", Arity: -1, Flags: FlagNoAuth | FlagFast, Handler: quit,
+			Doc: Doc{Summary: "Closes the connection.", Since: "1.0.0", Group: conn}},
+		{Name: "reset", Arity: 1, Flags: FlagNoAuth | FlagFast, Handler: s.reset,
+			Doc: Doc{Summary: "Resets the connection.", Since: "6.2.0", Group: conn}},
+		{Name: "hello", Arity: -1, Flags: FlagNoAuth | FlagFast, Handler: s.hello,
+			Doc: Doc{Summary: "Handshakes with the server.", Since: "6.0.0", Group: conn,
+				Args: []ArgDoc{{Name: "arguments", Type: "block", Optional: true, Args: []ArgDoc{
+					{Name: "protover", Type: "integer"},
+					{Name: "username-password", Type: "block", Token: "AUTH", Optional: true, Args: []ArgDoc{
+						{Name: "username", Type: "string"}, {Name: "password", Type: "string"}}},
+					{Name: "clientname", Type: "string", Token: "SETNAME", Optional: true},
+				}}}}},
+		{Name: "auth", Arity: -2, Flags: FlagNoAuth | FlagFast, Handler: s.auth,
+			Doc: Doc{Summary: "Authenticates the connection.", Since: "1.0.0", Group: conn,
+				Args: []ArgDoc{{Name: "username", Type: "string", Optional: true}, {Name: "password", Type: "string"}}}},
+		{Name: "select", Arity: 2, Flags: FlagFast, Handler: selectDB,
+			Doc: Doc{Summary: "Changes the selected database (only 0 exists).", Since: "1.0.0", Group: conn,
+				Args: []ArgDoc{{Name: "index", Type: "integer"}}}},
+		{Name: "client", Arity: -2, Flags: FlagFast, Handler: s.client,
+			Doc: Doc{Summary: "A container for client connection commands.", Since: "2.4.0", Group: conn}},
+		{Name: "command", Arity: -1, Handler: s.command,
+			Doc: Doc{Summary: "Returns detailed information about all commands.", Since: "2.8.13", Group: "server"}},
+		{Name: "info", Arity: -1, Handler: s.info,
+			Doc: Doc{Summary: "Returns information and statistics about the server.", Since: "1.0.0", Group: "server",
+				Args: []ArgDoc{{Name: "section", Type: "string", Optional: true, Multiple: true}}}},
+	}
+}
+
+func (s *Server) ping(_ context.Context, _ *Session, args [][]byte) (any, error) {
+	switch len(args) {
+	case 0:
+		return SimpleString("PONG"), nil
+	case 1:
+		return args[0], nil
+	}
+	return nil, WrongArity("ping")
+}
+
+func echo(_ context.Context, _ *Session, args [][]byte) (any, error) { return args[0], nil }
+
+func quit(_ context.Context, sess *Session, _ [][]byte) (any, error) {
+	sess.mu.Lock()
+	sess.quit = true
+	sess.mu.Unlock()
+	return OK, nil
+}
+
+func (s *Server) reset(_ context.Context, sess *Session, _ [][]byte) (any, error) {
+	sess.mu.Lock()
+	sess.proto, sess.name, sess.libName, sess.libVer = 2, "", "", ""
+	sess.mu.Unlock()
+	return SimpleString("RESET"), nil
+}
+
+func selectDB(_ context.Context, _ *Session, args [][]byte) (any, error) {
+	n, ok := ParseInt(args[0])
+	if !ok {
+		return nil, ErrNotInteger
+	}
+	if n != 0 {
+		return nil, Errorf("DB index is out of range")
+	}
+	return OK, nil
+}
+
+// authenticate checks a user name and password. No authentication is
+// configured yet (auth.* is refused by the configuration), so it behaves
+// like a Redis whose default user has no password: any password for
+// "default" is accepted, any other user is refused.
+func (s *Server) authenticate(sess *Session, user, pass string) error {
+	if user != "default" {
+		return &Error{Code: "WRONGPASS", Msg: "invalid username-password pair or user is disabled."}
+	}
+	sess.mu.Lock()
+	sess.user, sess.authed = user, true
+	sess.mu.Unlock()
+	return nil
+}
+
+func (s *Server) auth(_ context.Context, sess *Session, args [][]byte) (any, error) {
+	switch len(args) {
+	case 1:
+		return nil, Errorf("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	case 2:
+		if err := s.authenticate(sess, string(args[0]), string(args[1])); err != nil {
+			return nil, err
+		}
+		return OK, nil
+	}
+	return nil, ErrSyntax
+}
+
+func (s *Server) hello(_ context.Context, sess *Session, args [][]byte) (any, error) {
+	a := NewArgs(args)
+	proto := sess.Proto()
+	if a.More() {
+		v, _ := a.Next()
+		n, ok := ParseInt(v)
+		if !ok {
+			return nil, Errorf("Protocol version is not an integer or out of range")
+		}
+		if n < 2 || n > 3 {
+			return nil, &Error{Code: "NOPROTO", Msg: "unsupported protocol version"}
+		}
+		proto = int(n)
+	}
+	var name *string
+	for a.More() {
+		opt := a.Option()
+		switch {
+		case opt == "AUTH" && a.Left() >= 2:
+			user, _ := a.String()
+			pass, _ := a.String()
+			if err := s.authenticate(sess, user, pass); err != nil {
+				return nil, err
+			}
+		case opt == "SETNAME" && a.Left() >= 1:
+			n, _ := a.String()
+			if err := checkClientName(n); err != nil {
+				return nil, err
+			}
+			name = &n
+		default:
+			return nil, Errorf("Syntax error in HELLO option '%s'", strings.ToLower(opt))
+		}
+	}
+	sess.mu.Lock()
+	sess.proto = proto
+	if name != nil {
+		sess.name = *name
+	}
+	sess.mu.Unlock()
+	return Map{
+		{"server", "redis"},
+		{"version", s.opts.RedisVersion},
+		{"proto", proto},
+		{"id", sess.id},
+		{"mode", "standalone"},
+		{"role", "master"},
+		{"modules", []any{}},
+	}, nil
+}
+
+func checkClientName(n string) error {
+	for i := 0; i < len(n); i++ {
+		if n[i] < '!' || n[i] > '~' {
+			return Errorf("Client names cannot contain spaces, newlines or special characters.")
+		}
+	}
+	return nil
+}
+
+func (s *Server) client(_ context.Context, sess *Session, args [][]byte) (any, error) {
+	sub := strings.ToLower(string(args[0]))
+	rest := args[1:]
+	arity := func(ok bool) error {
+		if !ok {
+			return WrongArity("client|" + sub)
+		}
+		return nil
+	}
+	switch sub {
+	case "setname":
+		if err := arity(len(rest) == 1); err != nil {
+			return nil, err
+		}
+		if err := checkClientName(string(rest[0])); err != nil {
+			return nil, err
+		}
+		sess.setName(string(rest[0]))
+		return OK, nil
+	case "getname":
+		if err := arity(len(rest) == 0); err != nil {
+			return nil, err
+		}
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		if sess.name == "" {
+			return nil, nil
+		}
+		return sess.name, nil
+	case "id":
+		if err := arity(len(rest) == 0); err != nil {
+			return nil, err
+		}
+		return sess.id, nil
+	case "setinfo":
+		if err := arity(len(rest) == 2); err != nil {
+			return nil, err
+		}
+		v := string(rest[1])
+		if strings.ContainsAny(v, " \r\n") {
+			return nil, Errorf("%s cannot contain spaces, newlines or special characters.", strings.ToLower(string(rest[0])))
+		}
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		switch strings.ToUpper(string(rest[0])) {
+		case "LIB-NAME":
+			sess.libName = v
+		case "LIB-VER":
+			sess.libVer = v
+		default:
+			return nil, Errorf("Unrecognized option '%s'", rest[0])
+		}
+		return OK, nil
+	case "info":
+		if err := arity(len(rest) == 0); err != nil {
+			return nil, err
+		}
+		return sess.line(time.Now()) + "\n", nil
+	case "list":
+		var b strings.Builder
+		now := time.Now()
+		for _, o := range s.sessionsSorted() {
+			b.WriteString(o.line(now))
+			b.WriteByte('\n')
+		}
+		return b.String(), nil
+	case "tracking", "no-evict", "no-touch":
+		// The proxy serves no readable keys: nothing is ever invalidated.
+		if err := arity(len(rest) >= 1); err != nil {
+			return nil, err
+		}
+		return OK, nil
+	}
+	return nil, Errorf("unknown subcommand '%s'. Try CLIENT HELP.", args[0])
+}
+
+func (s *Server) command(_ context.Context, _ *Session, args [][]byte) (any, error) {
+	all := s.table.Commands()
+	if len(args) == 0 {
+		out := make([]any, len(all))
+		for i, c := range all {
+			out[i] = c.info()
+		}
+		return out, nil
+	}
+	sub := strings.ToLower(string(args[0]))
+	rest := args[1:]
+	switch sub {
+	case "count":
+		return len(all), nil
+	case "list":
+		out := make([]string, len(all))
+		for i, c := range all {
+			out[i] = c.Name
+		}
+		return out, nil
+	case "info":
+		if len(rest) == 0 {
+			return s.command(context.Background(), nil, nil)
+		}
+		out := make([]any, len(rest))
+		for i, n := range rest {
+			if c := s.table.Lookup(n); c != nil {
+				out[i] = c.info()
+			}
+		}
+		return out, nil
+	case "docs":
+		var cmds []*Command
+		if len(rest) == 0 {
+			cmds = all
+		}
+		for _, n := range rest {
+			if c := s.table.Lookup(n); c != nil {
+				cmds = append(cmds, c)
+			}
+		}
+		out := make(Map, 0, len(cmds))
+		for _, c := range cmds {
+			out = append(out, KV{c.Name, c.docs()})
+		}
+		return out, nil
+	}
+	return nil, Errorf("unknown subcommand '%s'. Try COMMAND HELP.", args[0])
+}
+
+func (s *Server) info(_ context.Context, _ *Session, args [][]byte) (any, error) {
+	sections := []InfoSection{
+		{Name: "server", Lines: s.infoServer},
+		{Name: "clients", Lines: s.infoClients},
+		{Name: "stats", Lines: s.infoStats},
+	}
+	sections = append(sections, s.opts.Info...)
+	want := map[string]bool{}
+	for _, a := range args {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
+	var b strings.Builder
+	for _, sec := range sections {
+		if !all && !want[sec.Name] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + strings.ToUpper(sec.Name[:1]) + sec.Name[1:] + "\r\n")
+		for _, l := range sec.Lines() {
+			b.WriteString(l)
+			b.WriteString("\r\n")
+		}
+	}
+	return b.String(), nil
+}
+
+func (s *Server) infoServer() []string {
+	port := ""
+	s.mu.Lock()
+	if s.ln != nil {
+		_, port, _ = net.SplitHostPort(s.ln.Addr().String())
+	}
+	s.mu.Unlock()
+	up := time.Since(s.start)
+	return []string{
+		"redis_version:" + s.opts.RedisVersion,
+		"redlock_proxy_version:" + s.opts.Version,
+		"redis_mode:standalone",
+		"os:" + runtime.GOOS + " " + runtime.GOARCH,
+		"go_version:" + runtime.Version(),
+		"process_id:" + strconv.Itoa(os.Getpid()),
+		"tcp_port:" + port,
+		"uptime_in_seconds:" + strconv.Itoa(int(up.Seconds())),
+		"uptime_in_days:" + strconv.Itoa(int(up.Hours()/24)),
+	}
+}
+
+func (s *Server) infoClients() []string {
+	return []string{
+		fmt.Sprintf("connected_clients:%d", s.conns.Load()),
+		fmt.Sprintf("blocked_clients:%d", s.blocked.Load()),
+		fmt.Sprintf("maxclients:%d", s.opts.MaxClients),
+	}
+}
+
+func (s *Server) infoStats() []string {
+	return []string{
+		fmt.Sprintf("total_connections_received:%d", s.totalConn.Load()),
+		fmt.Sprintf("total_commands_processed:%d", s.totalCmd.Load()),
+		fmt.Sprintf("rejected_connections:%d", s.rejected.Load()),
+	}
+}

@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Handler runs one command. args are the arguments after the command name.
+// It returns the reply value (see resp.go) or an error; it never writes to
+// the connection itself. Errors are turned into RESP errors by the server's
+// ErrorMapper, in one place.
+type Handler func(ctx context.Context, s *Session, args [][]byte) (reply any, err error)
+
+// Flag describes a command for dispatch and for COMMAND output.
+type Flag uint
+
+// The flags a command may have.
+const (
+	// FlagMayBlock: the command may wait (WAIT); while it runs, the
+	// connection is watched so that a client that hangs up cancels it.
+	FlagMayBlock Flag = 1 << iota
+	// FlagNoAuth: allowed before authentication (AUTH, HELLO, QUIT, PING).
+	FlagNoAuth
+	// FlagWrite: changes state on the masters.
+	FlagWrite
+	// FlagFast: answers without waiting on the masters.
+	FlagFast
+)
+
+func (f Flag) names() []string {
+	var out []string
+	for _, x := range []struct {
+		f    Flag
+		name string
+	}{{FlagWrite, "write"}, {FlagMayBlock, "blocking"}, {FlagNoAuth, "no_auth"}, {FlagFast, "fast"}} {
+		if f&x.f != 0 {
+			out = append(out, x.name)
+		}
+	}
+	return out
+}
+
+// Command is one entry of the command table: it feeds dispatch, arity
+// errors, COMMAND, COMMAND DOCS and metric labels.
+type Command struct {
+	// Name is the lower-case command name.
+	Name string
+	// Arity counts the command name; negative means "at least -Arity".
+	Arity int
+	// Flags, see Flag.
+	Flags Flag
+	// FirstKey, LastKey and Step locate resource arguments, as in COMMAND.
+	FirstKey, LastKey, Step int
+	// Handler runs the command.
+	Handler Handler
+	// Doc describes the command for COMMAND DOCS (redis-cli hints).
+	Doc Doc
+}
+
+// Doc is a command's documentation, as COMMAND DOCS returns it.
+type Doc struct {
+	Summary string
+	Since   string
+	Group   string
+	Args    []ArgDoc
+}
+
+// ArgDoc is one argument in COMMAND DOCS. Type is one of Redis's argument
+// types: "key", "string", "integer", "pure-token", "block", "oneof".
+type ArgDoc struct {
+	Name     string
+	Type     string
+	Token    string
+	Optional bool
+	Multiple bool
+	Args     []ArgDoc
+}
+
+// Table maps command names to commands.
+type Table struct {
+	byName map[string]*Command
+	order  []*Command
+}
+
+// NewTable builds a table; a duplicate name is an error.
+func NewTable(cmds ...*Command) (*Table, error) {
+	t := &Table{byName: make(map[string]*Command, len(cmds))}
+	for _, c := range cmds {
+		name := strings.ToLower(c.Name)
+		if _, dup := t.byName[name]; dup {
+			return nil, fmt.Errorf("proxy: command %q defined twice", name)
+		}
+		if c.Arity == 0 || c.Handler == nil {
+			return nil, fmt.Errorf("proxy: command %q needs an arity and a handler", name)
+		}
+		c.Name = name
+		t.byName[name] = c
+		t.order = append(t.order, c)
+	}
+	return t, nil
+}
+
+// Lookup finds a command by name, case-insensitively.
+func (t *Table) Lookup(name []byte) *Command {
+	// Most clients send upper or lower case; avoid allocating for those.
+	if c, ok := t.byName[string(name)]; ok {
+		return c
+	}
+	return t.byName[strings.ToLower(string(name))]
+}
+
+// Commands returns every command in the order they were added.
+func (t *Table) Commands() []*Command { return t.order }
+
+func (c *Command) arityOK(n int) bool {
+	if c.Arity > 0 {
+		return n == c.Arity
+	}
+	return n >= -c.Arity
+}
+
+// info is the command's COMMAND INFO entry (Redis 7 layout).
+func (c *Command) info() []any {
+	flags := make([]any, 0, 4)
+	for _, f := range c.Flags.names() {
+		flags = append(flags, SimpleString(f))
+	}
+	return []any{c.Name, c.Arity, flags, c.FirstKey, c.LastKey, c.Step, []any{}, []any{}, []any{}, []any{}}
+}
+
+// docs is the command's COMMAND DOCS entry.
+func (c *Command) docs() Map {
+	m := Map{
+		{"summary", c.Doc.Summary},
+		{"since", c.Doc.Since},
+		{"group", c.Doc.Group},
+	}
+	if len(c.Doc.Args) > 0 {
+		m = append(m, KV{"arguments", argDocs(c.Doc.Args)})
+	}
+	return m
+}
+
+func argDocs(args []ArgDoc) []any {
+	out := make([]any, 0, len(args))
+	for _, a := range args {
+		m := Map{{"name", a.Name}, {"type", a.Type}}
+		if a.Token != "" {
+			m = append(m, KV{"token", a.Token})
+		}
+		var flags []any
+		if a.Optional {
+			flags = append(flags, SimpleString("optional"))
+		}
+		if a.Multiple {
+			flags = append(flags, SimpleString("multiple"))
+		}
+		if len(flags) > 0 {
+			m = append(m, KV{"flags", flags})
+		}
+		if len(a.Args) > 0 {
+			m = append(m, KV{"arguments", argDocs(a.Args)})
+		}
+		out = append(out, m)
+	}
+	return out
+}
