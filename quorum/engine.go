@@ -354,8 +354,14 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 	seen := make([]uint64, len(rs.keys.Locks))
 	var errs []error
 	ok, answered, pending := 0, 0, n
+	deadline := time.NewTimer(min(e.opts.MasterTimeout, ttl) + roundGrace)
+	defer deadline.Stop()
 	for pending > 0 {
-		r := <-tr.acq
+		r, in := receive(tr.acq, deadline.C)
+		if !in {
+			errs = append(errs, timedOut(pending))
+			break
+		}
 		pending--
 		tr.pending[r.i] = false
 		if r.err != nil {
@@ -402,8 +408,13 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 	})
 	acks, fanswered, pending := 0, n-len(targets), len(targets)
 	errs = errs[:0]
+	deadline.Reset(min(e.opts.MasterTimeout, ttl) + roundGrace)
 	for pending > 0 {
-		r := <-fres
+		r, in := receive(fres, deadline.C)
+		if !in {
+			errs = append(errs, timedOut(pending))
+			break
+		}
 		pending--
 		if r.err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", e.nodes[r.i].Addr(), r.err))
@@ -443,12 +454,12 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 }
 
 // decidedAgainst reports whether, with yes votes so far, the quorum can no
-// longer be reached and it is already known whether a quorum answered.
+// longer be reached and a quorum has answered: the outcome is then the
+// not-granted reply, final. When fewer than a quorum may answer, the caller
+// waits for every master (each bounded by MasterTimeout), so that the
+// NOQUORUM error reports exactly how many answered.
 func (e *Engine) decidedAgainst(yes, answered, pending int) bool {
-	if yes+pending >= e.quorum {
-		return false
-	}
-	return answered >= e.quorum || answered+pending < e.quorum
+	return yes+pending < e.quorum && answered >= e.quorum
 }
 
 // refusal is the result of an operation that did not succeed: nil when a
@@ -589,8 +600,14 @@ func (e *Engine) Extend(ctx context.Context, resources []string, token string, t
 // early is set, else until every node answered or timed out.
 func tally[T any](e *Engine, res <-chan result[T], early bool, yes func(T) bool) (votes, answered int, errs []error) {
 	pending := len(e.nodes)
+	deadline := time.NewTimer(e.opts.MasterTimeout + roundGrace)
+	defer deadline.Stop()
 	for pending > 0 {
-		r := <-res
+		r, in := receive(res, deadline.C)
+		if !in {
+			errs = append(errs, timedOut(pending))
+			break
+		}
 		pending--
 		if r.err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", e.nodes[r.i].Addr(), r.err))
@@ -631,6 +648,27 @@ func (e *Engine) observe(op string, t0 time.Time, ok bool, err error) {
 		outcome = OutcomeError
 	}
 	e.opts.Observer.Operation(op, outcome, time.Since(t0))
+}
+
+// roundGrace is how long after MasterTimeout a round still waits for
+// answers before it counts the silent masters as timed out itself.
+const roundGrace = 5 * time.Millisecond
+
+// receive waits for the next answer, or reports false once the round's
+// deadline passed: a master that has not answered by then counts as timed
+// out even if the client library does not honour the deadline (rueidis
+// does not while it redials). Its request carries on in the background.
+func receive[T any](ch <-chan result[T], deadline <-chan time.Time) (result[T], bool) {
+	select {
+	case r := <-ch:
+		return r, true
+	case <-deadline:
+		return result[T]{}, false
+	}
+}
+
+func timedOut(n int) error {
+	return fmt.Errorf("%d masters did not answer in time: %w", n, context.DeadlineExceeded)
 }
 
 // result is one master's answer in a fan-out.

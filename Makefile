@@ -1,0 +1,35 @@
+# redlock-proxy. The two commands a newcomer needs:
+#   make run    start the proxy on 127.0.0.1:6380 with embedded masters (--dev)
+#   make test   run every test (integration tests use redis-server if installed)
+
+GO      ?= go
+PKGS    := ./...
+FUZZTIME ?= 60s
+
+.PHONY: run test build vet fmt check fuzz clients clean
+
+run:
+	$(GO) run ./cmd/redlock-proxy --dev
+
+test:
+	$(GO) test -race -count=1 -timeout 9m $(PKGS)
+
+build:
+	$(GO) build -o bin/redlock-proxy ./cmd/redlock-proxy
+
+vet:
+	$(GO) vet $(PKGS)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+
+# Node.js clients (ioredis, node-redis v4/v5/v6) for the real-client tests.
+clients:
+	cd tests/clients && npm install --no-audit --no-fund --no-package-lock
+
+# Each fuzz target for $(FUZZTIME); not part of `make test`.
+fuzz:
+	$(GO) test ./commands -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./commands -run '^$$' -fuzz '^FuzzUnlockExtendArgs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzParseInt$$' -fuzztime $(FUZZTIME)
+
+clean:
+	rm -rf bin

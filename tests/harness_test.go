@@ -1,0 +1,304 @@
+// Package tests holds black-box tests of redlock-proxy: the real binary, in
+// front of real redis-server masters started by the harness, driven by real
+// Redis clients.
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// proxyBin is the redlock-proxy binary built once by TestMain (with -race).
+var proxyBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "redlock-proxy-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	proxyBin = filepath.Join(dir, "redlock-proxy")
+	build := exec.Command("go", "build", "-race", "-o", proxyBin, "../cmd/redlock-proxy")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the proxy:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proxyConfig is what a test may change in the proxy's config.yaml.
+type proxyConfig struct {
+	masters       []string
+	masterTimeout time.Duration
+	retryDelay    time.Duration
+	retryJitter   time.Duration
+	maxTTL        time.Duration
+	maxWait       time.Duration
+	maxClients    int
+	extra         string // appended YAML
+}
+
+func (c proxyConfig) yaml() string {
+	var b strings.Builder
+	b.WriteString("masters:\n")
+	for _, m := range c.masters {
+		fmt.Fprintf(&b, "  - addr: %q\n", m)
+	}
+	fmt.Fprintf(&b, "metrics_listen: \"\"\nmaster_timeout: %s\nretry_delay: %s\nretry_jitter: %s\nlog_level: debug\n",
+		c.masterTimeout, c.retryDelay, c.retryJitter)
+	fmt.Fprintf(&b, "limits:\n  max_ttl: %s\n  max_wait: %s\n  max_clients: %d\n", c.maxTTL, c.maxWait, c.maxClients)
+	b.WriteString(c.extra)
+	return b.String()
+}
+
+// Proxy is one running redlock-proxy process.
+type Proxy struct {
+	Addr string
+	t    testing.TB
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	done chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func defaults(masters []string) proxyConfig {
+	return proxyConfig{
+		masters:       masters,
+		masterTimeout: 50 * time.Millisecond,
+		retryDelay:    100 * time.Millisecond,
+		retryJitter:   50 * time.Millisecond,
+		maxTTL:        time.Hour,
+		maxWait:       5 * time.Minute,
+		maxClients:    10000,
+	}
+}
+
+// startProxy runs the proxy binary on a listener the test opened itself and
+// passes down (--listen-fd), so there is no free-port race.
+func startProxy(t testing.TB, cfg proxyConfig) *Proxy {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg.yaml()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{Addr: ln.Addr().String(), t: t, log: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(proxyBin, "--config", path, "--listen-fd", "3")
+	p.cmd.ExtraFiles = []*os.File{f}
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	ln.Close() // the child holds its own copy of the socket
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("proxy %s log:\n%s", p.Addr, p.log.String())
+		}
+		if strings.Contains(p.log.String(), "DATA RACE") {
+			t.Errorf("proxy %s reported a data race:\n%s", p.Addr, p.log.String())
+		}
+	})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, Protocol: 2})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy did not answer PING:\n%s", p.log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return p
+}
+
+// Stop ends the proxy with SIGTERM (graceful), or SIGKILL after 10s.
+func (p *Proxy) Stop() {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Client returns a go-redis client (RESP3 by default, as go-redis does).
+func (p *Proxy) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 30 * time.Second})
+	p.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// cluster is a set of real masters and clients to inspect them directly.
+type cluster struct {
+	servers []*redistest.Server
+	direct  []*redis.Client
+}
+
+func newCluster(t testing.TB, n int) *cluster {
+	t.Helper()
+	c := &cluster{servers: redistest.StartN(t, n)}
+	for _, s := range c.servers {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second})
+		t.Cleanup(func() { rc.Close() })
+		c.direct = append(c.direct, rc)
+	}
+	return c
+}
+
+func (c *cluster) addrs() []string { return redistest.Addrs(c.servers) }
+
+// holders counts the masters on which key holds value.
+func (c *cluster) holders(key, value string) int {
+	n := 0
+	for _, rc := range c.direct {
+		if v, err := rc.Get(context.Background(), key).Result(); err == nil && v == value {
+			n++
+		}
+	}
+	return n
+}
+
+// lockKeys lists the keys outside the meta namespace on every live master:
+// what the proxy left behind as locks.
+func (c *cluster) lockKeys(t testing.TB) []string {
+	t.Helper()
+	var out []string
+	for i, rc := range c.direct {
+		keys, err := rc.Keys(context.Background(), "*").Result()
+		if err != nil {
+			continue // a master that is down holds nothing we can see
+		}
+		for _, k := range keys {
+			if !strings.HasPrefix(k, "redlock-proxy:") {
+				out = append(out, fmt.Sprintf("master%d:%s", i, k))
+			}
+		}
+	}
+	return out
+}
+
+// expectNoLocks fails if any master holds a lock key.
+func (c *cluster) expectNoLocks(t testing.TB) {
+	t.Helper()
+	if keys := c.lockKeys(t); len(keys) > 0 {
+		t.Fatalf("lock keys left on the masters: %v", keys)
+	}
+}
+
+// grant is a decoded RLOCK reply.
+type grant struct {
+	token    string
+	validity int64
+	fence    int64
+}
+
+// rlock sends RLOCK and decodes the reply: (grant, true) when granted,
+// (zero, false) on nil; an error reply fails the test.
+func rlock(t testing.TB, c *redis.Client, args ...any) (grant, bool) {
+	t.Helper()
+	g, ok, err := tryRlock(c, args...)
+	if err != nil {
+		t.Fatalf("RLOCK %v: %v", args, err)
+	}
+	return g, ok
+}
+
+func tryRlock(c *redis.Client, args ...any) (grant, bool, error) {
+	v, err := c.Do(context.Background(), append([]any{"RLOCK"}, args...)...).Result()
+	if err == redis.Nil {
+		return grant{}, false, nil
+	}
+	if err != nil {
+		return grant{}, false, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 3 {
+		return grant{}, false, fmt.Errorf("RLOCK reply %#v is not [token, validity, fence]", v)
+	}
+	g := grant{}
+	g.token, _ = arr[0].(string)
+	g.validity, _ = arr[1].(int64)
+	g.fence, _ = arr[2].(int64)
+	if g.token == "" || g.fence < 1 {
+		return grant{}, false, fmt.Errorf("RLOCK reply %#v has no token or fence", v)
+	}
+	return g, true, nil
+}
+
+func do(t testing.TB, c *redis.Client, args ...any) any {
+	t.Helper()
+	v, err := c.Do(context.Background(), args...).Result()
+	if err == redis.Nil {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return v
+}
+
+func expectErr(t testing.TB, c *redis.Client, want string, args ...any) {
+	t.Helper()
+	err := c.Do(context.Background(), args...).Err()
+	if err == nil || err == redis.Nil || err.Error() != want {
+		t.Fatalf("%q: got error %v, want %q", args, err, want)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes. It is for
+// waiting on a state the system reaches by itself (a subscription, a
+// reconnect), never for hiding a failure.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
