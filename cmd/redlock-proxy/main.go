@@ -188,6 +188,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	var hs *http.Server
+	metricsAddr := ""
 	if cfg.MetricsListen != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -199,12 +200,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 		go hs.Serve(mln)
+		metricsAddr = mln.Addr().String()
 	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("redlock-proxy listening", "addr", ln.Addr().String(), "masters", len(nodes), "quorum", eng.Quorum(),
-		"metrics", cfg.MetricsListen, "version", version)
+		"metrics", metricsAddr, "version", version)
 
 	select {
 	case <-ctx.Done():

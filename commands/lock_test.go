@@ -1,0 +1,123 @@
+package commands
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+)
+
+var testLimits = Limits{MaxTTL: time.Hour, MaxWait: 5 * time.Minute}
+
+func args(s ...string) [][]byte {
+	out := make([][]byte, len(s))
+	for i, a := range s {
+		out[i] = []byte(a)
+	}
+	return out
+}
+
+func TestParseLock(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		in      []string
+		want    lockArgs
+		wantErr string
+	}{
+		{[]string{"r", "1000"}, lockArgs{resource: "r", ttl: 1000 * ms}, ""},
+		{[]string{"r", "3600000"}, lockArgs{resource: "r", ttl: time.Hour}, ""},
+		{[]string{"r", "1", "WAIT", "0"}, lockArgs{resource: "r", ttl: ms}, ""},
+		{[]string{"r", "1", "wait", "300000", "token", "t"}, lockArgs{resource: "r", ttl: ms, wait: 5 * time.Minute, token: "t"}, ""},
+		{[]string{"r", "1", "TOKEN", strings.Repeat("x", 128), "WaIt", "5"}, lockArgs{resource: "r", ttl: ms, wait: 5 * ms, token: strings.Repeat("x", 128)}, ""},
+		{[]string{"\x00bin\xff", "5"}, lockArgs{resource: "\x00bin\xff", ttl: 5 * ms}, ""},
+		{[]string{"", "5"}, lockArgs{}, "ERR resource name must not be empty"},
+		{[]string{"r", "0"}, lockArgs{}, "ERR invalid expire time in 'rlock' command"},
+		{[]string{"r", "-1"}, lockArgs{}, "ERR invalid expire time in 'rlock' command"},
+		{[]string{"r", "3600001"}, lockArgs{}, "ERR invalid expire time in 'rlock' command"},
+		{[]string{"r", "x"}, lockArgs{}, "ERR value is not an integer or out of range"},
+		{[]string{"r", " 5"}, lockArgs{}, "ERR value is not an integer or out of range"},
+		{[]string{"r", "+5"}, lockArgs{}, "ERR value is not an integer or out of range"},
+		{[]string{"r", "05"}, lockArgs{}, "ERR value is not an integer or out of range"},
+		{[]string{"r", "9223372036854775808"}, lockArgs{}, "ERR value is not an integer or out of range"},
+		{[]string{"r", "5", "WAIT"}, lockArgs{}, "ERR syntax error"},
+		{[]string{"r", "5", "WAIT", "-1"}, lockArgs{}, "ERR timeout is negative"},
+		{[]string{"r", "5", "WAIT", "300001"}, lockArgs{}, "ERR timeout is out of range"},
+		{[]string{"r", "5", "WAIT", "1.5"}, lockArgs{}, "ERR value is not an integer or out of range"},
+		{[]string{"r", "5", "TOKEN"}, lockArgs{}, "ERR syntax error"},
+		{[]string{"r", "5", "TOKEN", ""}, lockArgs{}, "ERR token must be 1 to 128 bytes"},
+		{[]string{"r", "5", "TOKEN", strings.Repeat("x", 129)}, lockArgs{}, "ERR token must be 1 to 128 bytes"},
+		{[]string{"r", "5", "TOKEN", "a", "TOKEN", "b"}, lockArgs{}, "ERR syntax error"},
+		{[]string{"r", "5", "PX"}, lockArgs{}, "ERR syntax error"},
+		{[]string{"r", "5", "5"}, lockArgs{}, "ERR syntax error"},
+	}
+	for _, tc := range tests {
+		got, err := parseLock("rlock", args(tc.in...), testLimits)
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("parseLock(%q) error = %v, want %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("parseLock(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestMapError(t *testing.T) {
+	if e := MapError(errors.New("something else")); e != nil {
+		t.Errorf("unknown error mapped to %v", e)
+	}
+}
+
+// FuzzParseLock: any argument list either parses into values inside the
+// limits or fails with a RESP error; it never panics.
+func FuzzParseLock(f *testing.F) {
+	f.Add("r", "1000", "WAIT", "5", "TOKEN", "t")
+	f.Add("", "0", "wait", "-1", "token", "")
+	f.Add("r", "99999999999999999999", "X", "", "", "")
+	f.Fuzz(func(t *testing.T, a, b, c, d, e, g string) {
+		for n := 0; n <= 6; n++ {
+			in := []string{a, b, c, d, e, g}[:n]
+			la, err := parseLock("rlock", args(in...), testLimits)
+			if err != nil {
+				var re *proxy.Error
+				if !errors.As(err, &re) || re.Code != "ERR" || !utf8.ValidString(re.Msg) {
+					t.Fatalf("parseLock(%q): non-RESP error %v", in, err)
+				}
+				continue
+			}
+			if la.resource == "" || la.ttl <= 0 || la.ttl > testLimits.MaxTTL || la.wait < 0 || la.wait > testLimits.MaxWait || len(la.token) > MaxTokenLen {
+				t.Fatalf("parseLock(%q) = %+v: outside the limits", in, la)
+			}
+		}
+	})
+}
+
+// FuzzUnlockExtendArgs: the positional readers used by RUNLOCK and REXTEND
+// never panic and never accept an empty resource or an oversized token.
+func FuzzUnlockExtendArgs(f *testing.F) {
+	f.Add("r", "t", "1000")
+	f.Add("", "", "")
+	f.Fuzz(func(t *testing.T, r, tok, ttlArg string) {
+		a := proxy.NewArgs(args(r, tok, ttlArg))
+		res, err := resource(a)
+		if err != nil {
+			return
+		}
+		tk, err := token(a)
+		if err != nil {
+			return
+		}
+		d, err := ttl(a, "rextend", testLimits)
+		if err != nil {
+			return
+		}
+		if res == "" || len(tk) == 0 || len(tk) > MaxTokenLen || d <= 0 || d > testLimits.MaxTTL {
+			t.Fatalf("accepted %q %q %q as %q %q %v", r, tok, ttlArg, res, tk, d)
+		}
+	})
+}
