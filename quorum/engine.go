@@ -80,8 +80,9 @@ type Engine struct {
 
 	bg sync.WaitGroup // every request to a master still in flight
 	// inflight maps a token to a channel closed once every acquire of its
-	// latest try has returned, so that an Unlock or Extend through this
-	// proxy is sent after them and never overtaken by a straggler.
+	// latest try has been issued to its master, so that an Unlock or Extend
+	// through this proxy is queued behind them (one pipelined connection
+	// per master keeps that order) and never overtaken by a straggler.
 	inflight sync.Map
 	stop     context.CancelFunc
 	loopWG   sync.WaitGroup
@@ -342,14 +343,11 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 	for i := range n {
 		tr.pending[i], tr.mayHold[i] = true, true
 	}
-	returned := make(chan struct{})
-	e.inflight.Store(token, returned)
+	issued := make(chan struct{})
+	e.inflight.Store(token, issued)
 	tr.acq = fanoutThen(e, ctx, e.all(), min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (AcquireReply, error) {
 		return nd.Acquire(ctx, rs.keys, token, ttl)
-	}, func() {
-		close(returned)
-		e.inflight.CompareAndDelete(token, returned)
-	})
+	}, func() { close(issued) }, func() { e.inflight.CompareAndDelete(token, issued) })
 
 	seen := make([]uint64, len(rs.keys.Locks))
 	var errs []error
@@ -487,12 +485,16 @@ func (e *Engine) rollback(ctx context.Context, tr *try, tainted []bool, fixed bo
 		defer e.bg.Done()
 		defer close(done)
 		var wg sync.WaitGroup
+		// No notifications: undoing a failed try would wake every waiter at
+		// once, each of which fails the same way and wakes them again.
+		quiet := tr.rs.keys
+		quiet.Channels = nil
 		release := func(i int) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				_, err := call(e, base, i, e.opts.MasterTimeout, func(ctx context.Context, nd Node) (int, error) {
-					return nd.Release(ctx, tr.rs.keys, tr.token)
+					return nd.Release(ctx, quiet, tr.token)
 				})
 				if fixed && err != nil {
 					// Safe: with a fixed token the caller waits for done.
@@ -561,9 +563,10 @@ func (e *Engine) Unlock(ctx context.Context, resources []string, token string) (
 	res := fanout(e, context.WithoutCancel(ctx), e.all(), e.opts.MasterTimeout, func(ctx context.Context, nd Node) (int, error) {
 		return nd.Release(ctx, rs.keys, token)
 	})
-	// Wait for every master (each bounded by MasterTimeout): a caller that
-	// locks again right after a release must not meet a straggler.
-	yes, answered, errs := tally(e, res, false, func(v int) bool { return v == want })
+	// Once decided, give the other masters a short grace: a caller that
+	// locks again right after a release should not meet a straggler, but a
+	// paused master is not worth a whole MasterTimeout on every release.
+	yes, answered, errs := tally(e, res, e.straggleGrace(), func(v int) bool { return v == want })
 	if yes >= e.quorum {
 		return true, nil
 	}
@@ -588,7 +591,7 @@ func (e *Engine) Extend(ctx context.Context, resources []string, token string, t
 	res := fanout(e, context.WithoutCancel(ctx), e.all(), min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (int, error) {
 		return nd.Extend(ctx, rs.keys, token, ttl)
 	})
-	yes, answered, errs := tally(e, res, true, func(v int) bool { return v == want })
+	yes, answered, errs := tally(e, res, -1, func(v int) bool { return v == want })
 	if yes < e.quorum {
 		return 0, e.refusal("extend", answered, errs)
 	}
@@ -596,16 +599,19 @@ func (e *Engine) Extend(ctx context.Context, resources []string, token string, t
 	return max(validity, 0), nil
 }
 
-// tally counts a fan-out over all nodes, until the outcome is decided if
-// early is set, else until every node answered or timed out.
-func tally[T any](e *Engine, res <-chan result[T], early bool, yes func(T) bool) (votes, answered int, errs []error) {
+// tally counts a fan-out over all nodes until the outcome is decided; with
+// settle >= 0 it then waits up to settle more for the other answers.
+func tally[T any](e *Engine, res <-chan result[T], settle time.Duration, yes func(T) bool) (votes, answered int, errs []error) {
 	pending := len(e.nodes)
 	deadline := time.NewTimer(e.opts.MasterTimeout + roundGrace)
 	defer deadline.Stop()
+	decided := false
 	for pending > 0 {
 		r, in := receive(res, deadline.C)
 		if !in {
-			errs = append(errs, timedOut(pending))
+			if !decided {
+				errs = append(errs, timedOut(pending))
+			}
 			break
 		}
 		pending--
@@ -617,11 +623,21 @@ func tally[T any](e *Engine, res <-chan result[T], early bool, yes func(T) bool)
 				votes++
 			}
 		}
-		if early && (votes >= e.quorum || e.decidedAgainst(votes, answered, pending)) {
-			break
+		if !decided && (votes >= e.quorum || e.decidedAgainst(votes, answered, pending)) {
+			if settle < 0 {
+				break
+			}
+			decided = true
+			deadline.Reset(settle)
 		}
 	}
 	return votes, answered, errs
+}
+
+// straggleGrace is how long a decided release still waits for the other
+// masters: max(2ms, MasterTimeout/10).
+func (e *Engine) straggleGrace() time.Duration {
+	return max(2*time.Millisecond, e.opts.MasterTimeout/10)
 }
 
 func (e *Engine) all() []int {
@@ -682,19 +698,26 @@ type result[T any] struct {
 // by timeout, and returns a channel buffered for every answer: a reader may
 // stop early and the stragglers never block. Close waits for them.
 func fanout[T any](e *Engine, ctx context.Context, targets []int, timeout time.Duration, fn func(context.Context, Node) (T, error)) <-chan result[T] {
-	return fanoutThen(e, ctx, targets, timeout, fn, nil)
+	return fanoutThen(e, ctx, targets, timeout, fn, nil, nil)
 }
 
-// fanoutThen is fanout, calling then (if not nil) once every call returned.
-func fanoutThen[T any](e *Engine, ctx context.Context, targets []int, timeout time.Duration, fn func(context.Context, Node) (T, error), then func()) <-chan result[T] {
+// fanoutThen is fanout, calling issued (if not nil) once every call has
+// started, and then (if not nil) once every call has returned.
+func fanoutThen[T any](e *Engine, ctx context.Context, targets []int, timeout time.Duration, fn func(context.Context, Node) (T, error), issued, then func()) <-chan result[T] {
 	ch := make(chan result[T], len(targets))
 	e.bg.Add(len(targets))
-	var left atomic.Int32
+	var left, unstarted atomic.Int32
 	left.Store(int32(len(targets)))
+	unstarted.Store(int32(len(targets)))
 	for _, i := range targets {
 		go func() {
 			defer e.bg.Done()
-			v, err := call(e, ctx, i, timeout, fn)
+			v, err := call(e, ctx, i, timeout, func(ctx context.Context, nd Node) (T, error) {
+				if unstarted.Add(-1) == 0 && issued != nil {
+					issued()
+				}
+				return fn(ctx, nd)
+			})
 			ch <- result[T]{i: i, val: v, err: err}
 			if left.Add(-1) == 0 && then != nil {
 				then()
@@ -705,7 +728,7 @@ func fanoutThen[T any](e *Engine, ctx context.Context, targets []int, timeout ti
 }
 
 // awaitAcquires waits, at most MasterTimeout, until the acquires of the
-// latest try with token made through this engine have returned.
+// latest try with token made through this engine have been issued.
 func (e *Engine) awaitAcquires(token string) {
 	v, ok := e.inflight.Load(token)
 	if !ok {

@@ -191,7 +191,7 @@ func (f *fakeNode) Release(ctx context.Context, k Keys, token string) (int, erro
 			if v, ok := f.get(l); ok && v == token {
 				delete(f.data, l)
 				c++
-				if f.subs[k.Channels[i]] {
+				if i < len(k.Channels) && f.subs[k.Channels[i]] {
 					notify = append(notify, k.Channels[i])
 				}
 			}

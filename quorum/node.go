@@ -40,7 +40,8 @@ type Node interface {
 	// every lock key still holds token. It reports whether it did.
 	SetFences(ctx context.Context, k Keys, token string, fences []uint64) (bool, error)
 	// Release deletes each lock key that holds token, publishes on the
-	// matching channel for each, and returns how many it deleted.
+	// matching channel for each (if Keys.Channels is not empty), and returns
+	// how many it deleted.
 	Release(ctx context.Context, k Keys, token string) (int, error)
 	// Extend resets the ttl of each lock key that holds token and returns
 	// how many it extended.

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -79,12 +80,24 @@ func (wt *watch) ready(ctx context.Context, timeout time.Duration) {
 	wg.Wait()
 }
 
-// sleep waits for a notification, d, or ctx, whichever comes first.
+// wakeJitter spreads the retries of waiters woken by the same release, so
+// that the first usually completes its round before the others start
+// instead of all of them splitting the masters' votes.
+const wakeJitter = 2 * time.Millisecond
+
+// sleep waits for a notification (plus up to wakeJitter), d, or ctx,
+// whichever comes first.
 func (wt *watch) sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-wt.c:
+		t.Reset(time.Duration(rand.Int64N(int64(wakeJitter))))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		return nil
 	case <-t.C:
 		return nil
