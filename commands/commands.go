@@ -15,7 +15,8 @@ func All(eng *quorum.Engine, lim Limits) []*proxy.Command {
 }
 
 // MastersInfo is the "masters" section of INFO: one line per master, as
-// PROTOCOL.md ("Restarted masters") lays it out, after the quorum figures.
+// PROTOCOL.md ("Restarted masters") lays it out (with restarts= added
+// before last_error), after the quorum figures.
 func MastersInfo(eng *quorum.Engine) proxy.InfoSection {
 	return proxy.InfoSection{Name: "masters", Lines: func() []string {
 		st := eng.Status()
@@ -31,8 +32,8 @@ func MastersInfo(eng *quorum.Engine) proxy.InfoSection {
 			fmt.Sprintf("masters_up:%d", up),
 		}
 		for i, s := range st {
-			lines = append(lines, fmt.Sprintf("master%d:addr=%s,state=%s,quarantine_ms=0,latency_us=%d,run_id=,last_error=%s",
-				i, s.Addr, s.State, s.Latency/time.Microsecond, infoText(s.LastError)))
+			lines = append(lines, fmt.Sprintf("master%d:addr=%s,state=%s,quarantine_ms=%d,latency_us=%d,run_id=%s,restarts=%d,last_error=%s",
+				i, s.Addr, s.State, s.QuarantineLeft.Milliseconds(), s.Latency/time.Microsecond, s.RunID, s.Restarts, infoText(s.LastError)))
 		}
 		return lines
 	}}

@@ -137,25 +137,41 @@ type masterCollector struct {
 
 var (
 	masterUpDesc = prometheus.NewDesc("redlock_proxy_master_up",
-		"1 if the master answered its last request, else 0.", []string{"master"}, nil)
+		"1 if the master answered its last request (quarantined or not), else 0.", []string{"master"}, nil)
 	masterLatencyDesc = prometheus.NewDesc("redlock_proxy_master_latency_seconds",
 		"Round-trip time of the master's last successful request.", []string{"master"}, nil)
+	masterQuarantinedDesc = prometheus.NewDesc("redlock_proxy_master_quarantined",
+		"1 while the master's vote does not count after a restart (quarantine, or waiting for its fence floor).", []string{"master"}, nil)
+	masterQuarantineLeftDesc = prometheus.NewDesc("redlock_proxy_master_quarantine_remaining_seconds",
+		"Time left in the master's restart quarantine.", []string{"master"}, nil)
+	masterRestartsDesc = prometheus.NewDesc("redlock_proxy_master_restarts_total",
+		"Restarts (run_id changes) of the master seen since the proxy started.", []string{"master"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *masterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- masterUpDesc
 	ch <- masterLatencyDesc
+	ch <- masterQuarantinedDesc
+	ch <- masterQuarantineLeftDesc
+	ch <- masterRestartsDesc
 }
 
 // Collect implements prometheus.Collector.
 func (c *masterCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.status() {
 		up := 0.0
-		if s.State == quorum.StateUp {
+		if s.State != quorum.StateDown {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(masterUpDesc, prometheus.GaugeValue, up, s.Addr)
 		ch <- prometheus.MustNewConstMetric(masterLatencyDesc, prometheus.GaugeValue, s.Latency.Seconds(), s.Addr)
+		q := 0.0
+		if s.State == quorum.StateQuarantined {
+			q = 1
+		}
+		ch <- prometheus.MustNewConstMetric(masterQuarantinedDesc, prometheus.GaugeValue, q, s.Addr)
+		ch <- prometheus.MustNewConstMetric(masterQuarantineLeftDesc, prometheus.GaugeValue, s.QuarantineLeft.Seconds(), s.Addr)
+		ch <- prometheus.MustNewConstMetric(masterRestartsDesc, prometheus.CounterValue, float64(s.Restarts), s.Addr)
 	}
 }

@@ -35,16 +35,43 @@
 // max" is not monotonic: two grants can meet on a master that the first did
 // not increment to its returned value.)
 //
+// # Restarted masters
+//
+// A master that restarts without persistence forgets its locks and its
+// fence counters. Every new connection to a master reads its run_id before
+// any request is sent on it (Node.Identity), and the engine checks it each
+// time it counts an answer, so a restart is seen before the restarted
+// master's first vote could count. Its votes then do not count for
+// Options.Quarantine (limits.max_ttl: every lock it may have held has
+// expired by then); releases and rollbacks still go to it.
+//
+// Before it votes again its fence floor is raised: every fence write-back
+// also raises the master's high-water mark, and the floor of a restarted
+// master becomes the highest high-water mark of a quorum of the other
+// masters (and at least the highest fence this engine issued). The acquire
+// script reads every counter as at least the floor. A fence F written back
+// to a quorum Qw before the restart is thus never lost: a quorum Qr of the
+// N-1 other masters and the q-1 or more members of Qw other than the
+// restarted one share at least 2q-N >= 1 master, which holds F.
+//
 // # What is NOT guaranteed
 //
 // Redlock's safety rests on timing assumptions: bounded clock drift between
 // proxy and masters, and process pauses shorter than the validity margin.
 // A client that pauses (GC, swap) past its validity may still act as holder;
 // only the fence, checked by the downstream store, protects against that.
-// A master that restarts without persistence forgets its locks and fence
-// counters; until restart quarantine lands (see PROTOCOL.md, "Restarted
-// masters") such a restart can allow a second grant while the first is
-// still valid, and can let a fence repeat.
+//
+// The first run_id the engine sees for a master is taken as it is: a proxy
+// that starts cannot know whether a master restarted just before it, and
+// counts its vote at once. Other proxies that were running at the time do
+// quarantine it. Run masters with persistence, or start a new proxy more
+// than max_ttl after any master restarted.
+//
+// A master that loses its data silently (same run_id, e.g. FLUSHALL, or a
+// failover to a replica behind it) is not noticed. If a quorum of masters
+// lose their data at once, fences may repeat: the engine rejoins them with
+// the best floor it can find rather than refuse service for good, and logs
+// an error.
 //
 // A grant made with a caller-chosen token (TOKEN t) shares that token with
 // every retry. The engine never counts, in a later attempt, the vote of a

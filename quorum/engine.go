@@ -37,6 +37,12 @@ type Options struct {
 	MetaPrefix string
 	// HealthInterval is how often each master is pinged; default 1s.
 	HealthInterval time.Duration
+	// Quarantine is how long a master whose run_id changed (it restarted,
+	// and may have lost its locks) does not vote: it should be the longest
+	// ttl any grant may have (limits.max_ttl). 0 turns quarantine off.
+	// Either way a restarted master votes again only after its fence floor
+	// was raised from a quorum of the other masters.
+	Quarantine time.Duration
 	// Wakeups receives release notifications from the nodes; nil means
 	// waiters retry on their timer only.
 	Wakeups *Wakeups
@@ -78,11 +84,13 @@ type Engine struct {
 	wake   *Wakeups
 	log    *slog.Logger
 
-	bg sync.WaitGroup // every request to a master still in flight
-	// inflight maps a token to a channel closed once every acquire of its
-	// latest try has been issued to its master, so that an Unlock or Extend
-	// through this proxy is queued behind them (one pipelined connection
-	// per master keeps that order) and never overtaken by a straggler.
+	kick     chan struct{}  // wakes the health loop when a restart is seen
+	maxFence atomic.Uint64  // the highest fence this engine issued
+	bg       sync.WaitGroup // every request to a master still in flight
+	// inflight maps a token to the *flight of its latest try, so that an
+	// Unlock or Extend through this proxy is queued behind its acquires
+	// (one pipelined connection per master keeps that order) and never
+	// overtaken by a straggler.
 	inflight sync.Map
 	stop     context.CancelFunc
 	loopWG   sync.WaitGroup
@@ -133,6 +141,7 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		health: make([]nodeHealth, len(nodes)),
 		wake:   wake,
 		log:    opts.Logger,
+		kick:   make(chan struct{}, 1),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop = cancel
@@ -240,10 +249,16 @@ func (e *Engine) resources(rs []string) (*resourceSet, error) {
 		s.keys.Fences[i] = e.opts.MetaPrefix + "fence:" + r
 		s.keys.Channels[i] = e.opts.MetaPrefix + "released:" + r
 	}
+	s.keys.Floor, s.keys.HighWater = e.floorKeys()
 	for i, r := range given {
 		s.pos[i], _ = slices.BinarySearch(sorted, r)
 	}
 	return s, nil
+}
+
+// floorKeys are the master-wide fence floor and high-water mark keys.
+func (e *Engine) floorKeys() (floor, highWater string) {
+	return e.opts.MetaPrefix + "fence-floor", e.opts.MetaPrefix + "fence-hwm"
 }
 
 // Lock acquires a lease. It returns (lease, nil) when granted, (nil, nil)
@@ -284,7 +299,7 @@ func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err e
 		if lease != nil {
 			if ctx.Err() != nil {
 				// The caller left while we were granting: hold nothing.
-				e.rollback(ctx, tr, make([]bool, len(e.nodes)), false)
+				e.rollback(ctx, tr, nil)
 				return nil, ctx.Err()
 			}
 			return lease, nil
@@ -324,14 +339,75 @@ func (e *Engine) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*e.opts.DriftFactor) + 2*time.Millisecond
 }
 
-// try is what one attempt sent, kept so that a rollback can wait for the
-// acquires still in flight.
+// try is what one attempt sent: each master's acquire result, and a channel
+// per master closed once that acquire returned. Anything sent to a master
+// afterwards (fence write-back, rollback) waits for that channel, so that it
+// is issued after the acquire and can never overtake it.
 type try struct {
-	rs      *resourceSet
-	token   string
-	acq     <-chan result[AcquireReply]
-	pending []bool // the acquire to node i has not returned yet
-	mayHold []bool // node i may hold the keys: false once it answered "taken"
+	rs       *resourceSet
+	token    string
+	fixed    bool
+	acq      <-chan result[AcquireReply] // answers, for the first tally
+	returned []chan struct{}
+	res      []result[AcquireReply] // res[i] is set before returned[i] closes
+}
+
+// mayHold reports whether master i may hold the try's keys; valid once
+// returned[i] is closed. Only a "taken" answer rules it out, and not even
+// that with a fixed token, which may hold keys from an earlier call.
+func (tr *try) mayHold(i int) bool {
+	r := tr.res[i]
+	return r.err != nil || r.val.OK || tr.fixed
+}
+
+// settledTry is a try whose acquires all returned and may all hold the
+// keys: for giving back a lease.
+func settledTry(rs *resourceSet, token string, n int) *try {
+	tr := &try{rs: rs, token: token, returned: make([]chan struct{}, n), res: make([]result[AcquireReply], n)}
+	for i := range n {
+		tr.returned[i] = make(chan struct{})
+		close(tr.returned[i])
+		tr.res[i] = result[AcquireReply]{i: i, val: AcquireReply{OK: true}}
+	}
+	return tr
+}
+
+// acquire sends the try's acquire to every master.
+func (e *Engine) acquire(ctx context.Context, tr *try, ttl time.Duration) {
+	n := len(e.nodes)
+	ch := make(chan result[AcquireReply], n)
+	tr.acq = ch
+	tr.returned = make([]chan struct{}, n)
+	tr.res = make([]result[AcquireReply], n)
+	fl := &flight{issued: make(chan struct{}), returned: make(chan struct{})}
+	e.inflight.Store(tr.token, fl)
+	var unissued, left atomic.Int32
+	unissued.Store(int32(n))
+	left.Store(int32(n))
+	e.bg.Add(n)
+	for i := range n {
+		tr.returned[i] = make(chan struct{})
+		go func() {
+			defer e.bg.Done()
+			v, err := call(e, ctx, i, min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (AcquireReply, error) {
+				if unissued.Add(-1) == 0 {
+					close(fl.issued)
+				}
+				return nd.Acquire(ctx, tr.rs.keys, tr.token, ttl)
+			})
+			if err == nil && !e.votes(i) {
+				err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
+			}
+			r := result[AcquireReply]{i: i, val: v, err: err}
+			tr.res[i] = r
+			close(tr.returned[i])
+			ch <- r
+			if left.Add(-1) == 0 {
+				close(fl.returned)
+				e.inflight.CompareAndDelete(tr.token, fl)
+			}
+		}()
+	}
 }
 
 // attempt is one Redlock try: acquire on a quorum, write the fences back,
@@ -339,15 +415,8 @@ type try struct {
 func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl time.Duration, tainted []bool, fixed bool) (*Lease, *try, error) {
 	start := time.Now()
 	n := len(e.nodes)
-	tr := &try{rs: rs, token: token, pending: make([]bool, n), mayHold: make([]bool, n)}
-	for i := range n {
-		tr.pending[i], tr.mayHold[i] = true, true
-	}
-	issued := make(chan struct{})
-	e.inflight.Store(token, issued)
-	tr.acq = fanoutThen(e, ctx, e.all(), min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (AcquireReply, error) {
-		return nd.Acquire(ctx, rs.keys, token, ttl)
-	}, func() { close(issued) }, func() { e.inflight.CompareAndDelete(token, issued) })
+	tr := &try{rs: rs, token: token, fixed: fixed}
+	e.acquire(ctx, tr, ttl)
 
 	seen := make([]uint64, len(rs.keys.Locks))
 	var errs []error
@@ -361,19 +430,11 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 			break
 		}
 		pending--
-		tr.pending[r.i] = false
 		if r.err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", e.nodes[r.i].Addr(), r.err))
 		} else {
 			answered++
-			switch {
-			case !r.val.OK:
-				// "Taken" changed nothing on that master; with a fixed
-				// token it may still hold keys from an earlier call.
-				tr.mayHold[r.i] = fixed
-			case tainted[r.i]:
-				// Answered, but its vote is not counted.
-			default:
+			if r.val.OK && !tainted[r.i] {
 				ok++
 				for j, f := range r.val.Fences {
 					if j < len(seen) && f > seen[j] {
@@ -387,7 +448,7 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 		}
 	}
 	if ok < e.quorum {
-		e.rollback(ctx, tr, tainted, fixed)
+		e.rollback(ctx, tr, tainted)
 		return nil, nil, e.refusal("lock", answered, errs)
 	}
 
@@ -395,16 +456,32 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 	for j, f := range seen {
 		fences[j] = f + 1
 	}
-	targets := make([]int, 0, n)
+	// Write the fences back to every master that may hold the lock, each
+	// once its acquire returned (stragglers included: the more masters
+	// hold a fence, the better it survives restarts).
+	fres := make(chan result[bool], n)
+	// The stragglers' write-backs outlive this call (each bounded by its
+	// timeout), like rollbacks.
+	wctx := context.WithoutCancel(ctx)
+	e.bg.Add(n)
 	for i := range n {
-		if tr.mayHold[i] {
-			targets = append(targets, i)
-		}
+		go func() {
+			defer e.bg.Done()
+			<-tr.returned[i]
+			if !tr.mayHold(i) {
+				fres <- result[bool]{i: i} // answered: taken
+				return
+			}
+			v, err := call(e, wctx, i, min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (bool, error) {
+				return nd.SetFences(ctx, rs.keys, token, fences)
+			})
+			if err == nil && !e.votes(i) {
+				err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
+			}
+			fres <- result[bool]{i: i, val: v, err: err}
+		}()
 	}
-	fres := fanout(e, ctx, targets, min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (bool, error) {
-		return nd.SetFences(ctx, rs.keys, token, fences)
-	})
-	acks, fanswered, pending := 0, n-len(targets), len(targets)
+	acks, fanswered, pending := 0, 0, n
 	errs = errs[:0]
 	deadline.Reset(min(e.opts.MasterTimeout, ttl) + roundGrace)
 	for pending > 0 {
@@ -427,14 +504,14 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 		}
 	}
 	if acks < e.quorum {
-		e.rollback(ctx, tr, tainted, fixed)
+		e.rollback(ctx, tr, tainted)
 		return nil, nil, e.refusal("lock", fanswered, errs)
 	}
 
 	decided := time.Now()
 	validity := ttl - decided.Sub(start) - e.drift(ttl)
 	if validity <= 0 {
-		e.rollback(ctx, tr, tainted, fixed)
+		e.rollback(ctx, tr, tainted)
 		return nil, nil, nil
 	}
 	lease := &Lease{
@@ -447,6 +524,14 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 	}
 	for i, p := range rs.pos {
 		lease.Fences[i] = fences[p]
+	}
+	for _, f := range fences {
+		for {
+			cur := e.maxFence.Load()
+			if f <= cur || e.maxFence.CompareAndSwap(cur, f) {
+				break
+			}
+		}
 	}
 	return lease, tr, nil
 }
@@ -469,59 +554,44 @@ func (e *Engine) refusal(op string, answered int, errs []error) error {
 	return &QuorumError{Op: op, Got: answered, Need: e.quorum, Total: len(e.nodes), Errs: slices.Clone(errs)}
 }
 
-// rollback releases the try's keys on every node that may hold them, on a
-// context the caller cannot cancel. A node whose acquire is still in flight
-// is released only once that acquire has returned, so that the release is
-// sent after it and cannot be overtaken by it.
+// rollback releases the try's keys on every master that may hold them, on
+// a context the caller cannot cancel. Each master is released only once
+// its acquire returned, so that the release is issued after the acquire and
+// cannot be overtaken by it.
 //
-// With a caller-chosen token it waits for the answers and taints the nodes
-// that did not acknowledge, so that their votes are not counted in a later
-// try of the same call (a late rollback could delete the key that try set).
-func (e *Engine) rollback(ctx context.Context, tr *try, tainted []bool, fixed bool) {
+// With a caller-chosen token it waits for the answers and taints the
+// masters that did not acknowledge, so that their votes are not counted in
+// a later try of the same call (a late rollback could delete the key that
+// try set).
+func (e *Engine) rollback(ctx context.Context, tr *try, tainted []bool) {
 	base := context.WithoutCancel(ctx)
-	done := make(chan struct{})
-	e.bg.Add(1)
-	go func() {
-		defer e.bg.Done()
-		defer close(done)
-		var wg sync.WaitGroup
-		// No notifications: undoing a failed try would wake every waiter at
-		// once, each of which fails the same way and wakes them again.
-		quiet := tr.rs.keys
-		quiet.Channels = nil
-		release := func(i int) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, err := call(e, base, i, e.opts.MasterTimeout, func(ctx context.Context, nd Node) (int, error) {
-					return nd.Release(ctx, quiet, tr.token)
-				})
-				if fixed && err != nil {
-					// Safe: with a fixed token the caller waits for done.
-					tainted[i] = true
-				}
-			}()
-		}
-		waiting := 0
-		for i := range tr.pending {
-			switch {
-			case tr.pending[i]:
-				waiting++
-			case tr.mayHold[i]:
-				release(i)
+	// No notifications: undoing a failed try would wake every waiter at
+	// once, each of which fails the same way and wakes them again.
+	quiet := tr.rs.keys
+	quiet.Channels = nil
+	var wg sync.WaitGroup
+	n := len(e.nodes)
+	e.bg.Add(n)
+	wg.Add(n)
+	for i := range n {
+		go func() {
+			defer e.bg.Done()
+			defer wg.Done()
+			<-tr.returned[i]
+			if !tr.mayHold(i) {
+				return
 			}
-		}
-		for ; waiting > 0; waiting-- {
-			r := <-tr.acq
-			if r.err == nil && !r.val.OK && !fixed {
-				continue
+			_, err := call(e, base, i, e.opts.MasterTimeout, func(ctx context.Context, nd Node) (int, error) {
+				return nd.Release(ctx, quiet, tr.token)
+			})
+			if tr.fixed && err != nil {
+				// Safe: with a fixed token the caller waits below.
+				tainted[i] = true
 			}
-			release(r.i)
-		}
+		}()
+	}
+	if tr.fixed {
 		wg.Wait()
-	}()
-	if fixed {
-		<-done
 	}
 }
 
@@ -533,15 +603,7 @@ func (e *Engine) Abandon(ctx context.Context, l *Lease) {
 		return
 	}
 	e.awaitAcquires(l.Token)
-	e.rollback(ctx, &try{rs: rs, token: l.Token, pending: make([]bool, len(e.nodes)), mayHold: allTrue(len(e.nodes))}, make([]bool, len(e.nodes)), false)
-}
-
-func allTrue(n int) []bool {
-	b := make([]bool, n)
-	for i := range b {
-		b[i] = true
-	}
-	return b
+	e.rollback(ctx, settledTry(rs, l.Token, len(e.nodes)), nil)
 }
 
 // Unlock releases the resources held with token wherever they are held. It
@@ -696,48 +758,55 @@ type result[T any] struct {
 
 // fanout calls call on each target node in its own goroutine, each bounded
 // by timeout, and returns a channel buffered for every answer: a reader may
-// stop early and the stragglers never block. Close waits for them.
+// stop early and the stragglers never block. Close waits for them. The
+// answer of a master whose vote does not count (see votes) is an
+// ErrQuarantined error.
 func fanout[T any](e *Engine, ctx context.Context, targets []int, timeout time.Duration, fn func(context.Context, Node) (T, error)) <-chan result[T] {
-	return fanoutThen(e, ctx, targets, timeout, fn, nil, nil)
-}
-
-// fanoutThen is fanout, calling issued (if not nil) once every call has
-// started, and then (if not nil) once every call has returned.
-func fanoutThen[T any](e *Engine, ctx context.Context, targets []int, timeout time.Duration, fn func(context.Context, Node) (T, error), issued, then func()) <-chan result[T] {
 	ch := make(chan result[T], len(targets))
 	e.bg.Add(len(targets))
-	var left, unstarted atomic.Int32
-	left.Store(int32(len(targets)))
-	unstarted.Store(int32(len(targets)))
 	for _, i := range targets {
 		go func() {
 			defer e.bg.Done()
-			v, err := call(e, ctx, i, timeout, func(ctx context.Context, nd Node) (T, error) {
-				if unstarted.Add(-1) == 0 && issued != nil {
-					issued()
-				}
-				return fn(ctx, nd)
-			})
-			ch <- result[T]{i: i, val: v, err: err}
-			if left.Add(-1) == 0 && then != nil {
-				then()
+			v, err := call(e, ctx, i, timeout, fn)
+			if err == nil && !e.votes(i) {
+				// Checked after the answer: a restart is seen before the
+				// first answer on the new connection is counted.
+				err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
 			}
+			ch <- result[T]{i: i, val: v, err: err}
 		}()
 	}
 	return ch
 }
 
-// awaitAcquires waits, at most MasterTimeout, until the acquires of the
-// latest try with token made through this engine have been issued.
+// flight tracks the acquires of a try: issued closes once every one was
+// handed to its master's client, returned once every one came back.
+type flight struct {
+	issued, returned chan struct{}
+}
+
+// awaitAcquires makes an Unlock or Extend through this engine come after
+// the acquires of the latest try with the same token: it waits until they
+// were all issued (at most MasterTimeout), then until they returned, but
+// only for the straggle grace. On a healthy master the acquire has returned
+// by then; a slow master's acquire was issued long before, on the same
+// pipelined connection, so the release queues behind it.
 func (e *Engine) awaitAcquires(token string) {
 	v, ok := e.inflight.Load(token)
 	if !ok {
 		return
 	}
+	fl := v.(*flight)
 	t := time.NewTimer(e.opts.MasterTimeout)
 	defer t.Stop()
 	select {
-	case <-v.(chan struct{}):
+	case <-fl.issued:
+	case <-t.C:
+		return
+	}
+	t.Reset(e.straggleGrace())
+	select {
+	case <-fl.returned:
 	case <-t.C:
 	}
 }

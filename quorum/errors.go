@@ -12,6 +12,10 @@ var ErrNoQuorum = errors.New("quorum: no quorum")
 // inside the meta prefix, where fences and other proxy state live.
 var ErrReservedResource = errors.New("quorum: resource name is reserved")
 
+// ErrQuarantined is the answer of a master whose vote does not count: it
+// restarted and is in quarantine, or waits for its fence floor.
+var ErrQuarantined = errors.New("quorum: master quarantined after a restart")
+
 // ErrBadRequest is wrapped by errors about a request the engine cannot run
 // (no resources, a non-positive ttl, an empty token).
 var ErrBadRequest = errors.New("quorum: bad request")

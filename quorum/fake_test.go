@@ -18,6 +18,8 @@ type fakeNode struct {
 	notify func(string)
 
 	mu     sync.Mutex
+	runID  string
+	conn   uint64
 	data   map[string]fakeVal
 	subs   map[string]bool
 	down   bool
@@ -32,7 +34,39 @@ type fakeVal struct {
 }
 
 func newFake(addr string, notify func(string)) *fakeNode {
-	return &fakeNode{addr: addr, notify: notify, data: map[string]fakeVal{}, subs: map[string]bool{}}
+	return &fakeNode{addr: addr, notify: notify, runID: addr + "-run-1", conn: 1, data: map[string]fakeVal{}, subs: map[string]bool{}}
+}
+
+// restart loses every key and comes back with a new run_id, as a master
+// without persistence does; the proxy meets it on a new connection.
+func (f *fakeNode) restart() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.data = map[string]fakeVal{}
+	f.conn++
+	f.runID = f.addr + "-run-" + uitoa(f.conn)
+}
+
+func (f *fakeNode) Identity() Identity {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Identity{RunID: f.runID, Conn: f.conn}
+}
+
+func (f *fakeNode) HighWater(ctx context.Context, k Keys) (uint64, error) {
+	return do(ctx, f, func() uint64 { return max(f.counter(k.Floor), f.counter(k.HighWater)) })
+}
+
+func (f *fakeNode) RaiseFloor(ctx context.Context, k Keys, v uint64) error {
+	_, err := do(ctx, f, func() bool {
+		for _, key := range []string{k.Floor, k.HighWater} {
+			if v > f.counter(key) {
+				f.data[key] = fakeVal{v: uitoa(v)}
+			}
+		}
+		return true
+	})
+	return err
 }
 
 func (f *fakeNode) setDown(b bool) { f.mu.Lock(); f.down = b; f.mu.Unlock() }
@@ -138,9 +172,10 @@ func (f *fakeNode) Acquire(ctx context.Context, k Keys, token string, ttl time.D
 			}
 		}
 		r := AcquireReply{OK: true, Fences: make([]uint64, len(k.Locks))}
+		floor := f.counter(k.Floor)
 		for i, l := range k.Locks {
 			f.data[l] = fakeVal{v: token, exp: time.Now().Add(ttl)}
-			r.Fences[i] = f.counter(k.Fences[i])
+			r.Fences[i] = max(f.counter(k.Fences[i]), floor)
 		}
 		return r
 	})
@@ -165,6 +200,9 @@ func (f *fakeNode) SetFences(ctx context.Context, k Keys, token string, fences [
 		for i, fk := range k.Fences {
 			if fences[i] > f.counter(fk) {
 				f.data[fk] = fakeVal{v: uitoa(fences[i])}
+			}
+			if fences[i] > f.counter(k.HighWater) {
+				f.data[k.HighWater] = fakeVal{v: uitoa(fences[i])}
 			}
 		}
 		return true

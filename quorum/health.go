@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -12,16 +13,26 @@ type NodeState string
 
 // The states of a master.
 const (
-	StateUp   NodeState = "up"
-	StateDown NodeState = "down"
+	StateUp          NodeState = "up"
+	StateDown        NodeState = "down"
+	StateQuarantined NodeState = "quarantined"
 )
 
 // NodeStatus is a snapshot of one master's health, for INFO and metrics.
 type NodeStatus struct {
 	// Addr is the master's address.
 	Addr string
-	// State is up after its last request succeeded, down after it failed.
+	// State is quarantined while the master's vote does not count, else up
+	// after its last request succeeded and down after it failed.
 	State NodeState
+	// QuarantineLeft is how long the quarantine still lasts (0 when none;
+	// a master whose quarantine ended but whose fence floor is not raised
+	// yet stays quarantined with 0 left).
+	QuarantineLeft time.Duration
+	// RunID is the master's run_id, "" if unknown.
+	RunID string
+	// Restarts counts the run_id changes seen since the proxy started.
+	Restarts int
 	// Latency is the duration of the last successful request.
 	Latency time.Duration
 	// LastError is the text of the last failure, "" if none yet.
@@ -32,11 +43,17 @@ type NodeStatus struct {
 
 type nodeHealth struct {
 	mu        sync.Mutex
-	seen      bool
 	up        bool
 	latency   time.Duration
 	lastErr   string
 	lastErrAt time.Time
+
+	runID       string    // "" until the master told us
+	conn        uint64    // the Identity.Conn last checked
+	quarantine  time.Time // votes do not count before
+	needsFloor  bool      // restarted: votes do not count until seeded
+	restarts    int
+	restartSeen time.Time
 }
 
 func (h *nodeHealth) record(d time.Duration, err error) {
@@ -45,7 +62,6 @@ func (h *nodeHealth) record(d time.Duration, err error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seen = true
 	if err != nil {
 		h.up = false
 		h.lastErr = err.Error()
@@ -56,9 +72,46 @@ func (h *nodeHealth) record(d time.Duration, err error) {
 	h.latency = d
 }
 
+// votes reports whether node i's answers count. It first checks the run_id
+// on the node's current connection: a changed run_id means the master
+// restarted and may have lost its locks and fence counters, so it is
+// quarantined and must have its fence floor raised before it votes again.
+//
+// The first run_id seen for a master is taken as it is: the proxy cannot
+// know whether that master restarted just before the proxy met it.
+func (e *Engine) votes(i int) bool {
+	id := e.nodes[i].Identity()
+	h := &e.health[i]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	if id.Conn != h.conn {
+		h.conn = id.Conn
+		if id.RunID != "" {
+			if h.runID != "" && id.RunID != h.runID {
+				h.restarts++
+				h.restartSeen = now
+				h.needsFloor = true
+				if e.opts.Quarantine > 0 {
+					h.quarantine = now.Add(e.opts.Quarantine)
+				}
+				e.log.Warn("master restarted: its votes do not count until its quarantine ends and its fence floor is raised",
+					"master", e.nodes[i].Addr(), "old_run_id", h.runID, "run_id", id.RunID, "quarantine", e.opts.Quarantine)
+				select {
+				case e.kick <- struct{}{}:
+				default:
+				}
+			}
+			h.runID = id.RunID
+		}
+	}
+	return !h.needsFloor && !now.Before(h.quarantine)
+}
+
 // Status returns a snapshot of every master, in configuration order.
 func (e *Engine) Status() []NodeStatus {
 	out := make([]NodeStatus, len(e.nodes))
+	now := time.Now()
 	for i, nd := range e.nodes {
 		h := &e.health[i]
 		h.mu.Lock()
@@ -66,13 +119,18 @@ func (e *Engine) Status() []NodeStatus {
 		if h.up {
 			st = StateUp
 		}
-		out[i] = NodeStatus{Addr: nd.Addr(), State: st, Latency: h.latency, LastError: h.lastErr, LastErrorAt: h.lastErrAt}
+		left := max(h.quarantine.Sub(now), 0)
+		if left > 0 || h.needsFloor {
+			st = StateQuarantined
+		}
+		out[i] = NodeStatus{Addr: nd.Addr(), State: st, QuarantineLeft: left, RunID: h.runID, Restarts: h.restarts,
+			Latency: h.latency, LastError: h.lastErr, LastErrorAt: h.lastErrAt}
 		h.mu.Unlock()
 	}
 	return out
 }
 
-// Up reports how many masters are up.
+// Up reports how many masters are up and voting.
 func (e *Engine) Up() int {
 	n := 0
 	for _, s := range e.Status() {
@@ -83,8 +141,9 @@ func (e *Engine) Up() int {
 	return n
 }
 
-// healthLoop pings every master each HealthInterval, so that INFO shows a
-// master's state even when no lock traffic reaches it.
+// healthLoop pings every master each HealthInterval (so that INFO shows a
+// master's state, and a restart is noticed, even without lock traffic) and
+// lets restarted masters rejoin once their quarantine is over.
 func (e *Engine) healthLoop(ctx context.Context) {
 	defer e.loopWG.Done()
 	timeout := max(2*e.opts.MasterTimeout, 100*time.Millisecond)
@@ -97,10 +156,112 @@ func (e *Engine) healthLoop(ctx context.Context) {
 		for range e.nodes {
 			<-res
 		}
+		for i := range e.nodes {
+			e.rejoin(ctx, i)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-e.kick:
 		}
 	}
+}
+
+// rejoin raises the fence floor of restarted master i once its quarantine
+// is over, and then lets it vote again.
+//
+// Why this keeps fences increasing: a fence F was written back to a quorum
+// Qw before the restart. The floor is the highest fence written to each of
+// a quorum Qr of the other masters. Qr (q masters out of the N-1 others)
+// and Qw minus i (at least q-1 of the same N-1) share at least
+// 2q-N >= 1 master, which holds F: so floor >= F, and any later grant whose
+// quorum includes i reads at least F there and picks a larger fence.
+func (e *Engine) rejoin(ctx context.Context, i int) {
+	h := &e.health[i]
+	h.mu.Lock()
+	due := h.needsFloor && !time.Now().Before(h.quarantine)
+	conn := h.conn
+	h.mu.Unlock()
+	if !due {
+		return
+	}
+	floor, err := e.floorFromOthers(ctx, i)
+	if err == nil {
+		var k Keys
+		k.Floor, k.HighWater = e.floorKeys()
+		_, err = call(e, ctx, i, e.opts.MasterTimeout*4, func(ctx context.Context, nd Node) (struct{}, error) {
+			return struct{}{}, nd.RaiseFloor(ctx, k, floor)
+		})
+	}
+	if err != nil {
+		e.log.Warn("restarted master cannot rejoin yet", "master", e.nodes[i].Addr(), "err", err)
+		return
+	}
+	e.votes(i) // notice a restart during the seeding
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn == conn && h.needsFloor {
+		h.needsFloor = false
+		e.log.Info("restarted master rejoins", "master", e.nodes[i].Addr(), "fence_floor", floor,
+			"after", time.Since(h.restartSeen).Round(time.Millisecond))
+	}
+}
+
+// floorFromOthers is the highest fence floor or high-water mark among the
+// other masters, at least a quorum of which must answer, and the highest
+// fence this engine issued itself.
+//
+// Masters that also restarted and wait for their own floor are asked too:
+// if fewer than a quorum kept their data the fence guarantee is void
+// (PROTOCOL.md: "as long as fewer than a quorum of masters fail"), and
+// refusing to rejoin would leave the service down for good after, say, a
+// power cut that restarted every master. The engine then says so loudly and
+// rejoins with the best floor it can find: what the others hold and what it
+// issued itself.
+func (e *Engine) floorFromOthers(ctx context.Context, i int) (uint64, error) {
+	var k Keys
+	k.Floor, k.HighWater = e.floorKeys()
+	type answer struct {
+		v      uint64
+		intact bool
+		err    error
+	}
+	ch := make(chan answer, len(e.nodes))
+	for j := range e.nodes {
+		if j == i {
+			continue
+		}
+		go func() {
+			v, err := call(e, ctx, j, e.opts.MasterTimeout*4, func(ctx context.Context, nd Node) (uint64, error) {
+				return nd.HighWater(ctx, k)
+			})
+			h := &e.health[j]
+			h.mu.Lock()
+			intact := !h.needsFloor
+			h.mu.Unlock()
+			ch <- answer{v, intact, err}
+		}()
+	}
+	top := e.maxFence.Load()
+	got, intact := 0, 0
+	for range len(e.nodes) - 1 {
+		a := <-ch
+		if a.err != nil {
+			continue
+		}
+		got++
+		if a.intact {
+			intact++
+		}
+		top = max(top, a.v)
+	}
+	if got < e.quorum {
+		return 0, fmt.Errorf("%w: %d of the other masters answered, %d needed to raise the fence floor", ErrNoQuorum, got, e.quorum)
+	}
+	if intact < e.quorum {
+		e.log.Error("fewer than a quorum of masters kept their data: fences may repeat; rejoining with the best floor known",
+			"master", e.nodes[i].Addr(), "intact_masters", intact, "quorum", e.quorum, "fence_floor", top)
+	}
+	return top, nil
 }

@@ -16,6 +16,20 @@ type Keys struct {
 	// Channels are the pub/sub channels a release publishes on, so that
 	// waiters on any proxy wake up.
 	Channels []string
+	// Floor is the master's fence floor: every fence counter on that
+	// master reads as at least the floor. It is raised when a master that
+	// lost its data rejoins.
+	Floor string
+	// HighWater is the highest fence ever written back to that master.
+	HighWater string
+}
+
+// Identity is who answers on a master's current connection.
+type Identity struct {
+	// RunID is the master's run_id (INFO server); "" if it did not say.
+	RunID string
+	// Conn changes with every new connection to the master.
+	Conn uint64
 }
 
 // AcquireReply is one master's answer to an acquire.
@@ -48,6 +62,16 @@ type Node interface {
 	Extend(ctx context.Context, k Keys, token string, ttl time.Duration) (int, error)
 	// Ping checks that the master answers.
 	Ping(ctx context.Context) error
+	// Identity returns the run_id seen on the current connection. It must
+	// be updated when a new connection is made, before any request is sent
+	// on it, so that a restarted master is noticed before its first answer
+	// is counted.
+	Identity() Identity
+	// HighWater returns max(high-water mark, floor) of the master.
+	HighWater(ctx context.Context, k Keys) (uint64, error)
+	// RaiseFloor raises the master's floor and high-water mark to at least
+	// v.
+	RaiseFloor(ctx context.Context, k Keys, v uint64) error
 	// Subscribe asks for release notifications on channel; it does not
 	// wait. Messages are delivered to the Notifier the node was built with.
 	Subscribe(channel string)

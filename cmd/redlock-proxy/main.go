@@ -123,8 +123,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "\n*** DEV MODE: %d embedded in-process masters (miniredis). NOT FOR PRODUCTION: ***\n"+
 			"*** nothing is persisted and every master dies with this process.           ***\n\n", len(devMasters))
 	}
-	if cfg.RestartQuarantine {
-		log.Warn("restart_quarantine is not enforced by this version: a master that restarts without persistence can allow a second grant while the first is valid")
+	quarantine := cfg.Limits.MaxTTL.D()
+	if !cfg.RestartQuarantine {
+		quarantine = 0
+		log.Warn("restart_quarantine is off: a master that restarts without persistence forgets its locks, and its vote counts again at once, so a second client can be granted a lock that is still held")
 	}
 
 	wake := quorum.NewWakeups()
@@ -153,6 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		RetryJitter:   cfg.RetryJitter.D(),
 		KeyPrefix:     cfg.KeyPrefix,
 		MetaPrefix:    cfg.MetaPrefix,
+		Quarantine:    quarantine,
 		Wakeups:       wake,
 		Observer:      met,
 		Logger:        log,

@@ -72,7 +72,10 @@ type Node struct {
 	dialing bool
 	lastErr error
 
-	acquire, fence, release, extend *rueidis.Lua
+	acquire, fence, release, extend, highWater, floor *rueidis.Lua
+
+	identity atomic.Pointer[quorum.Identity]
+	conns    atomic.Uint64
 
 	sub    *subscriber
 	ctx    context.Context
@@ -108,6 +111,8 @@ func New(opts Options) (*Node, error) {
 		return rueidis.NewLuaScript(string(b))
 	}
 	n.acquire, n.fence, n.release, n.extend = load("acquire.lua"), load("fence.lua"), load("release.lua"), load("extend.lua")
+	n.highWater, n.floor = load("highwater.lua"), load("floor.lua")
+	n.identity.Store(&quorum.Identity{})
 	if err != nil {
 		return nil, fmt.Errorf("redisnode: %w", err)
 	}
@@ -123,6 +128,7 @@ func New(opts Options) (*Node, error) {
 func (n *Node) dial() error {
 	c, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress:       []string{n.opts.Addr},
+		DialCtxFn:         n.dialConn,
 		Username:          n.opts.Username,
 		Password:          n.opts.Password,
 		TLSConfig:         n.opts.TLS,
@@ -204,10 +210,14 @@ func (n *Node) Close() {
 // Addr implements quorum.Node.
 func (n *Node) Addr() string { return n.opts.Addr }
 
-func lockAndFenceKeys(k quorum.Keys) []string {
-	keys := make([]string, 0, 2*len(k.Locks))
+// scriptKeys are the KEYS of acquire.lua and fence.lua: the lock keys, the
+// fence counters, then one master-wide key (the floor or the high-water
+// mark).
+func scriptKeys(k quorum.Keys, last string) []string {
+	keys := make([]string, 0, 2*len(k.Locks)+1)
 	keys = append(keys, k.Locks...)
-	return append(keys, k.Fences...)
+	keys = append(keys, k.Fences...)
+	return append(keys, last)
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
@@ -218,7 +228,7 @@ func (n *Node) Acquire(ctx context.Context, k quorum.Keys, token string, ttl tim
 	if err != nil {
 		return quorum.AcquireReply{}, err
 	}
-	arr, err := n.acquire.Exec(ctx, c, lockAndFenceKeys(k), []string{token, ms(ttl)}).ToArray()
+	arr, err := n.acquire.Exec(ctx, c, scriptKeys(k, k.Floor), []string{token, ms(ttl)}).ToArray()
 	if err != nil {
 		return quorum.AcquireReply{}, err
 	}
@@ -256,7 +266,7 @@ func (n *Node) SetFences(ctx context.Context, k quorum.Keys, token string, fence
 	for _, f := range fences {
 		args = append(args, strconv.FormatUint(f, 10))
 	}
-	v, err := n.fence.Exec(ctx, c, lockAndFenceKeys(k), args).AsInt64()
+	v, err := n.fence.Exec(ctx, c, scriptKeys(k, k.HighWater), args).AsInt64()
 	return v == 1, err
 }
 
@@ -290,6 +300,31 @@ func (n *Node) Ping(ctx context.Context) error {
 		return err
 	}
 	return c.Do(ctx, c.B().Ping().Build()).Error()
+}
+
+// Identity implements quorum.Node.
+func (n *Node) Identity() quorum.Identity { return *n.identity.Load() }
+
+// HighWater implements quorum.Node.
+func (n *Node) HighWater(ctx context.Context, k quorum.Keys) (uint64, error) {
+	c, err := n.conn()
+	if err != nil {
+		return 0, err
+	}
+	s, err := n.highWater.Exec(ctx, c, []string{k.Floor, k.HighWater}, nil).ToString()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+// RaiseFloor implements quorum.Node.
+func (n *Node) RaiseFloor(ctx context.Context, k quorum.Keys, v uint64) error {
+	c, err := n.conn()
+	if err != nil {
+		return err
+	}
+	return n.floor.Exec(ctx, c, []string{k.Floor, k.HighWater}, []string{strconv.FormatUint(v, 10)}).Error()
 }
 
 // Subscribe implements quorum.Node.

@@ -3,6 +3,7 @@ package redisnode
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ func keys(rs ...string) quorum.Keys {
 		k.Fences = append(k.Fences, "meta:fence:"+r)
 		k.Channels = append(k.Channels, "meta:released:"+r)
 	}
+	k.Floor, k.HighWater = "meta:fence-floor", "meta:fence-hwm"
 	return k
 }
 
@@ -197,5 +199,78 @@ func TestUnreachableAtStart(t *testing.T) {
 			t.Fatalf("never connected: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestFloorAndHighWater(t *testing.T) {
+	n, rc, _ := setup(t, nil)
+	ctx := context.Background()
+	k := keys("a")
+	n.Acquire(ctx, k, "t", time.Minute)
+	n.SetFences(ctx, k, "t", []uint64{5})
+	if v, err := n.HighWater(ctx, k); v != 5 || err != nil {
+		t.Fatalf("high water = %d, %v", v, err)
+	}
+	if err := n.RaiseFloor(ctx, k, 42); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := n.HighWater(ctx, k); v != 42 {
+		t.Fatalf("high water after raising the floor = %d", v)
+	}
+	// Every counter reads as at least the floor; the lock itself is still
+	// the caller's.
+	r, err := n.Acquire(ctx, k, "t", time.Minute)
+	if err != nil || !r.OK || r.Fences[0] != 42 {
+		t.Fatalf("acquire over a floor = %+v, %v", r, err)
+	}
+	if rc.Get(ctx, "meta:fence:a").Val() != "5" {
+		t.Fatal("the floor rewrote the counter")
+	}
+}
+
+// TestIdentity: the run_id is read on every new connection, before rueidis
+// uses it; a restart gives a new run_id on a new connection.
+func TestIdentity(t *testing.T) {
+	n, rc, srv := setup(t, nil)
+	ctx := context.Background()
+	id := n.Identity()
+	want := rc.Info(ctx, "server").Val()
+	if id.RunID == "" || id.Conn == 0 || !strings.Contains(want, "run_id:"+id.RunID) {
+		t.Fatalf("identity %+v does not match INFO server", id)
+	}
+	srv.Restart()
+	deadline := time.Now().Add(5 * time.Second)
+	for n.Ping(ctx) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no reconnect")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	id2 := n.Identity()
+	if id2.RunID == id.RunID || id2.Conn <= id.Conn {
+		t.Fatalf("identity after a restart %+v, before %+v", id2, id)
+	}
+}
+
+func TestIdentityWithPassword(t *testing.T) {
+	if !redistest.Real() {
+		t.Skip("SKIPPED: needs redis-server (requirepass)")
+	}
+	srv := redistest.Start(t, "--requirepass", "s3cret")
+	if _, err := New(Options{Addr: srv.Addr}); err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := New(Options{Addr: srv.Addr, Password: "wrong", RedialInterval: time.Hour})
+	defer bad.Close()
+	if err := bad.Ping(context.Background()); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("wrong password: %v", err)
+	}
+	n, err := New(Options{Addr: srv.Addr, Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if err := n.Ping(context.Background()); err != nil || n.Identity().RunID == "" {
+		t.Fatalf("with the password: %v, %+v", err, n.Identity())
 	}
 }

@@ -1,0 +1,137 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func grantN(t *testing.T, c *cluster, n int) uint64 {
+	t.Helper()
+	var last uint64
+	for range n {
+		l, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"r"}, TTL: time.Second})
+		if err != nil || l == nil {
+			t.Fatalf("grant: %v %v", l, err)
+		}
+		if held, err := c.eng.Unlock(context.Background(), []string{"r"}, l.Token); !held || err != nil {
+			t.Fatalf("unlock: %v %v", held, err)
+		}
+		last = l.Fences[0]
+	}
+	return last
+}
+
+// backwardsFenceSetup builds the issue's example on masters A, B, C: fence
+// 3 everywhere, then fence 10 written back to {A, B} only, so C holds 3.
+func backwardsFenceSetup(t *testing.T) *cluster {
+	c := newCluster(t, 3, Options{HealthInterval: 5 * time.Millisecond, Quarantine: 30 * time.Millisecond})
+	if f := grantN(t, c, 3); f != 3 {
+		t.Fatalf("fence %d, want 3", f)
+	}
+	c.nodes[2].setDown(true)
+	if f := grantN(t, c, 7); f != 10 {
+		t.Fatalf("fence %d, want 10", f)
+	}
+	c.nodes[2].setDown(false)
+	return c
+}
+
+// TestBackwardsFenceOnSilentDataLoss shows the failure the floor prevents:
+// B loses its data without the proxy being able to tell (same run_id), A
+// goes down, and a grant on {B, C} issues fence 4 after fence 10. This is
+// the case PROTOCOL.md excludes ("no master silently loses its data").
+func TestBackwardsFenceOnSilentDataLoss(t *testing.T) {
+	c := backwardsFenceSetup(t)
+	c.nodes[1].mu.Lock()
+	c.nodes[1].data = map[string]fakeVal{}
+	c.nodes[1].mu.Unlock()
+	c.nodes[0].setDown(true)
+	if f := grantN(t, c, 1); f != 4 {
+		t.Fatalf("fence %d: the silent loss did not produce the backwards fence 4 this test is about", f)
+	}
+}
+
+// TestBackwardsFenceFixed: the same, but B restarts (new run_id): it is
+// quarantined, its fence floor is raised from a quorum of the others before
+// it votes again, and the grant on {B, C} issues 11.
+func TestBackwardsFenceFixed(t *testing.T) {
+	c := backwardsFenceSetup(t)
+	c.nodes[1].restart()
+	waitRejoined(t, c, 1)
+	c.nodes[0].setDown(true)
+	if f := grantN(t, c, 1); f != 11 {
+		t.Fatalf("fence %d after 10, want 11", f)
+	}
+}
+
+// waitRejoined waits until master i's restart was noticed and it votes
+// again.
+func waitRejoined(t *testing.T, c *cluster, i int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := c.eng.Status()[i]
+		if st.Restarts >= 1 && st.State == StateUp {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("master %d did not rejoin after its restart: %+v", i, st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestQuarantineBlocksVotes: two of three masters restart empty while a
+// lock is held; until their quarantine (here longer than the ttl) ends,
+// their votes do not count, so nobody else can be granted the lock.
+func TestQuarantineBlocksVotes(t *testing.T) {
+	const quarantine = 400 * time.Millisecond
+	c := newCluster(t, 3, Options{HealthInterval: 5 * time.Millisecond, Quarantine: quarantine})
+	ctx := context.Background()
+	a, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"q"}, TTL: 300 * time.Millisecond})
+	if err != nil || a == nil {
+		t.Fatal(err)
+	}
+	c.nodes[0].restart()
+	c.nodes[1].restart()
+	// The restarted masters lost A's lock: without quarantine a second
+	// client would now win on them.
+	b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"q"}, TTL: time.Second})
+	var qe *QuorumError
+	if b != nil || !errors.As(err, &qe) || qe.Got != 1 {
+		t.Fatalf("second client during the quarantine: %+v, %v", b, err)
+	}
+	if !errors.Is(err, ErrQuarantined) {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+	st := c.eng.Status()
+	if st[0].State != StateQuarantined || st[0].QuarantineLeft <= 0 || st[0].Restarts != 1 || st[2].State != StateUp {
+		t.Fatalf("status during quarantine: %+v", st)
+	}
+	waitRejoined(t, c, 0)
+	waitRejoined(t, c, 1)
+	b, err = c.eng.Lock(ctx, LockRequest{Resources: []string{"q"}, TTL: time.Second})
+	if err != nil || b == nil {
+		t.Fatalf("after the quarantine: %+v, %v", b, err)
+	}
+	if b.Fences[0] <= a.Fences[0] {
+		t.Fatalf("fence %d after %d", b.Fences[0], a.Fences[0])
+	}
+}
+
+// TestSeedingNeedsQuorumOfOthers: a restarted master cannot rejoin while
+// fewer than a quorum of the others answer.
+func TestSeedingNeedsQuorumOfOthers(t *testing.T) {
+	c := newCluster(t, 3, Options{HealthInterval: 5 * time.Millisecond})
+	grantN(t, c, 2)
+	c.nodes[2].setDown(true)
+	c.nodes[1].restart()
+	time.Sleep(50 * time.Millisecond) // ten health ticks: it must stay out
+	if st := c.eng.Status()[1]; st.State != StateQuarantined {
+		t.Fatalf("rejoined without a quorum of the others: %+v", st)
+	}
+	c.nodes[2].setDown(false)
+	waitRejoined(t, c, 1)
+}

@@ -1,0 +1,190 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// masterLine returns master i's line of INFO masters.
+func masterLine(t testing.TB, c *redis.Client, i int) string {
+	t.Helper()
+	info := do(t, c, "INFO", "masters").(string)
+	m := regexp.MustCompile(fmt.Sprintf(`(?m)^master%d:(.*)\r$`, i)).FindStringSubmatch(info)
+	if m == nil {
+		t.Fatalf("no master%d in INFO masters:\n%s", i, info)
+	}
+	return m[1]
+}
+
+func restartScenario(t *testing.T, quarantine bool) (holder grant, other *redis.Client, cl *cluster, started time.Time) {
+	cl = newCluster(t, 5)
+	cfg := defaults(cl.addrs())
+	cfg.maxTTL = 4 * time.Second
+	if !quarantine {
+		cfg.extra = "restart_quarantine: false\n"
+	}
+	a, b := startProxy(t, cfg), startProxy(t, cfg)
+	ca, cb := a.Client(), b.Client()
+	// Both proxies know the masters' run_ids before anything restarts.
+	for _, c := range []*redis.Client{ca, cb} {
+		waitFor(t, 5*time.Second, "every master to be up", func() bool {
+			return strings.Contains(do(t, c, "INFO", "masters").(string), "masters_up:5")
+		})
+	}
+	started = time.Now()
+	g, ok := rlock(t, ca, "ledger", 4000)
+	if !ok {
+		t.Fatal("not granted")
+	}
+	// The lock and its fence reach all five masters (write-backs go to
+	// every holder, stragglers included).
+	waitFor(t, time.Second, "the lock and its fence on all five masters", func() bool {
+		for _, rc := range cl.direct {
+			if rc.Get(context.Background(), "redlock-proxy:fence:ledger").Val() != fmt.Sprint(g.fence) {
+				return false
+			}
+		}
+		return cl.holders("ledger", g.token) == 5
+	})
+	for _, s := range cl.servers[:3] {
+		s.Restart() // killed and started again, empty
+	}
+	return g, cb, cl, started
+}
+
+// TestRestartQuarantine: A holds a lock granted on all 5 masters; 3 of them
+// restart empty. A client on another proxy is refused for as long as A's
+// grant is valid, INFO shows the quarantine, and after max_ttl the masters
+// rejoin and locks work again, with a greater fence.
+func TestRestartQuarantine(t *testing.T) {
+	g, cb, _, started := restartScenario(t, true)
+	validUntil := started.Add(time.Duration(g.validity) * time.Millisecond)
+	// One WAIT spanning the rest of A's validity: every try must fail.
+	wait := time.Until(validUntil).Milliseconds()
+	if wait < 500 {
+		t.Fatalf("too little validity left to test (%dms)", wait)
+	}
+	_, ok, err := tryRlock(cb, "ledger", 1000, "WAIT", wait)
+	if ok {
+		t.Fatal("a second client was granted the lock while the first grant was valid: quarantine failed")
+	}
+	if err != nil && !strings.HasPrefix(err.Error(), "NOQUORUM 2 of 5 masters answered, 3 needed") {
+		t.Fatalf("refusal: %v", err)
+	}
+	line := masterLine(t, cb, 0)
+	if !strings.Contains(line, "state=quarantined") || !strings.Contains(line, "restarts=1") {
+		t.Fatalf("INFO masters does not show the quarantine: %s", line)
+	}
+	if q := regexp.MustCompile(`quarantine_ms=(\d+)`).FindStringSubmatch(line); q == nil || q[1] == "0" {
+		t.Fatalf("no quarantine time left shown: %s", line)
+	}
+	// After max_ttl (4s from when the proxy saw the restart) they rejoin.
+	waitFor(t, 10*time.Second, "the restarted masters to rejoin", func() bool {
+		return strings.Contains(do(t, cb, "INFO", "masters").(string), "masters_up:5")
+	})
+	g2, ok := rlock(t, cb, "ledger", 1000)
+	if !ok {
+		t.Fatal("not granted after the masters rejoined")
+	}
+	if g2.fence <= g.fence {
+		t.Fatalf("fence %d after %d", g2.fence, g.fence)
+	}
+}
+
+// TestRestartWithoutQuarantine is the same scenario with
+// restart_quarantine: false: the second client IS granted the lock while
+// the first grant is still valid. It shows what the quarantine prevents
+// (and that the test above can fail).
+func TestRestartWithoutQuarantine(t *testing.T) {
+	g, cb, _, started := restartScenario(t, false)
+	validUntil := started.Add(time.Duration(g.validity) * time.Millisecond)
+	g2, ok, err := tryRlock(cb, "ledger", 1000, "WAIT", time.Until(validUntil).Milliseconds()-100)
+	if err != nil || !ok {
+		t.Fatalf("without quarantine the double grant did not happen (%v, %v): this test no longer shows the danger", ok, err)
+	}
+	if time.Now().After(validUntil) {
+		t.Fatal("granted only after the first grant expired")
+	}
+	t.Logf("double grant: token %s (fence %d) while %s (fence %d) is valid for %v more",
+		g2.token, g2.fence, g.token, g.fence, time.Until(validUntil).Round(time.Millisecond))
+}
+
+// TestFencesAcrossRestarts: fences strictly increase through two proxies
+// while masters lose their data. The sequence builds the case the fence
+// floor exists for: C misses the write-backs of fences 6-10 (its scripts
+// are refused, as in a partition), B restarts empty and rejoins, A dies;
+// the next grants can only use {B, C}, where C still holds 5.
+func TestFencesAcrossRestarts(t *testing.T) {
+	cl := newCluster(t, 3)
+	cfg := defaults(cl.addrs())
+	cfg.maxTTL = time.Second
+	cfg.masterTimeout = 50 * time.Millisecond
+	proxies := []*redis.Client{startProxy(t, cfg).Client(), startProxy(t, cfg).Client()}
+	ctx := context.Background()
+	var fences []int64
+	grant := func(n int) {
+		t.Helper()
+		for i := range n {
+			c := proxies[len(fences)%2]
+			g, ok, err := tryRlock(c, "ledger", 1000, "WAIT", 3000)
+			if err != nil || !ok {
+				t.Fatalf("grant %d of %d: %v %v (fences so far %v)", i, n, ok, err, fences)
+			}
+			fences = append(fences, g.fence)
+			do(t, c, "RUNLOCK", "ledger", g.token)
+		}
+	}
+	grant(5)
+	waitFor(t, time.Second, "fence 5's write-back to reach C", func() bool {
+		return cl.direct[2].Get(ctx, "redlock-proxy:fence:ledger").Val() == "5"
+	})
+	// C refuses scripts: it takes no part in grants 6-10.
+	if err := cl.direct[2].Do(ctx, "ACL", "SETUSER", "default", "-eval", "-evalsha").Err(); err != nil {
+		t.Fatal(err)
+	}
+	grant(5)
+	if err := cl.direct[2].Do(ctx, "ACL", "SETUSER", "default", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v := cl.direct[2].Get(ctx, "redlock-proxy:fence:ledger").Val(); v != "5" {
+		t.Fatalf("C's counter is %q, want the stale 5 this test is about", v)
+	}
+	cl.servers[1].Restart()
+	for _, c := range proxies {
+		waitFor(t, 10*time.Second, "B's restart to be seen and B to rejoin", func() bool {
+			line := masterLine(t, c, 1)
+			return strings.Contains(line, "restarts=1") && strings.Contains(line, "state=up")
+		})
+	}
+	cl.servers[0].Kill()
+	grant(6)
+	// Then every master restarts empty, one after another, with grants
+	// going on through both proxies meanwhile (on the two that vote).
+	for _, i := range []int{0, 2, 1} {
+		cl.servers[i].Restart()
+		for _, c := range proxies {
+			waitFor(t, 10*time.Second, fmt.Sprintf("master %d's restart to be seen", i), func() bool {
+				return !strings.Contains(masterLine(t, c, i), "state=up")
+			})
+		}
+		grant(3)
+		for _, c := range proxies {
+			waitFor(t, 10*time.Second, fmt.Sprintf("master %d to rejoin", i), func() bool {
+				return strings.Contains(masterLine(t, c, i), "state=up")
+			})
+		}
+		grant(3)
+	}
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("fence went from %d to %d: %v", fences[i-1], fences[i], fences)
+		}
+	}
+	t.Logf("fences: %v", fences)
+}
