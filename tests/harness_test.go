@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,6 +53,7 @@ type proxyConfig struct {
 	maxTTL        time.Duration
 	maxWait       time.Duration
 	maxClients    int
+	metricsListen string // "" = off
 	extra         string // appended YAML
 }
 
@@ -61,8 +63,8 @@ func (c proxyConfig) yaml() string {
 	for _, m := range c.masters {
 		fmt.Fprintf(&b, "  - addr: %q\n", m)
 	}
-	fmt.Fprintf(&b, "metrics_listen: \"\"\nmaster_timeout: %s\nretry_delay: %s\nretry_jitter: %s\nlog_level: debug\n",
-		c.masterTimeout, c.retryDelay, c.retryJitter)
+	fmt.Fprintf(&b, "metrics_listen: %q\nmaster_timeout: %s\nretry_delay: %s\nretry_jitter: %s\nlog_level: debug\n",
+		c.metricsListen, c.masterTimeout, c.retryDelay, c.retryJitter)
 	fmt.Fprintf(&b, "limits:\n  max_ttl: %s\n  max_wait: %s\n  max_clients: %d\n", c.maxTTL, c.maxWait, c.maxClients)
 	b.WriteString(c.extra)
 	return b.String()
@@ -152,6 +154,17 @@ func startProxy(t testing.TB, cfg proxyConfig) *Proxy {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return p
+}
+
+// MetricsURL is the base URL of the proxy's metrics listener, read from its
+// start-up log line.
+func (p *Proxy) MetricsURL(t testing.TB) string {
+	t.Helper()
+	m := regexp.MustCompile(`metrics=(127\.0\.0\.1:\d+)`).FindStringSubmatch(p.log.String())
+	if m == nil {
+		t.Fatalf("no metrics address in the proxy log:\n%s", p.log.String())
+	}
+	return "http://" + m[1]
 }
 
 // Stop ends the proxy with SIGTERM (graceful), or SIGKILL after 10s.

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -187,4 +188,35 @@ func TestFencesAcrossRestarts(t *testing.T) {
 		}
 	}
 	t.Logf("fences: %v", fences)
+}
+
+// TestStartWithMastersDown: a proxy whose masters are mostly unreachable
+// starts anyway, says it is not ready, answers NOQUORUM, and serves once
+// they come up (dialled again in the background).
+func TestStartWithMastersDown(t *testing.T) {
+	cl := newCluster(t, 3)
+	cl.servers[0].Kill()
+	cl.servers[1].Kill()
+	cfg := defaults(cl.addrs())
+	cfg.metricsListen = "127.0.0.1:0"
+	p := startProxy(t, cfg)
+	c := p.Client()
+	ready := func() int {
+		resp, err := http.Get(p.MetricsURL(t) + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := ready(); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz = %d with 1 of 3 masters up", code)
+	}
+	expectErr(t, c, "NOQUORUM 1 of 3 masters answered, 2 needed", "RLOCK", "boot", 1000)
+	cl.servers[0].Restart()
+	cl.servers[1].Restart()
+	waitFor(t, 10*time.Second, "the proxy to become ready", func() bool { return ready() == http.StatusOK })
+	if _, ok := rlock(t, c, "boot", 1000); !ok {
+		t.Fatal("not granted once the masters are up")
+	}
 }
