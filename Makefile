@@ -6,7 +6,7 @@ GO      ?= go
 PKGS    := ./...
 FUZZTIME ?= 60s
 
-.PHONY: run test build vet fmt check fuzz clients clean
+.PHONY: run test build vet fmt check fuzz clients bench bench-quick clean
 
 run:
 	$(GO) run ./cmd/redlock-proxy --dev
@@ -24,6 +24,15 @@ vet:
 # Node.js clients (ioredis, node-redis v4/v5/v6) for the real-client tests.
 clients:
 	cd tests/clients && npm install --no-audit --no-fund --no-package-lock
+
+# The proxy beside go-redsync on the same 5 local redis-server masters
+# (needs redis-server): cycles/s, latencies, idle-connection memory, cost of
+# masters. About 6 minutes; see cmd/redlock-bench -h for the knobs.
+bench:
+	$(GO) run ./cmd/redlock-bench
+
+bench-quick:
+	$(GO) run ./cmd/redlock-bench -quick
 
 # Each fuzz target for $(FUZZTIME); not part of `make test`.
 fuzz:

@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,15 @@ type Metrics struct {
 	masterDuration  *prometheus.HistogramVec
 	connections     prometheus.Gauge
 	rejected        prometheus.Counter
+
+	perMaster sync.Map // addr -> *masterChildren, resolved once per master
+}
+
+// masterChildren are one master's metric series, looked up once instead of
+// hashing the labels on every request.
+type masterChildren struct {
+	ok, failed prometheus.Counter
+	duration   prometheus.Observer
 }
 
 var _ quorum.Observer = (*Metrics)(nil)
@@ -88,12 +98,21 @@ func (m *Metrics) Operation(op string, outcome quorum.Outcome, d time.Duration) 
 
 // MasterCall implements quorum.Observer.
 func (m *Metrics) MasterCall(addr string, d time.Duration, err error) {
-	result := "ok"
-	if err != nil {
-		result = "error"
+	v, ok := m.perMaster.Load(addr)
+	if !ok {
+		v, _ = m.perMaster.LoadOrStore(addr, &masterChildren{
+			ok:       m.masterRequests.WithLabelValues(addr, "ok"),
+			failed:   m.masterRequests.WithLabelValues(addr, "error"),
+			duration: m.masterDuration.WithLabelValues(addr),
+		})
 	}
-	m.masterRequests.WithLabelValues(addr, result).Inc()
-	m.masterDuration.WithLabelValues(addr).Observe(d.Seconds())
+	c := v.(*masterChildren)
+	if err != nil {
+		c.failed.Inc()
+	} else {
+		c.ok.Inc()
+	}
+	c.duration.Observe(d.Seconds())
 }
 
 // Command implements the proxy's Observer.

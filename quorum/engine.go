@@ -84,6 +84,7 @@ type Engine struct {
 	wake   *Wakeups
 	log    *slog.Logger
 
+	pool     *workers
 	kick     chan struct{}  // wakes the health loop when a restart is seen
 	maxFence atomic.Uint64  // the highest fence this engine issued
 	bg       sync.WaitGroup // every request to a master still in flight
@@ -142,6 +143,7 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		wake:   wake,
 		log:    opts.Logger,
 		kick:   make(chan struct{}, 1),
+		pool:   newWorkers(),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop = cancel
@@ -156,6 +158,7 @@ func (e *Engine) Close() {
 	e.stop()
 	e.loopWG.Wait()
 	e.bg.Wait()
+	e.pool.close()
 }
 
 // Quorum is the number of masters that must agree.
@@ -384,12 +387,23 @@ func (e *Engine) acquire(ctx context.Context, tr *try, ttl time.Duration) {
 	var unissued, left atomic.Int32
 	unissued.Store(int32(n))
 	left.Store(int32(n))
+	// One timeout for the round, cancelled once every acquire returned. The
+	// acquires outlive the caller (a grant decided at quorum still reaches
+	// the other masters); a caller that left is rolled back after the try.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(e.opts.MasterTimeout, ttl))
+	finished := func() bool {
+		if left.Add(-1) == 0 {
+			cancel()
+			return true
+		}
+		return false
+	}
 	e.bg.Add(n)
 	for i := range n {
 		tr.returned[i] = make(chan struct{})
-		go func() {
+		e.pool.run(func() {
 			defer e.bg.Done()
-			v, err := call(e, ctx, i, min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (AcquireReply, error) {
+			v, err := call(e, rctx, i, func(ctx context.Context, nd Node) (AcquireReply, error) {
 				if unissued.Add(-1) == 0 {
 					close(fl.issued)
 				}
@@ -402,11 +416,11 @@ func (e *Engine) acquire(ctx context.Context, tr *try, ttl time.Duration) {
 			tr.res[i] = r
 			close(tr.returned[i])
 			ch <- r
-			if left.Add(-1) == 0 {
+			if finished() {
 				close(fl.returned)
 				e.inflight.CompareAndDelete(tr.token, fl)
 			}
-		}()
+		})
 	}
 }
 
@@ -418,7 +432,8 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 	tr := &try{rs: rs, token: token, fixed: fixed}
 	e.acquire(ctx, tr, ttl)
 
-	seen := make([]uint64, len(rs.keys.Locks))
+	fences := make([]uint64, len(rs.keys.Locks))
+	counted := make([]bool, n)
 	var errs []error
 	ok, answered, pending := 0, 0, n
 	deadline := time.NewTimer(min(e.opts.MasterTimeout, ttl) + roundGrace)
@@ -436,9 +451,10 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 			answered++
 			if r.val.OK && !tainted[r.i] {
 				ok++
+				counted[r.i] = true
 				for j, f := range r.val.Fences {
-					if j < len(seen) && f > seen[j] {
-						seen[j] = f
+					if j < len(fences) && f > fences[j] {
+						fences[j] = f
 					}
 				}
 			}
@@ -452,39 +468,69 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 		return nil, nil, e.refusal("lock", answered, errs)
 	}
 
-	fences := make([]uint64, len(seen))
-	for j, f := range seen {
-		fences[j] = f + 1
+	// Each acquiring master raised its counters to max(counter, floor)+1
+	// while taking the lock; the fence is the highest of those. A master
+	// that returned exactly the fence already holds it, written under the
+	// lock. When a quorum does (counters agree: the usual case), no
+	// write-back is waited for.
+	holdsFences := func(i int) bool {
+		r := tr.res[i]
+		if r.err != nil || !r.val.OK || len(r.val.Fences) != len(fences) {
+			return false
+		}
+		for j, f := range r.val.Fences {
+			if f != fences[j] {
+				return false
+			}
+		}
+		return true
 	}
-	// Write the fences back to every master that may hold the lock, each
-	// once its acquire returned (stragglers included: the more masters
-	// hold a fence, the better it survives restarts).
-	fres := make(chan result[bool], n)
-	// The stragglers' write-backs outlive this call (each bounded by its
-	// timeout), like rollbacks.
-	wctx := context.WithoutCancel(ctx)
-	e.bg.Add(n)
+	acks := 0
+	holder := make([]bool, n)
 	for i := range n {
-		go func() {
+		if counted[i] && holdsFences(i) {
+			holder[i] = true
+			acks++
+		}
+	}
+	// Write the fences back to every other master that may hold the lock,
+	// each once its acquire returned (stragglers included: the more masters
+	// hold a fence, the better it survives restarts). The write-backs
+	// outlive this call, like rollbacks, each bounded by its timeout.
+	fres := make(chan result[bool], n)
+	wctx := context.WithoutCancel(ctx)
+	sent := 0
+	for i := range n {
+		if holder[i] {
+			continue
+		}
+		sent++
+		e.bg.Add(1)
+		e.pool.run(func() {
 			defer e.bg.Done()
 			<-tr.returned[i]
-			if !tr.mayHold(i) {
+			switch {
+			case !tr.mayHold(i):
 				fres <- result[bool]{i: i} // answered: taken
 				return
+			case holdsFences(i) && !tainted[i]:
+				fres <- result[bool]{i: i, val: true} // a straggler that holds it
+				return
 			}
-			v, err := call(e, wctx, i, min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (bool, error) {
+			v, err := callTimeout(e, wctx, i, min(e.opts.MasterTimeout, ttl), func(ctx context.Context, nd Node) (bool, error) {
 				return nd.SetFences(ctx, rs.keys, token, fences)
 			})
 			if err == nil && !e.votes(i) {
 				err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
 			}
 			fres <- result[bool]{i: i, val: v, err: err}
-		}()
+		})
 	}
-	acks, fanswered, pending := 0, 0, n
+	fanswered := acks
+	pending = sent
 	errs = errs[:0]
 	deadline.Reset(min(e.opts.MasterTimeout, ttl) + roundGrace)
-	for pending > 0 {
+	for acks < e.quorum && pending > 0 {
 		r, in := receive(fres, deadline.C)
 		if !in {
 			errs = append(errs, timedOut(pending))
@@ -499,7 +545,7 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 				acks++
 			}
 		}
-		if acks >= e.quorum || e.decidedAgainst(acks, fanswered, pending) {
+		if e.decidedAgainst(acks, fanswered, pending) {
 			break
 		}
 	}
@@ -574,21 +620,21 @@ func (e *Engine) rollback(ctx context.Context, tr *try, tainted []bool) {
 	e.bg.Add(n)
 	wg.Add(n)
 	for i := range n {
-		go func() {
+		e.pool.run(func() {
 			defer e.bg.Done()
 			defer wg.Done()
 			<-tr.returned[i]
 			if !tr.mayHold(i) {
 				return
 			}
-			_, err := call(e, base, i, e.opts.MasterTimeout, func(ctx context.Context, nd Node) (int, error) {
+			_, err := callTimeout(e, base, i, e.opts.MasterTimeout, func(ctx context.Context, nd Node) (int, error) {
 				return nd.Release(ctx, quiet, tr.token)
 			})
 			if tr.fixed && err != nil {
 				// Safe: with a fixed token the caller waits below.
 				tainted[i] = true
 			}
-		}()
+		})
 	}
 	if tr.fixed {
 		wg.Wait()
@@ -763,18 +809,31 @@ type result[T any] struct {
 // ErrQuarantined error.
 func fanout[T any](e *Engine, ctx context.Context, targets []int, timeout time.Duration, fn func(context.Context, Node) (T, error)) <-chan result[T] {
 	ch := make(chan result[T], len(targets))
+	if len(targets) == 0 {
+		return ch
+	}
+	// One timeout for the round, cancelled once every call returned.
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	var left atomic.Int32
+	left.Store(int32(len(targets)))
+	finished := func() {
+		if left.Add(-1) == 0 {
+			cancel()
+		}
+	}
 	e.bg.Add(len(targets))
 	for _, i := range targets {
-		go func() {
+		e.pool.run(func() {
 			defer e.bg.Done()
-			v, err := call(e, ctx, i, timeout, fn)
+			v, err := call(e, rctx, i, fn)
 			if err == nil && !e.votes(i) {
 				// Checked after the answer: a restart is seen before the
 				// first answer on the new connection is counted.
 				err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
 			}
 			ch <- result[T]{i: i, val: v, err: err}
-		}()
+			finished()
+		})
 	}
 	return ch
 }
@@ -811,13 +870,18 @@ func (e *Engine) awaitAcquires(token string) {
 	}
 }
 
-// call makes one request to node i, bounded by timeout, and records its
-// latency and error.
-func call[T any](e *Engine, ctx context.Context, i int, timeout time.Duration, fn func(context.Context, Node) (T, error)) (T, error) {
+// callTimeout makes one request to node i, bounded by timeout.
+func callTimeout[T any](e *Engine, ctx context.Context, i int, timeout time.Duration, fn func(context.Context, Node) (T, error)) (T, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	return call(e, cctx, i, fn)
+}
+
+// call makes one request to node i, bounded by ctx, and records its
+// latency and error.
+func call[T any](e *Engine, ctx context.Context, i int, fn func(context.Context, Node) (T, error)) (T, error) {
 	t0 := time.Now()
-	v, err := fn(cctx, e.nodes[i])
+	v, err := fn(ctx, e.nodes[i])
 	d := time.Since(t0)
 	e.health[i].record(d, err)
 	if e.opts.Observer != nil {

@@ -394,7 +394,8 @@ func TestWaitCanceled(t *testing.T) {
 // TestValidityRefusesLateGrant: when the round takes longer than the ttl
 // allows, the grant is refused and rolled back.
 func TestValidityRefusesLateGrant(t *testing.T) {
-	c := newCluster(t, 3, Options{MasterTimeout: 200 * time.Millisecond})
+	// One 30ms round, then 40*0.4+2 = 18ms of drift: nothing left of 40ms.
+	c := newCluster(t, 3, Options{MasterTimeout: 200 * time.Millisecond, DriftFactor: 0.4})
 	for _, f := range c.nodes {
 		f.setDelay(30 * time.Millisecond)
 	}

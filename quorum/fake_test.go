@@ -175,7 +175,12 @@ func (f *fakeNode) Acquire(ctx context.Context, k Keys, token string, ttl time.D
 		floor := f.counter(k.Floor)
 		for i, l := range k.Locks {
 			f.data[l] = fakeVal{v: token, exp: time.Now().Add(ttl)}
-			r.Fences[i] = max(f.counter(k.Fences[i]), floor)
+			c := max(f.counter(k.Fences[i]), floor) + 1
+			f.data[k.Fences[i]] = fakeVal{v: uitoa(c)}
+			if c > f.counter(k.HighWater) {
+				f.data[k.HighWater] = fakeVal{v: uitoa(c)}
+			}
+			r.Fences[i] = c
 		}
 		return r
 	})

@@ -190,7 +190,7 @@ func (e *Engine) rejoin(ctx context.Context, i int) {
 	if err == nil {
 		var k Keys
 		k.Floor, k.HighWater = e.floorKeys()
-		_, err = call(e, ctx, i, e.opts.MasterTimeout*4, func(ctx context.Context, nd Node) (struct{}, error) {
+		_, err = callTimeout(e, ctx, i, e.opts.MasterTimeout*4, func(ctx context.Context, nd Node) (struct{}, error) {
 			return struct{}{}, nd.RaiseFloor(ctx, k, floor)
 		})
 	}
@@ -233,7 +233,7 @@ func (e *Engine) floorFromOthers(ctx context.Context, i int) (uint64, error) {
 			continue
 		}
 		go func() {
-			v, err := call(e, ctx, j, e.opts.MasterTimeout*4, func(ctx context.Context, nd Node) (uint64, error) {
+			v, err := callTimeout(e, ctx, j, e.opts.MasterTimeout*4, func(ctx context.Context, nd Node) (uint64, error) {
 				return nd.HighWater(ctx, k)
 			})
 			h := &e.health[j]

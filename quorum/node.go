@@ -36,8 +36,8 @@ type Identity struct {
 type AcquireReply struct {
 	// OK is true when the master now holds every lock key with the token.
 	OK bool
-	// Fences are the fence counters the master held, parallel to Keys.Locks;
-	// set only when OK.
+	// Fences are the master's fence counters after the acquire raised each
+	// to max(counter, floor)+1, parallel to Keys.Locks; set only when OK.
 	Fences []uint64
 }
 
@@ -48,7 +48,9 @@ type Node interface {
 	// Addr identifies the master in logs and INFO.
 	Addr() string
 	// Acquire sets every lock key to token with the ttl if each is absent or
-	// already holds token; otherwise it changes nothing and returns OK false.
+	// already holds token, and in the same atomic step raises each fence
+	// counter to max(counter, floor)+1 (and the high-water mark with it);
+	// otherwise it changes nothing and returns OK false.
 	Acquire(ctx context.Context, k Keys, token string, ttl time.Duration) (AcquireReply, error)
 	// SetFences raises each fence counter to at least fences[i], only if
 	// every lock key still holds token. It reports whether it did.

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -52,6 +53,7 @@ type flags struct {
 	listen        string
 	listenFD      int
 	metricsListen string
+	cpuProfile    string
 	showVersion   bool
 }
 
@@ -65,6 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) 
 	fs.StringVar(&f.listen, "listen", "", "override listen (host:port)")
 	fs.IntVar(&f.listenFD, "listen-fd", 0, "serve on an inherited listening socket with this file descriptor")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", `override metrics_listen (host:port, or "off")`)
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until the proxy stops")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
@@ -80,6 +83,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.showVersion {
 		fmt.Fprintln(stdout, "redlock-proxy", version)
 		return nil
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			pf.Close()
+		}()
 	}
 	var cfg *config.Config
 	var devMasters []*miniredis.Miniredis

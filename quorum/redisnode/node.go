@@ -57,6 +57,10 @@ type Options struct {
 	DialTimeout time.Duration
 	// RedialInterval spaces background connection attempts; default 500ms.
 	RedialInterval time.Duration
+	// FlushDelay lets the pipelined connection collect concurrent commands
+	// for up to this long before each write (rueidis MaxFlushDelay): fewer
+	// system calls on both sides under load, at most that much latency.
+	FlushDelay time.Duration
 	// Notify is called with the channel of every release notification.
 	Notify func(channel string)
 	// Logger defaults to slog.Default().
@@ -141,6 +145,7 @@ func (n *Node) dial() error {
 		// issued, so a rollback sent after a timed-out acquire cannot
 		// overtake it while the connection lives.
 		PipelineMultiplex: -1,
+		MaxFlushDelay:     n.opts.FlushDelay,
 	})
 	n.dialMu.Lock()
 	defer n.dialMu.Unlock()
@@ -211,13 +216,12 @@ func (n *Node) Close() {
 func (n *Node) Addr() string { return n.opts.Addr }
 
 // scriptKeys are the KEYS of acquire.lua and fence.lua: the lock keys, the
-// fence counters, then one master-wide key (the floor or the high-water
-// mark).
-func scriptKeys(k quorum.Keys, last string) []string {
-	keys := make([]string, 0, 2*len(k.Locks)+1)
+// fence counters, then master-wide keys (floor, high-water mark).
+func scriptKeys(k quorum.Keys, last ...string) []string {
+	keys := make([]string, 0, 2*len(k.Locks)+len(last))
 	keys = append(keys, k.Locks...)
 	keys = append(keys, k.Fences...)
-	return append(keys, last)
+	return append(keys, last...)
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
@@ -228,7 +232,7 @@ func (n *Node) Acquire(ctx context.Context, k quorum.Keys, token string, ttl tim
 	if err != nil {
 		return quorum.AcquireReply{}, err
 	}
-	arr, err := n.acquire.Exec(ctx, c, scriptKeys(k, k.Floor), []string{token, ms(ttl)}).ToArray()
+	arr, err := n.acquire.Exec(ctx, c, scriptKeys(k, k.Floor, k.HighWater), []string{token, ms(ttl)}).ToArray()
 	if err != nil {
 		return quorum.AcquireReply{}, err
 	}

@@ -42,9 +42,13 @@ func TestScripts(t *testing.T) {
 	ctx := context.Background()
 	k := keys("a", "b")
 
+	// Acquire takes the next fence of each resource with the lock.
 	r, err := n.Acquire(ctx, k, "t1", time.Minute)
-	if err != nil || !r.OK || len(r.Fences) != 2 || r.Fences[0] != 0 {
+	if err != nil || !r.OK || len(r.Fences) != 2 || r.Fences[0] != 1 || r.Fences[1] != 1 {
 		t.Fatalf("acquire = %+v, %v", r, err)
+	}
+	if rc.Get(ctx, "meta:fence:a").Val() != "1" || rc.Get(ctx, "meta:fence-hwm").Val() != "1" {
+		t.Fatal("acquire did not store the fence and the high-water mark")
 	}
 	if v := rc.Get(ctx, "a").Val(); v != "t1" {
 		t.Fatalf("lock key holds %q, want the token", v)
@@ -52,8 +56,8 @@ func TestScripts(t *testing.T) {
 	if ttl := rc.PTTL(ctx, "b").Val(); ttl <= 0 || ttl > time.Minute {
 		t.Fatalf("pttl %v", ttl)
 	}
-	// Same token again: allowed, resets the ttl.
-	if r, err := n.Acquire(ctx, k, "t1", time.Hour); err != nil || !r.OK {
+	// Same token again: allowed, resets the ttl, next fence.
+	if r, err := n.Acquire(ctx, k, "t1", time.Hour); err != nil || !r.OK || r.Fences[0] != 2 {
 		t.Fatalf("re-acquire with same token = %+v, %v", r, err)
 	}
 	// Another token, overlapping set: refused, nothing changed.
@@ -94,8 +98,8 @@ func TestScripts(t *testing.T) {
 		t.Fatal("keys left after release")
 	}
 	r, _ = n.Acquire(ctx, k, "t3", time.Minute)
-	if !r.OK || r.Fences[0] != 7 || r.Fences[1] != 4 {
-		t.Fatalf("acquire after release = %+v, want fences 7 4", r)
+	if !r.OK || r.Fences[0] != 8 || r.Fences[1] != 5 {
+		t.Fatalf("acquire after release = %+v, want fences 8 5", r)
 	}
 }
 
@@ -217,14 +221,13 @@ func TestFloorAndHighWater(t *testing.T) {
 	if v, _ := n.HighWater(ctx, k); v != 42 {
 		t.Fatalf("high water after raising the floor = %d", v)
 	}
-	// Every counter reads as at least the floor; the lock itself is still
-	// the caller's.
+	// Every counter counts on from at least the floor.
 	r, err := n.Acquire(ctx, k, "t", time.Minute)
-	if err != nil || !r.OK || r.Fences[0] != 42 {
+	if err != nil || !r.OK || r.Fences[0] != 43 {
 		t.Fatalf("acquire over a floor = %+v, %v", r, err)
 	}
-	if rc.Get(ctx, "meta:fence:a").Val() != "5" {
-		t.Fatal("the floor rewrote the counter")
+	if rc.Get(ctx, "meta:fence:a").Val() != "43" {
+		t.Fatal("the acquire did not store the fence above the floor")
 	}
 }
 

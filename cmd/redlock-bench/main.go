@@ -1,0 +1,538 @@
+// Command redlock-bench measures redlock-proxy beside go-redsync v4, in one
+// run, on the same Redis masters: closed-loop lock -> unlock cycles with C
+// concurrent workers for a fixed time, each cell repeated, medians
+// reported with the proxy/redsync ratio. It also measures the proxy's
+// memory with many idle client connections and its throughput as the
+// number of masters grows.
+//
+//	go run ./cmd/redlock-bench                 # everything, 5 local masters
+//	go run ./cmd/redlock-bench -quick          # a short smoke run
+//
+// It starts redis-server processes on free loopback ports and the proxy
+// binary it builds from this module (or -proxy-bin), and stops them all.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+)
+
+type options struct {
+	masters   int
+	duration  time.Duration
+	repeat    int
+	concs     []int
+	keys      []int
+	ttl       time.Duration
+	idle      int
+	scale     []int
+	proxyBin  string
+	skipIdle  bool
+	skipScale bool
+
+	proxyProfile string
+}
+
+func main() {
+	var o options
+	var concs, keys, scale string
+	var quick bool
+	flag.IntVar(&o.masters, "masters", 5, "number of redis-server masters")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "duration of each cell")
+	flag.IntVar(&o.repeat, "repeat", 3, "runs of each cell (the median is reported)")
+	flag.StringVar(&concs, "c", "1,64", "concurrent workers, comma-separated")
+	flag.StringVar(&keys, "k", "100000,10", "number of distinct resources, comma-separated (100000 = uncontended, 10 = contended)")
+	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "lock ttl")
+	flag.IntVar(&o.idle, "idle", 10000, "idle client connections for the memory measurement")
+	flag.StringVar(&scale, "scale", "3,5,7,9", "numbers of masters for the scaling measurement (C=64, uncontended)")
+	flag.StringVar(&o.proxyBin, "proxy-bin", "", "redlock-proxy binary (default: go build ./cmd/redlock-proxy)")
+	flag.BoolVar(&o.skipIdle, "skip-idle", false, "skip the idle-connections measurement")
+	flag.BoolVar(&o.skipScale, "skip-scale", false, "skip the scaling measurement")
+	flag.StringVar(&o.proxyProfile, "proxy-cpuprofile", "", "have the proxy of the first environment write a CPU profile here")
+	flag.BoolVar(&quick, "quick", false, "short run: 1s cells, 1 repeat, 1000 idle connections, no scaling")
+	flag.Parse()
+	o.concs, o.keys, o.scale = ints(concs), ints(keys), ints(scale)
+	if quick {
+		o.duration, o.repeat, o.idle, o.skipScale = time.Second, 1, 1000, true
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func ints(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func run(o options) error {
+	raiseFileLimit()
+	dir, err := os.MkdirTemp("", "redlock-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if o.proxyBin == "" {
+		o.proxyBin = filepath.Join(dir, "redlock-proxy")
+		build := exec.Command("go", "build", "-o", o.proxyBin, "./cmd/redlock-proxy")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building the proxy: %w", err)
+		}
+	}
+	fmt.Printf("redlock-bench %s: %s/%s, %d CPUs, GOMAXPROCS %d, %s\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), redisVersion())
+
+	env, err := start(dir, o.masters, o.proxyBin, o.ttl, o.proxyProfile)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("## lock -> unlock cycles, %d masters, %v per cell, median of %d\n\n", o.masters, o.duration, o.repeat)
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "K\tC\tdriver\tcycles/s\tacq p50\tacq p99\tacq p999\tunl p50\tunl p99\tnot granted\terrors\tproxy/redsync\t")
+	for _, k := range o.keys {
+		for _, c := range o.concs {
+			var rows [2]result
+			for d, drv := range []driver{env.proxyDriver(c), env.redsyncDriver(c)} {
+				var runs []result
+				for range o.repeat {
+					r := cycle(drv, c, k, o.duration, o.ttl)
+					if err := env.checkClean(); err != nil {
+						return fmt.Errorf("%s K=%d C=%d: %w", drv.name, k, c, err)
+					}
+					runs = append(runs, r)
+				}
+				rows[d] = median(runs)
+				drv.close()
+			}
+			for d, r := range rows {
+				ratio := ""
+				if d == 0 && rows[1].rate > 0 {
+					ratio = fmt.Sprintf("%.2fx", r.rate/rows[1].rate)
+				}
+				fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", k, c, r.name, r.rate,
+					us(r.acq[0]), us(r.acq[1]), us(r.acq[2]), us(r.unl[0]), us(r.unl[1]), r.notGranted, r.errors, ratio)
+			}
+			if rows[0].rate > 0 && rows[1].rate > 0 {
+				fmt.Fprintf(tw, "\t\t\tacq p50 proxy/redsync\t\t%.2fx\t\t\t\t\t\t\t\t\n", float64(rows[0].acq[0])/float64(rows[1].acq[0]))
+			}
+		}
+	}
+	tw.Flush()
+
+	if !o.skipIdle {
+		if err := env.idleMemory(o.idle); err != nil {
+			return err
+		}
+	}
+	env.stop()
+
+	if !o.skipScale {
+		fmt.Printf("\n## cost of masters: cycles/s at C=64, K=100000, median of %d\n\n", o.repeat)
+		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "masters\tproxy\tredsync\tproxy/redsync\tproxy x N / (3 x proxy@3)\t")
+		var base float64
+		for _, n := range o.scale {
+			e, err := start(dir, n, o.proxyBin, o.ttl, "")
+			if err != nil {
+				return err
+			}
+			var rates [2]float64
+			for d, drv := range []driver{e.proxyDriver(64), e.redsyncDriver(64)} {
+				var runs []result
+				for range o.repeat {
+					runs = append(runs, cycle(drv, 64, 100000, o.duration, o.ttl))
+				}
+				rates[d] = median(runs).rate
+				drv.close()
+			}
+			e.stop()
+			if base == 0 {
+				base = rates[0] * float64(n)
+			}
+			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2fx\t%.2f\t\n", n, rates[0], rates[1], rates[0]/rates[1], rates[0]*float64(n)/base)
+		}
+		tw.Flush()
+		fmt.Println("\n(the last column stays >= 1 when throughput falls no faster than 1/N)")
+	}
+	return nil
+}
+
+func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "us" }
+
+// driver is one way of taking and releasing locks.
+type driver struct {
+	name   string
+	lock   func(ctx context.Context, key string) (token string, ok bool, err error)
+	unlock func(ctx context.Context, key, token string) error
+	close  func()
+}
+
+type result struct {
+	name       string
+	rate       float64
+	acq        [3]time.Duration // p50, p99, p999
+	unl        [2]time.Duration // p50, p99
+	notGranted int64
+	errors     int64
+}
+
+// cycle runs c workers doing lock -> unlock on k resources for d.
+func cycle(drv driver, c, k int, d, ttl time.Duration) result {
+	ctx := context.Background()
+	var (
+		cycles, notGranted, errs atomic.Int64
+		mu                       sync.Mutex
+		acqAll, unlAll           []time.Duration
+		wg                       sync.WaitGroup
+	)
+	deadline := time.Now().Add(d)
+	for w := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+			var acq, unl []time.Duration
+			for time.Now().Before(deadline) {
+				key := "bench:" + strconv.Itoa(rng.IntN(k))
+				t0 := time.Now()
+				token, ok, err := drv.lock(ctx, key)
+				acq = append(acq, time.Since(t0))
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				if !ok {
+					notGranted.Add(1)
+					continue
+				}
+				t1 := time.Now()
+				if err := drv.unlock(ctx, key, token); err != nil {
+					errs.Add(1)
+				}
+				unl = append(unl, time.Since(t1))
+				cycles.Add(1)
+			}
+			mu.Lock()
+			acqAll = append(acqAll, acq...)
+			unlAll = append(unlAll, unl...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.Sort(acqAll)
+	slices.Sort(unlAll)
+	return result{
+		name:       drv.name,
+		rate:       float64(cycles.Load()) / d.Seconds(),
+		acq:        [3]time.Duration{pct(acqAll, 0.50), pct(acqAll, 0.99), pct(acqAll, 0.999)},
+		unl:        [2]time.Duration{pct(unlAll, 0.50), pct(unlAll, 0.99)},
+		notGranted: notGranted.Load(),
+		errors:     errs.Load(),
+	}
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p))]
+}
+
+// median is the run with the median rate.
+func median(runs []result) result {
+	sort.Slice(runs, func(i, j int) bool { return runs[i].rate < runs[j].rate })
+	return runs[len(runs)/2]
+}
+
+// env is a set of masters and one proxy in front of them.
+type env struct {
+	masters []*exec.Cmd
+	addrs   []string
+	direct  []*redis.Client
+	proxy   *exec.Cmd
+	addr    string
+	ttl     time.Duration
+}
+
+func start(dir string, n int, proxyBin string, ttl time.Duration, profile string) (*env, error) {
+	e := &env{ttl: ttl}
+	for i := range n {
+		cmd, addr, err := startRedis(filepath.Join(dir, fmt.Sprintf("m%d-%d", n, i)))
+		if err != nil {
+			e.stop()
+			return nil, err
+		}
+		e.masters = append(e.masters, cmd)
+		e.addrs = append(e.addrs, addr)
+		e.direct = append(e.direct, redis.NewClient(&redis.Options{Addr: addr}))
+	}
+	cfg := "metrics_listen: \"\"\nlog_level: warn\nmasters:\n"
+	for _, a := range e.addrs {
+		cfg += fmt.Sprintf("  - addr: %q\n", a)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("proxy-%d.yaml", n))
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	f, _ := ln.(*net.TCPListener).File()
+	e.addr = ln.Addr().String()
+	args := []string{"--config", path, "--listen-fd", "3"}
+	if profile != "" {
+		args = append(args, "--cpuprofile", profile)
+	}
+	e.proxy = exec.Command(proxyBin, args...)
+	e.proxy.ExtraFiles = []*os.File{f}
+	e.proxy.Stderr = os.Stderr
+	if err := e.proxy.Start(); err != nil {
+		return nil, err
+	}
+	f.Close()
+	ln.Close()
+	c := redis.NewClient(&redis.Options{Addr: e.addr})
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); c.Ping(context.Background()).Err() != nil; {
+		if time.Now().After(deadline) {
+			e.stop()
+			return nil, errors.New("the proxy did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return e, nil
+}
+
+func startRedis(dir string) (*exec.Cmd, string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", err
+	}
+	for range 10 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, "", err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", dir, "--loglevel", "warning", "--maxclients", "20000")
+		if err := cmd.Start(); err != nil {
+			return nil, "", fmt.Errorf("redis-server: %w (is it installed?)", err)
+		}
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if c.Ping(context.Background()).Err() == nil {
+				c.Close()
+				return cmd, addr, nil
+			}
+		}
+		c.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	return nil, "", errors.New("could not start redis-server")
+}
+
+func (e *env) stop() {
+	if e.proxy != nil && e.proxy.Process != nil {
+		e.proxy.Process.Signal(syscall.SIGTERM)
+		e.proxy.Wait()
+	}
+	for _, c := range e.direct {
+		c.Close()
+	}
+	for _, m := range e.masters {
+		m.Process.Kill()
+		m.Wait()
+	}
+}
+
+// checkClean fails if a lock key (outside the proxy's meta namespace) is
+// left on any master: every grant must have been released.
+func (e *env) checkClean() error {
+	for i, c := range e.direct {
+		iter := c.Scan(context.Background(), 0, "bench:*", 1000).Iterator()
+		for iter.Next(context.Background()) {
+			return fmt.Errorf("lock key %q left on master %d", iter.Val(), i)
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *env) proxyDriver(c int) driver {
+	cl := redis.NewClient(&redis.Options{Addr: e.addr, PoolSize: 2 * c, MinIdleConns: c, MaxRetries: -1})
+	ttl := strconv.FormatInt(e.ttl.Milliseconds(), 10)
+	return driver{
+		name: "proxy",
+		lock: func(ctx context.Context, key string) (string, bool, error) {
+			v, err := cl.Do(ctx, "RLOCK", key, ttl).Slice()
+			if errors.Is(err, redis.Nil) {
+				return "", false, nil
+			}
+			if err != nil || len(v) != 3 {
+				return "", false, fmt.Errorf("RLOCK: %v %v", v, err)
+			}
+			return v[0].(string), true, nil
+		},
+		unlock: func(ctx context.Context, key, token string) error {
+			n, err := cl.Do(ctx, "RUNLOCK", key, token).Int()
+			if err == nil && n != 1 {
+				err = fmt.Errorf("RUNLOCK answered %d", n)
+			}
+			return err
+		},
+		close: func() { cl.Close() },
+	}
+}
+
+func (e *env) redsyncDriver(c int) driver {
+	var pools []redsyncredis.Pool
+	var clients []*redis.Client
+	for _, a := range e.addrs {
+		cl := redis.NewClient(&redis.Options{Addr: a, PoolSize: 2 * c, MinIdleConns: c})
+		clients = append(clients, cl)
+		pools = append(pools, goredis.NewPool(cl))
+	}
+	rs := redsync.New(pools...)
+	var mu sync.Mutex
+	held := map[string]*redsync.Mutex{}
+	return driver{
+		name: "redsync",
+		lock: func(ctx context.Context, key string) (string, bool, error) {
+			m := rs.NewMutex(key, redsync.WithExpiry(e.ttl), redsync.WithTries(1))
+			err := m.LockContext(ctx)
+			var taken *redsync.ErrTaken
+			if errors.As(err, &taken) || errors.Is(err, redsync.ErrFailed) {
+				return "", false, nil
+			}
+			if err != nil {
+				return "", false, err
+			}
+			mu.Lock()
+			held[m.Value()] = m
+			mu.Unlock()
+			return m.Value(), true, nil
+		},
+		unlock: func(ctx context.Context, _ string, token string) error {
+			mu.Lock()
+			m := held[token]
+			delete(held, token)
+			mu.Unlock()
+			ok, err := m.UnlockContext(ctx)
+			if err == nil && !ok {
+				err = errors.New("unlock failed")
+			}
+			return err
+		},
+		close: func() {
+			for _, cl := range clients {
+				cl.Close()
+			}
+		},
+	}
+}
+
+// idleMemory opens n idle connections to the proxy and reports its RSS.
+func (e *env) idleMemory(n int) error {
+	before, err := rss(e.proxy.Process.Pid)
+	if err != nil {
+		return err
+	}
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			return fmt.Errorf("after %d connections: %w", len(conns), err)
+		}
+		conns = append(conns, c)
+	}
+	// Every connection answers, so the proxy has really set each one up.
+	buf := make([]byte, 7)
+	for _, c := range conns {
+		c.Write([]byte("PING\r\n"))
+	}
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(buf); err != nil {
+			return err
+		}
+	}
+	time.Sleep(time.Second)
+	after, err := rss(e.proxy.Process.Pid)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n## idle connections\n\n%d idle client connections: proxy RSS %.1f MB (%.1f MB before them, %.1f KB each)\n",
+		n, float64(after)/1e6, float64(before)/1e6, float64(after-before)/float64(n)/1e3)
+	return nil
+}
+
+func rss(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+func raiseFileLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil {
+		l.Cur = l.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}
+
+func redisVersion() string {
+	out, err := exec.Command("redis-server", "--version").Output()
+	if err != nil {
+		return "redis-server not found"
+	}
+	return strings.TrimSpace(strings.SplitN(string(out), " sha=", 2)[0])
+}
