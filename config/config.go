@@ -20,14 +20,19 @@ import (
 // Config is the whole configuration; PROTOCOL.md ("Configuration") is its
 // reference.
 type Config struct {
-	Listen            string   `yaml:"listen"`
-	MetricsListen     string   `yaml:"metrics_listen"`
-	Masters           []Master `yaml:"masters"`
-	Quorum            int      `yaml:"quorum"`
-	KeyPrefix         string   `yaml:"key_prefix"`
-	MetaPrefix        string   `yaml:"meta_prefix"`
-	DriftFactor       float64  `yaml:"drift_factor"`
-	MasterTimeout     Duration `yaml:"master_timeout"`
+	Listen        string   `yaml:"listen"`
+	MetricsListen string   `yaml:"metrics_listen"`
+	Masters       []Master `yaml:"masters"`
+	Quorum        int      `yaml:"quorum"`
+	KeyPrefix     string   `yaml:"key_prefix"`
+	MetaPrefix    string   `yaml:"meta_prefix"`
+	DriftFactor   float64  `yaml:"drift_factor"`
+	MasterTimeout Duration `yaml:"master_timeout"`
+	// MasterFlushDelay lets each master's pipelined connection gather
+	// concurrent commands for up to this long before writing them, when
+	// several are waiting (rueidis MaxFlushDelay): fewer system calls on
+	// both sides under load, for at most that much latency. Default 300us.
+	MasterFlushDelay  Duration `yaml:"master_flush_delay"`
 	RetryDelay        Duration `yaml:"retry_delay"`
 	RetryJitter       Duration `yaml:"retry_jitter"`
 	RestartQuarantine bool     `yaml:"restart_quarantine"`
@@ -112,6 +117,7 @@ func Default() *Config {
 		MetaPrefix:        "redlock-proxy:",
 		DriftFactor:       0.01,
 		MasterTimeout:     Duration(50 * time.Millisecond),
+		MasterFlushDelay:  Duration(300 * time.Microsecond),
 		RetryDelay:        Duration(100 * time.Millisecond),
 		RetryJitter:       Duration(50 * time.Millisecond),
 		RestartQuarantine: true,
@@ -250,6 +256,9 @@ func (c *Config) Validate() error {
 		bad("master_timeout", "must be positive")
 	} else if c.Limits.MaxTTL > 0 && c.MasterTimeout.D()*10 > c.Limits.MaxTTL.D() {
 		bad("master_timeout", "%v must be well below limits.max_ttl %v (at most a tenth)", c.MasterTimeout.D(), c.Limits.MaxTTL.D())
+	}
+	if c.MasterFlushDelay < 0 || (c.MasterTimeout > 0 && c.MasterFlushDelay*10 > c.MasterTimeout) {
+		bad("master_flush_delay", "must be between 0 and a tenth of master_timeout")
 	}
 	if c.RetryDelay <= 0 {
 		bad("retry_delay", "must be positive")

@@ -154,7 +154,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	for _, m := range cfg.Masters {
-		n, err := redisnode.New(redisnode.Options{Addr: m.Addr, Username: m.Username, Password: m.Password, Notify: wake.Notify, Logger: log})
+		n, err := redisnode.New(redisnode.Options{Addr: m.Addr, Username: m.Username, Password: m.Password,
+			FlushDelay: cfg.MasterFlushDelay.D(), Notify: wake.Notify, Logger: log})
 		if err != nil {
 			return err
 		}
