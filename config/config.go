@@ -31,7 +31,9 @@ type Config struct {
 	// MasterFlushDelay lets each master's pipelined connection gather
 	// concurrent commands for up to this long before writing them, when
 	// several are waiting (rueidis MaxFlushDelay): fewer system calls on
-	// both sides under load, for at most that much latency. Default 300us.
+	// both sides under heavy load, for up to that much latency. Default 0.
+	// Measured on 2 cores with 300us: +30% lock cycles/s at 64 concurrent
+	// clients, -20% at 8.
 	MasterFlushDelay  Duration `yaml:"master_flush_delay"`
 	RetryDelay        Duration `yaml:"retry_delay"`
 	RetryJitter       Duration `yaml:"retry_jitter"`
@@ -117,7 +119,7 @@ func Default() *Config {
 		MetaPrefix:        "redlock-proxy:",
 		DriftFactor:       0.01,
 		MasterTimeout:     Duration(50 * time.Millisecond),
-		MasterFlushDelay:  Duration(300 * time.Microsecond),
+		MasterFlushDelay:  0,
 		RetryDelay:        Duration(100 * time.Millisecond),
 		RetryJitter:       Duration(50 * time.Millisecond),
 		RestartQuarantine: true,

@@ -84,7 +84,7 @@ type Engine struct {
 	wake   *Wakeups
 	log    *slog.Logger
 
-	pool     *workers
+	pools    []*workers     // one per master
 	kick     chan struct{}  // wakes the health loop when a restart is seen
 	maxFence atomic.Uint64  // the highest fence this engine issued
 	bg       sync.WaitGroup // every request to a master still in flight
@@ -143,7 +143,9 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		wake:   wake,
 		log:    opts.Logger,
 		kick:   make(chan struct{}, 1),
-		pool:   newWorkers(),
+	}
+	for range nodes {
+		e.pools = append(e.pools, newWorkers())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop = cancel
@@ -158,7 +160,9 @@ func (e *Engine) Close() {
 	e.stop()
 	e.loopWG.Wait()
 	e.bg.Wait()
-	e.pool.close()
+	for _, p := range e.pools {
+		p.close()
+	}
 }
 
 // Quorum is the number of masters that must agree.
@@ -401,7 +405,7 @@ func (e *Engine) acquire(ctx context.Context, tr *try, ttl time.Duration) {
 	e.bg.Add(n)
 	for i := range n {
 		tr.returned[i] = make(chan struct{})
-		e.pool.run(func() {
+		e.pools[i].run(func() {
 			defer e.bg.Done()
 			v, err := call(e, rctx, i, func(ctx context.Context, nd Node) (AcquireReply, error) {
 				if unissued.Add(-1) == 0 {
@@ -506,7 +510,7 @@ func (e *Engine) attempt(ctx context.Context, rs *resourceSet, token string, ttl
 		}
 		sent++
 		e.bg.Add(1)
-		e.pool.run(func() {
+		e.pools[i].run(func() {
 			defer e.bg.Done()
 			<-tr.returned[i]
 			switch {
@@ -620,7 +624,7 @@ func (e *Engine) rollback(ctx context.Context, tr *try, tainted []bool) {
 	e.bg.Add(n)
 	wg.Add(n)
 	for i := range n {
-		e.pool.run(func() {
+		e.pools[i].run(func() {
 			defer e.bg.Done()
 			defer wg.Done()
 			<-tr.returned[i]
@@ -823,7 +827,7 @@ func fanout[T any](e *Engine, ctx context.Context, targets []int, timeout time.D
 	}
 	e.bg.Add(len(targets))
 	for _, i := range targets {
-		e.pool.run(func() {
+		e.pools[i].run(func() {
 			defer e.bg.Done()
 			v, err := call(e, rctx, i, fn)
 			if err == nil && !e.votes(i) {

@@ -2,22 +2,24 @@ package quorum
 
 import (
 	"sync"
-	"time"
+	"sync/atomic"
 )
 
-// workerIdle is how long an idle worker waits for more work before it
-// exits.
-const workerIdle = 2 * time.Second
+// maxIdleWorkers bounds the goroutines a pool keeps waiting for work.
+const maxIdleWorkers = 512
 
 // workers runs functions on reused goroutines. Every master request runs on
 // its own goroutine so that a slow master delays nobody else; starting a
 // fresh goroutine for each of them, and growing its stack through the Redis
 // client's call chain every time, cost about a tenth of the proxy's CPU
 // under load. An idle worker keeps its grown stack for the next request.
+// The engine keeps one pool per master, so that handing work over does not
+// contend on one channel.
 type workers struct {
 	work chan func()
 	stop chan struct{}
 	once sync.Once
+	idle atomic.Int32
 }
 
 func newWorkers() *workers {
@@ -35,15 +37,15 @@ func (w *workers) run(f func()) {
 }
 
 func (w *workers) loop(f func()) {
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
 	for {
 		f()
-		t.Reset(workerIdle)
+		if w.idle.Add(1) > maxIdleWorkers {
+			w.idle.Add(-1)
+			return
+		}
 		select {
 		case f = <-w.work:
-		case <-t.C:
-			return
+			w.idle.Add(-1)
 		case <-w.stop:
 			return
 		}

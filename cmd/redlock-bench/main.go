@@ -54,6 +54,7 @@ type options struct {
 	skipScale bool
 
 	proxyProfile string
+	proxyYAML    string
 }
 
 func main() {
@@ -72,6 +73,7 @@ func main() {
 	flag.BoolVar(&o.skipIdle, "skip-idle", false, "skip the idle-connections measurement")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "skip the scaling measurement")
 	flag.StringVar(&o.proxyProfile, "proxy-cpuprofile", "", "have the proxy of the first environment write a CPU profile here")
+	flag.StringVar(&o.proxyYAML, "proxy-config", "", "extra YAML for the proxy's configuration, e.g. 'master_flush_delay: 300us'")
 	flag.BoolVar(&quick, "quick", false, "short run: 1s cells, 1 repeat, 1000 idle connections, no scaling")
 	flag.Parse()
 	o.concs, o.keys, o.scale = ints(concs), ints(keys), ints(scale)
@@ -109,10 +111,14 @@ func run(o options) error {
 			return fmt.Errorf("building the proxy: %w", err)
 		}
 	}
-	fmt.Printf("redlock-bench %s: %s/%s, %d CPUs, GOMAXPROCS %d, %s\n\n",
+	fmt.Printf("redlock-bench %s: %s/%s, %d CPUs, GOMAXPROCS %d, %s\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), redisVersion())
+	if o.proxyYAML != "" {
+		fmt.Printf("proxy configuration: %s\n", o.proxyYAML)
+	}
+	fmt.Println()
 
-	env, err := start(dir, o.masters, o.proxyBin, o.ttl, o.proxyProfile)
+	env, err := start(dir, o.masters, o.proxyBin, o.ttl, o.proxyProfile, o.proxyYAML)
 	if err != nil {
 		return err
 	}
@@ -167,7 +173,7 @@ func run(o options) error {
 		fmt.Fprintln(tw, "masters\tproxy\tredsync\tproxy/redsync\tproxy x N / (3 x proxy@3)\t")
 		var base float64
 		for _, n := range o.scale {
-			e, err := start(dir, n, o.proxyBin, o.ttl, "")
+			e, err := start(dir, n, o.proxyBin, o.ttl, "", o.proxyYAML)
 			if err != nil {
 				return err
 			}
@@ -291,7 +297,7 @@ type env struct {
 	stopped bool
 }
 
-func start(dir string, n int, proxyBin string, ttl time.Duration, profile string) (*env, error) {
+func start(dir string, n int, proxyBin string, ttl time.Duration, profile, extraYAML string) (*env, error) {
 	e := &env{ttl: ttl}
 	for i := range n {
 		cmd, addr, err := startRedis(filepath.Join(dir, fmt.Sprintf("m%d-%d", n, i)))
@@ -306,6 +312,9 @@ func start(dir string, n int, proxyBin string, ttl time.Duration, profile string
 	cfg := "metrics_listen: \"\"\nlog_level: warn\nmasters:\n"
 	for _, a := range e.addrs {
 		cfg += fmt.Sprintf("  - addr: %q\n", a)
+	}
+	if extraYAML != "" {
+		cfg += extraYAML + "\n"
 	}
 	path := filepath.Join(dir, fmt.Sprintf("proxy-%d.yaml", n))
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
