@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -309,7 +310,7 @@ func start(dir string, n int, proxyBin string, ttl time.Duration, profile, extra
 		e.addrs = append(e.addrs, addr)
 		e.direct = append(e.direct, redis.NewClient(&redis.Options{Addr: addr}))
 	}
-	cfg := "metrics_listen: \"\"\nlog_level: warn\nmasters:\n"
+	cfg := "metrics_listen: \"\"\nlog_level: warn\nlimits: {max_clients: 15000}\nmasters:\n"
 	for _, a := range e.addrs {
 		cfg += fmt.Sprintf("  - addr: %q\n", a)
 	}
@@ -522,8 +523,11 @@ func (e *env) idleMemory(n int) error {
 	}
 	for _, c := range conns {
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if _, err := c.Read(buf); err != nil {
+		if _, err := io.ReadFull(c, buf); err != nil {
 			return err
+		}
+		if string(buf) != "+PONG\r\n" {
+			return fmt.Errorf("an idle connection got %q", buf)
 		}
 	}
 	time.Sleep(time.Second)
