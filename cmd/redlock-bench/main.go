@@ -171,7 +171,7 @@ func run(o options) error {
 	if !o.skipScale {
 		fmt.Printf("\n## cost of masters: cycles/s at C=64, K=100000, median of %d\n\n", o.repeat)
 		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "masters\tproxy\tredsync\tproxy/redsync\tproxy x N / (3 x proxy@3)\t")
+		fmt.Fprintln(tw, "masters\tproxy\tredsync\tproxy/redsync\t(proxy x N) / (proxy@3 x 3)\t")
 		var base float64
 		for _, n := range o.scale {
 			e, err := start(dir, n, o.proxyBin, o.ttl, "", o.proxyYAML)
