@@ -73,6 +73,16 @@ func resource(a *proxy.Args) (string, error) {
 	return r, nil
 }
 
+// resourceToken reads "resource token", the start of RUNLOCK and REXTEND.
+func resourceToken(a *proxy.Args) (string, string, error) {
+	r, err := resource(a)
+	if err != nil {
+		return "", "", err
+	}
+	t, err := token(a)
+	return r, t, err
+}
+
 func ttl(a *proxy.Args, name string, lim Limits) (time.Duration, error) {
 	n, err := a.Int()
 	if err != nil {
@@ -147,11 +157,7 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 			Name: "runlock", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
-				r, err := resource(a)
-				if err != nil {
-					return nil, err
-				}
-				t, err := token(a)
+				r, t, err := resourceToken(a)
 				if err != nil {
 					return nil, err
 				}
@@ -171,11 +177,7 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 			Name: "rextend", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
-				r, err := resource(a)
-				if err != nil {
-					return nil, err
-				}
-				t, err := token(a)
+				r, t, err := resourceToken(a)
 				if err != nil {
 					return nil, err
 				}

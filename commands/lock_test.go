@@ -104,11 +104,7 @@ func FuzzUnlockExtendArgs(f *testing.F) {
 	f.Add("", "", "")
 	f.Fuzz(func(t *testing.T, r, tok, ttlArg string) {
 		a := proxy.NewArgs(args(r, tok, ttlArg))
-		res, err := resource(a)
-		if err != nil {
-			return
-		}
-		tk, err := token(a)
+		res, tk, err := resourceToken(a)
 		if err != nil {
 			return
 		}
