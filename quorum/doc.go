@@ -12,28 +12,35 @@
 //
 //  1. a quorum of masters set every lock key of the lease to the lease's
 //     token (atomically, all keys or none on each master);
-//  2. the fence chosen for each resource was written back to a quorum of
-//     masters, each write conditional on that master still holding the lock;
+//  2. a quorum of masters hold the lease's fence for each resource, written
+//     while they held the lock (see Fencing);
 //  3. the validity, ttl - elapsed - (ttl*drift_factor + 2ms), measured from
 //     the start of that attempt, is still positive after step 2.
 //
 // Any attempt that does not end in a grant is rolled back, token-checked, on
-// every master that might hold its keys (those that timed out included), on
-// a context that outlives the caller's.
+// every master that might hold its keys (those that timed out included),
+// each only once its acquire returned (so the release cannot overtake it),
+// on a context that outlives the caller's.
 //
 // # Fencing
 //
 // Each master keeps, per resource, a fence counter under the meta prefix.
-// The acquire script returns the counter it saw; the engine picks
-// fence = max(seen over the acquiring quorum) + 1 and writes it back to a
-// quorum with "counter = max(counter, fence) if the lock is still mine".
-// Let G1 be granted before G2 on the same resource. The write-back quorum of
-// G1 and the acquisition quorum of G2 share at least one master m. On m, G1's
-// write-back ran while G1 held the lock, and G2 could only take the lock on m
-// after G1's key there was gone; so G2 read a counter >= fence(G1) on m and
-// picks a strictly larger fence. ("Increment on each master and return the
-// max" is not monotonic: two grants can meet on a master that the first did
-// not increment to its returned value.)
+// The acquire script, in the same atomic step that takes the lock, raises
+// the counter to max(counter, floor)+1 and returns it. The fence is the
+// highest value returned by the acquiring quorum. A master that returned
+// exactly that value already holds it; if fewer than a quorum did (their
+// counters disagreed), the fence is written back to the others with
+// "counter = max(counter, fence) if the lock is still mine" until a quorum
+// holds it. In the usual case (counters agree) a grant takes one round.
+//
+// Let G1 be granted before G2 on the same resource. The quorum that holds
+// G1's fence F1 and the quorum that acquired G2 share at least one master
+// m. On m, F1 was written while G1 held the lock, and G2 could only take
+// the lock on m after G1's key there was gone; so G2's acquire raised m's
+// counter to at least F1+1, and G2's fence is greater than F1.
+// ("Increment on each master and return the max" without the write-back
+// is not monotonic: two grants can meet on a master that never saw the
+// first grant's maximum.)
 //
 // # Restarted masters
 //
