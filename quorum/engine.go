@@ -147,6 +147,11 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	for range nodes {
 		e.pools = append(e.pools, newWorkers())
 	}
+	// Learn each master's run_id now (the nodes dial when they are built),
+	// so that a restart before the first answer is still a restart.
+	for i := range nodes {
+		e.votes(i)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop = cancel
 	e.loopWG.Add(1)

@@ -159,13 +159,46 @@ func (e *Engine) healthLoop(ctx context.Context) {
 		for i := range e.nodes {
 			e.rejoin(ctx, i)
 		}
+		// Wake at the earliest end of a quarantine too, so that a master
+		// rejoins when its quarantine ends, not at the next tick.
+		var end <-chan time.Time
+		var endTimer *time.Timer
+		if d, ok := e.nextQuarantineEnd(); ok {
+			endTimer = time.NewTimer(d)
+			end = endTimer.C
+		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-tick.C:
 		case <-e.kick:
+		case <-end:
+		}
+		if endTimer != nil {
+			endTimer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
+}
+
+// nextQuarantineEnd is the time until the earliest quarantine still
+// running ends.
+func (e *Engine) nextQuarantineEnd() (time.Duration, bool) {
+	now := time.Now()
+	var next time.Duration
+	found := false
+	for i := range e.health {
+		h := &e.health[i]
+		h.mu.Lock()
+		if h.needsFloor && h.quarantine.After(now) {
+			if d := h.quarantine.Sub(now); !found || d < next {
+				next, found = d, true
+			}
+		}
+		h.mu.Unlock()
+	}
+	return next, found
 }
 
 // rejoin raises the fence floor of restarted master i once its quarantine

@@ -135,3 +135,27 @@ func TestSeedingNeedsQuorumOfOthers(t *testing.T) {
 	c.nodes[2].setDown(false)
 	waitRejoined(t, c, 1)
 }
+
+// TestRejoinAtQuarantineEnd: a restarted master rejoins when its quarantine
+// ends, not at the next health tick.
+func TestRejoinAtQuarantineEnd(t *testing.T) {
+	const quarantine = 100 * time.Millisecond
+	c := newCluster(t, 3, Options{HealthInterval: time.Hour, Quarantine: quarantine})
+	grantN(t, c, 1)
+	c.nodes[1].restart()
+	// The next answer from the restarted master reveals the restart (the
+	// health loop sleeps for an hour here).
+	c.eng.Lock(context.Background(), LockRequest{Resources: []string{"x"}, TTL: time.Second})
+	deadline := time.Now().Add(time.Second)
+	for c.eng.Status()[1].State != StateQuarantined {
+		if time.Now().After(deadline) {
+			t.Fatalf("restart not seen: %+v", c.eng.Status()[1])
+		}
+		time.Sleep(time.Millisecond)
+	}
+	seen := time.Now()
+	waitRejoined(t, c, 1)
+	if d := time.Since(seen); d > quarantine+500*time.Millisecond {
+		t.Fatalf("rejoined %v after the restart was seen, quarantine %v", d, quarantine)
+	}
+}
