@@ -12,6 +12,10 @@ run:
 	$(GO) run ./cmd/redlock-proxy --dev
 
 test:
+	@command -v redis-server >/dev/null || { \
+	  echo "!!! WARNING: redis-server not found: integration tests run against EMBEDDED miniredis"; \
+	  echo "!!! masters, NOT real Redis, and tests that need real masters are skipped."; \
+	  echo "!!! Install redis-server (apt-get install -y redis-server) for the real test."; }
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
 
 build:

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
 
 // masterLine returns master i's line of INFO masters.
@@ -24,6 +26,7 @@ func masterLine(t testing.TB, c *redis.Client, i int) string {
 }
 
 func restartScenario(t *testing.T, quarantine bool) (holder grant, other *redis.Client, cl *cluster, started time.Time) {
+	redistest.RequireReal(t, "embedded masters report no run_id, so a restart cannot be seen")
 	cl = newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.maxTTL = 4 * time.Second
@@ -122,6 +125,7 @@ func TestRestartWithoutQuarantine(t *testing.T) {
 // are refused, as in a partition), B restarts empty and rejoins, A dies;
 // the next grants can only use {B, C}, where C still holds 5.
 func TestFencesAcrossRestarts(t *testing.T) {
+	redistest.RequireReal(t, "embedded masters report no run_id and have no ACL")
 	cl := newCluster(t, 3)
 	cfg := defaults(cl.addrs())
 	cfg.maxTTL = time.Second

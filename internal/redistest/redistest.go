@@ -235,6 +235,16 @@ func (s *Server) signal(sig syscall.Signal) {
 	}
 }
 
+// RequireReal skips the test, saying why, when redis-server is not
+// installed (the embedded fallback cannot play what the test needs). Under
+// CI=true Start already fails without redis-server.
+func RequireReal(t testing.TB, why string) {
+	t.Helper()
+	if !Real() {
+		t.Skipf("SKIPPED: needs a real redis-server (%s); install redis-server to run it", why)
+	}
+}
+
 // StartN starts n masters.
 func StartN(t testing.TB, n int, extra ...string) []*Server {
 	t.Helper()

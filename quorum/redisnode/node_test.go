@@ -234,6 +234,7 @@ func TestFloorAndHighWater(t *testing.T) {
 // TestIdentity: the run_id is read on every new connection, before rueidis
 // uses it; a restart gives a new run_id on a new connection.
 func TestIdentity(t *testing.T) {
+	redistest.RequireReal(t, "embedded masters report no run_id")
 	n, rc, srv := setup(t, nil)
 	ctx := context.Background()
 	id := n.Identity()
@@ -256,9 +257,7 @@ func TestIdentity(t *testing.T) {
 }
 
 func TestIdentityWithPassword(t *testing.T) {
-	if !redistest.Real() {
-		t.Skip("SKIPPED: needs redis-server (requirepass)")
-	}
+	redistest.RequireReal(t, "requirepass")
 	srv := redistest.Start(t, "--requirepass", "s3cret")
 	if _, err := New(Options{Addr: srv.Addr}); err != nil {
 		t.Fatal(err)
