@@ -106,6 +106,20 @@ func TestFencesUnderContention(t *testing.T) {
 	if len(holds) < target {
 		t.Fatalf("only %d grants before the deadline", len(holds))
 	}
+	checkExclusive(t, holds)
+	t.Logf("%d grants, fences %d..%d, %d WAITs ran out, master killed after %d grants (%d grant held across the kill released with 0)",
+		len(holds), holds[0].fence, holds[len(holds)-1].fence, nils.Load(), target/4, lost.Load())
+	if lost.Load() > 1 {
+		t.Fatalf("%d grants released with 0 across the kill; only the one held during it may", lost.Load())
+	}
+	cl.expectNoLocks(t)
+}
+
+// checkExclusive checks every grant against every other: ordered by the
+// time each grant reached its client, each must arrive after the previous
+// one was released (never two holders at once) and carry a greater fence.
+func checkExclusive(t *testing.T, holds []holding) {
+	t.Helper()
 	sort.Slice(holds, func(i, j int) bool { return holds[i].got.Before(holds[j].got) })
 	for i := 1; i < len(holds); i++ {
 		prev, cur := holds[i-1], holds[i]
@@ -114,13 +128,7 @@ func TestFencesUnderContention(t *testing.T) {
 				i, cur.worker, cur.fence, cur.got.Format(time.StampMicro), i-1, prev.worker, prev.fence, prev.released.Format(time.StampMicro))
 		}
 		if cur.fence <= prev.fence {
-			t.Fatalf("grant %d has fence %d after fence %d", i, cur.fence, prev.fence)
+			t.Fatalf("grant %d (worker %d) has fence %d after fence %d", i, cur.worker, cur.fence, prev.fence)
 		}
 	}
-	t.Logf("%d grants, fences %d..%d, %d WAITs ran out, master killed after %d grants (%d grant held across the kill released with 0)",
-		len(holds), holds[0].fence, holds[len(holds)-1].fence, nils.Load(), target/4, lost.Load())
-	if lost.Load() > 1 {
-		t.Fatalf("%d grants released with 0 across the kill; only the one held during it may", lost.Load())
-	}
-	cl.expectNoLocks(t)
 }
