@@ -38,8 +38,11 @@ type Config struct {
 	RetryDelay        Duration `yaml:"retry_delay"`
 	RetryJitter       Duration `yaml:"retry_jitter"`
 	RestartQuarantine bool     `yaml:"restart_quarantine"`
-	Limits            Limits   `yaml:"limits"`
-	Auth              Auth     `yaml:"auth"`
+	// MasterDefaults apply to every master that does not set the field
+	// itself: shared ACL credentials and TLS.
+	MasterDefaults MasterDefaults `yaml:"master_defaults"`
+	Limits         Limits         `yaml:"limits"`
+	Auth           Auth           `yaml:"auth"`
 	TLS               *TLS     `yaml:"tls"`
 	// LogLevel is debug, info, warn or error; default info.
 	LogLevel string `yaml:"log_level"`
@@ -53,7 +56,16 @@ type Master struct {
 	TLS      *MasterTLS `yaml:"tls"`
 }
 
-// MasterTLS configures TLS to one master.
+// MasterDefaults are the fields masters share unless they set their own.
+type MasterDefaults struct {
+	Username string     `yaml:"username"`
+	Password string     `yaml:"password"`
+	TLS      *MasterTLS `yaml:"tls"`
+}
+
+// MasterTLS configures TLS to a master: the CA that signed its certificate
+// (empty: the system's), a client certificate if the master asks for one,
+// and the name to verify (empty: the host of addr).
 type MasterTLS struct {
 	CAFile     string `yaml:"ca_file"`
 	CertFile   string `yaml:"cert_file"`
@@ -68,6 +80,16 @@ type Limits struct {
 	MaxClients  int      `yaml:"max_clients"`
 	MaxArgBytes int      `yaml:"max_arg_bytes"`
 	MaxArgs     int      `yaml:"max_args"`
+	// MaxCommandBytes caps one command on the wire; default 1 MiB.
+	MaxCommandBytes int `yaml:"max_command_bytes"`
+	// IdleTimeout closes a connection silent for this long; 0s (the
+	// default) never does, as Redis's "timeout 0": lock clients keep pooled
+	// connections idle for long stretches.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// RequestTimeout closes a connection whose command has started to
+	// arrive but is not complete after this long (a slowloris), and bounds
+	// the TLS handshake; default 10s.
+	RequestTimeout Duration `yaml:"request_timeout"`
 }
 
 // Auth configures client authentication.
@@ -89,6 +111,8 @@ type TLS struct {
 	CertFile     string `yaml:"cert_file"`
 	KeyFile      string `yaml:"key_file"`
 	ClientCAFile string `yaml:"client_ca_file"`
+	// MinVersion is "1.2" (the default) or "1.3".
+	MinVersion string `yaml:"min_version"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("50ms").
@@ -127,8 +151,10 @@ func Default() *Config {
 			MaxTTL:      Duration(time.Hour),
 			MaxWait:     Duration(5 * time.Minute),
 			MaxClients:  10000,
-			MaxArgBytes: 65536,
-			MaxArgs:     1024,
+			MaxArgBytes:     65536,
+			MaxArgs:         1024,
+			MaxCommandBytes: 1 << 20,
+			RequestTimeout:  Duration(10 * time.Second),
 		},
 		LogLevel: "info",
 	}
@@ -166,6 +192,30 @@ func Parse(b []byte) (*Config, error) {
 		return nil, err
 	}
 	return cfg, cfg.Validate()
+}
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+func validateMasterTLS(bad func(key, format string, args ...any), key string, t *MasterTLS) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad(key, "cert_file and key_file go together")
+	}
+}
+
+// MasterFor returns master i with master_defaults filled in.
+func (c *Config) MasterFor(i int) Master {
+	m := c.Masters[i]
+	d := c.MasterDefaults
+	if m.Username == "" {
+		m.Username = d.Username
+	}
+	if m.Password == "" {
+		m.Password = d.Password
+	}
+	if m.TLS == nil {
+		m.TLS = d.TLS
+	}
+	return m
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -234,8 +284,11 @@ func (c *Config) Validate() error {
 			seen[m.Addr] = i
 		}
 		if m.TLS != nil {
-			bad(key+".tls", "TLS to masters is not supported by this version yet")
+			validateMasterTLS(bad, key+".tls", m.TLS)
 		}
+	}
+	if c.MasterDefaults.TLS != nil {
+		validateMasterTLS(bad, "master_defaults.tls", c.MasterDefaults.TLS)
 	}
 	majority := n/2 + 1
 	switch {
@@ -283,11 +336,51 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxArgs < 16 {
 		bad("limits.max_args", "must be at least 16")
 	}
-	if c.Auth.Password != "" || len(c.Auth.Users) > 0 {
-		bad("auth", "authentication is not supported by this version yet; refusing to start rather than run unauthenticated")
+	if c.Limits.MaxCommandBytes < c.Limits.MaxArgBytes {
+		bad("limits.max_command_bytes", "%d must be at least limits.max_arg_bytes (%d)", c.Limits.MaxCommandBytes, c.Limits.MaxArgBytes)
 	}
-	if c.TLS != nil && (c.TLS.CertFile != "" || c.TLS.KeyFile != "" || c.TLS.ClientCAFile != "") {
-		bad("tls", "TLS on the listener is not supported by this version yet; refusing to start in plain text")
+	if c.Limits.IdleTimeout < 0 {
+		bad("limits.idle_timeout", "must not be negative (0s: never)")
+	}
+	if c.Limits.RequestTimeout <= 0 {
+		bad("limits.request_timeout", "must be positive")
+	}
+	users := map[string]int{}
+	for i, u := range c.Auth.Users {
+		key := fmt.Sprintf("auth.users[%d]", i)
+		switch {
+		case u.Name == "":
+			bad(key+".name", "empty")
+		case u.Name == "default":
+			bad(key+".name", "the default user's password is auth.password")
+		case users[u.Name] > 0:
+			bad(key+".name", "%q duplicates auth.users[%d]", u.Name, users[u.Name]-1)
+		}
+		users[u.Name] = i + 1
+		switch {
+		case u.Password == "" && u.PasswordSHA256 == "":
+			bad(key, "needs password or password_sha256")
+		case u.Password != "" && u.PasswordSHA256 != "":
+			bad(key, "password and password_sha256 exclude each other")
+		case u.PasswordSHA256 != "" && !sha256Hex.MatchString(u.PasswordSHA256):
+			bad(key+".password_sha256", "must be 64 hexadecimal digits")
+		}
+		if len(u.Resources) == 0 {
+			bad(key+".resources", "empty: the user could lock nothing (\"*\" allows every resource)")
+		}
+		for j, p := range u.Resources {
+			if p == "" {
+				bad(fmt.Sprintf("%s.resources[%d]", key, j), "empty pattern")
+			}
+		}
+	}
+	if t := c.TLS; t != nil {
+		if t.CertFile == "" || t.KeyFile == "" {
+			bad("tls", "cert_file and key_file are both required (omit tls: for plain TCP)")
+		}
+		if t.MinVersion != "" && t.MinVersion != "1.2" && t.MinVersion != "1.3" {
+			bad("tls.min_version", "%q must be \"1.2\" or \"1.3\"", t.MinVersion)
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

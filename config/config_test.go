@@ -43,6 +43,21 @@ func TestEnv(t *testing.T) {
 	}
 }
 
+func TestMasterDefaults(t *testing.T) {
+	cfg, err := Parse([]byte("masters: [{addr: 'a:1'}, {addr: 'b:1', username: own, tls: {server_name: b}}]\n" +
+		"master_defaults: {username: shared, password: pw, tls: {ca_file: ca.pem}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := cfg.MasterFor(0), cfg.MasterFor(1)
+	if a.Username != "shared" || a.Password != "pw" || a.TLS == nil || a.TLS.CAFile != "ca.pem" {
+		t.Fatalf("defaults not applied: %+v", a)
+	}
+	if b.Username != "own" || b.Password != "pw" || b.TLS.ServerName != "b" || b.TLS.CAFile != "" {
+		t.Fatalf("own fields not kept: %+v %+v", b, b.TLS)
+	}
+}
+
 func TestInvalid(t *testing.T) {
 	tests := []struct {
 		name string
@@ -61,8 +76,14 @@ func TestInvalid(t *testing.T) {
 		{"several at once", "masters: [{addr: 'nohost'}]\ndrift_factor: 0.9\nmeta_prefix: ''\nretry_delay: 0s\n",
 			[]string{"masters[0].addr", "drift_factor", "meta_prefix: empty", "retry_delay"}},
 		{"key prefix inside meta", "masters: [{addr: 'a:1'}]\nkey_prefix: 'redlock-proxy:x'\n", []string{"key_prefix"}},
-		{"auth refused until supported", "masters: [{addr: 'a:1'}]\nauth: {password: x}\n", []string{"auth: authentication is not supported"}},
-		{"tls refused until supported", "masters: [{addr: 'a:1'}]\ntls: {cert_file: a, key_file: b}\n", []string{"tls: TLS on the listener"}},
+		{"users", "masters: [{addr: 'a:1'}]\nauth:\n  users:\n  - {name: default, password: x, resources: ['*']}\n  - {name: b, resources: []}\n  - {name: c, password: x, password_sha256: abc, resources: ['']}\n  - {name: c, password_sha256: abc, resources: ['x']}\n",
+			[]string{"auth.users[0].name: the default user", "auth.users[1]: needs password", "auth.users[1].resources: empty",
+				"auth.users[2]: password and password_sha256 exclude", "auth.users[2].resources[0]: empty pattern",
+				"auth.users[3].name: \"c\" duplicates auth.users[2]", "auth.users[3].password_sha256: must be 64"}},
+		{"tls", "masters: [{addr: 'a:1', tls: {cert_file: a}}]\ntls: {cert_file: a, min_version: '1.1'}\n",
+			[]string{"tls: cert_file and key_file are both required", "tls.min_version", "masters[0].tls: cert_file and key_file go together"}},
+		{"limits", "masters: [{addr: 'a:1'}]\nlimits: {max_command_bytes: 1000, idle_timeout: -1s, request_timeout: 0s}\n",
+			[]string{"limits.max_command_bytes: 1000 must be at least", "limits.idle_timeout", "limits.request_timeout"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,6 +29,8 @@ type Metrics struct {
 	masterDuration  *prometheus.HistogramVec
 	connections     prometheus.Gauge
 	rejected        prometheus.Counter
+	dropped         *prometheus.CounterVec
+	authFailures    prometheus.Counter
 
 	perMaster sync.Map // addr -> *masterChildren, resolved once per master
 }
@@ -81,8 +83,16 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 		Name: "redlock_proxy_rejected_connections_total",
 		Help: "Connections refused because limits.max_clients was reached.",
 	})
+	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redlock_proxy_dropped_connections_total",
+		Help: "Client connections the proxy closed, by reason: protocol_error (malformed or over limits.*) or timeout (idle, or a command trickling in).",
+	}, []string{"reason"})
+	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "redlock_proxy_auth_failures_total",
+		Help: "AUTH and HELLO ... AUTH attempts with a wrong user name or password.",
+	})
 	m.reg.MustRegister(m.commands, m.commandDuration, m.operations, m.opDuration,
-		m.masterRequests, m.masterDuration, m.connections, m.rejected,
+		m.masterRequests, m.masterDuration, m.connections, m.rejected, m.dropped, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if status != nil {
 		m.reg.MustRegister(&masterCollector{status: status})
@@ -130,6 +140,12 @@ func (m *Metrics) Connections(open int) { m.connections.Set(float64(open)) }
 
 // Rejected implements the proxy's Observer.
 func (m *Metrics) Rejected() { m.rejected.Inc() }
+
+// Dropped implements the proxy's Observer.
+func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc() }
+
+// AuthFailed implements the proxy's Observer.
+func (m *Metrics) AuthFailed() { m.authFailures.Inc() }
 
 // Handler serves /metrics, /healthz (the process answers) and /readyz
 // (ready() is true: a quorum of masters is up).

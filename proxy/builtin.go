@@ -72,6 +72,9 @@ func quit(_ context.Context, sess *Session, _ [][]byte) (any, error) {
 func (s *Server) reset(_ context.Context, sess *Session, _ [][]byte) (any, error) {
 	sess.mu.Lock()
 	sess.proto, sess.name, sess.libName, sess.libVer = 2, "", "", ""
+	// As Redis: back to the default user, authenticated only if it needs
+	// no password.
+	sess.user = s.users.open
 	sess.mu.Unlock()
 	return SimpleString("RESET"), nil
 }
@@ -87,16 +90,26 @@ func selectDB(_ context.Context, _ *Session, args [][]byte) (any, error) {
 	return OK, nil
 }
 
-// authenticate checks a user name and password. No authentication is
-// configured yet (auth.* is refused by the configuration), so it behaves
-// like a Redis whose default user has no password: any password for
-// "default" is accepted, any other user is refused.
-func (s *Server) authenticate(sess *Session, user, pass string) error {
-	if user != "default" {
-		return &Error{Code: "WRONGPASS", Msg: "invalid username-password pair or user is disabled."}
+// authenticate checks a user name and password and, if they are right,
+// makes the session that user. A wrong pair is counted and logged (never
+// the password) and leaves the session as it was, as in Redis.
+func (s *Server) authenticate(sess *Session, name, pass string) error {
+	var u *user
+	if s.users.required {
+		u = s.users.check(name, pass)
+	} else if name == "default" {
+		u = s.users.open // no password configured: any is accepted, as Redis's nopass
+	}
+	if u == nil {
+		s.authFailures.Add(1)
+		if s.opts.Observer != nil {
+			s.opts.Observer.AuthFailed()
+		}
+		s.log.Warn("authentication failed", "user", name, "addr", sess.addr)
+		return errWrongPass
 	}
 	sess.mu.Lock()
-	sess.user, sess.authed = user, true
+	sess.user = u
 	sess.mu.Unlock()
 	return nil
 }
@@ -104,7 +117,13 @@ func (s *Server) authenticate(sess *Session, user, pass string) error {
 func (s *Server) auth(_ context.Context, sess *Session, args [][]byte) (any, error) {
 	switch len(args) {
 	case 1:
-		return nil, Errorf("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		if !s.users.required {
+			return nil, Errorf("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		}
+		if err := s.authenticate(sess, "default", string(args[0])); err != nil {
+			return nil, err
+		}
+		return OK, nil
 	case 2:
 		if err := s.authenticate(sess, string(args[0]), string(args[1])); err != nil {
 			return nil, err
@@ -129,6 +148,7 @@ func (s *Server) hello(_ context.Context, sess *Session, args [][]byte) (any, er
 		proto = int(n)
 	}
 	var name *string
+	authed := false
 	for a.More() {
 		opt := a.Option()
 		switch {
@@ -138,6 +158,7 @@ func (s *Server) hello(_ context.Context, sess *Session, args [][]byte) (any, er
 			if err := s.authenticate(sess, user, pass); err != nil {
 				return nil, err
 			}
+			authed = true
 		case opt == "SETNAME" && a.Left() >= 1:
 			n, _ := a.String()
 			if err := checkClientName(n); err != nil {
@@ -147,6 +168,9 @@ func (s *Server) hello(_ context.Context, sess *Session, args [][]byte) (any, er
 		default:
 			return nil, Errorf("Syntax error in HELLO option '%s'", strings.ToLower(opt))
 		}
+	}
+	if !authed && sess.User() == "" {
+		return nil, &Error{Code: "NOAUTH", Msg: "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"}
 	}
 	sess.mu.Lock()
 	sess.proto = proto
@@ -352,7 +376,7 @@ func (s *Server) infoServer() []string {
 
 func (s *Server) infoClients() []string {
 	return []string{
-		fmt.Sprintf("connected_clients:%d", s.conns.Load()),
+		fmt.Sprintf("connected_clients:%d", s.open.Load()),
 		fmt.Sprintf("blocked_clients:%d", s.blocked.Load()),
 		fmt.Sprintf("maxclients:%d", s.opts.MaxClients),
 	}
@@ -363,5 +387,8 @@ func (s *Server) infoStats() []string {
 		fmt.Sprintf("total_connections_received:%d", s.totalConn.Load()),
 		fmt.Sprintf("total_commands_processed:%d", s.totalCmd.Load()),
 		fmt.Sprintf("rejected_connections:%d", s.rejected.Load()),
+		fmt.Sprintf("protocol_error_connections:%d", s.protocolErrors.Load()),
+		fmt.Sprintf("timed_out_connections:%d", s.timedOut.Load()),
+		fmt.Sprintf("acl_access_denied_auth:%d", s.authFailures.Load()),
 	}
 }

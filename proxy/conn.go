@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"os"
@@ -13,9 +15,9 @@ import (
 const maxWatchBuffer = 64 << 10
 
 // clientConn wraps a client's net.Conn so that, while a blocking command
-// runs (and redcon is not reading), a background read notices a client that
-// hangs up. Bytes read in the meantime are handed back to redcon's reader
-// first, so pipelined commands are not lost.
+// runs (and the connection's reader is not reading), a background read
+// notices a client that hangs up. Bytes read in the meantime are handed
+// back to the reader first, so pipelined commands are not lost.
 type clientConn struct {
 	net.Conn
 
@@ -49,6 +51,7 @@ func (c *clientConn) Read(p []byte) (int, error) {
 // peer hangs up (or the read fails) meanwhile. It must only be called while
 // nothing else reads the connection.
 func (c *clientConn) watch(gone func()) (stop func()) {
+	c.Conn.SetReadDeadline(time.Time{}) // the idle timeout does not apply meanwhile
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -78,49 +81,69 @@ func (c *clientConn) watch(gone func()) (stop func()) {
 	}
 }
 
-// listener wraps accepted connections in clientConn. After stop it refuses
-// new connections but keeps Accept blocked until release, so that redcon
-// does not close the connections still finishing their commands.
-type listener struct {
-	net.Listener
-	stopOnce    sync.Once
-	releaseOnce sync.Once
-	released    chan struct{}
-}
-
-func newListener(ln net.Listener) *listener {
-	return &listener{Listener: ln, released: make(chan struct{})}
-}
-
-// Accept implements net.Listener. Transient errors (out of file
-// descriptors) are retried here with a growing pause rather than spun on.
-func (l *listener) Accept() (net.Conn, error) {
-	var pause time.Duration
+// serveConn runs one client connection: read a command, dispatch it, and
+// write the replies once nothing more is buffered, until the client leaves,
+// breaks the protocol or the server closes the connection.
+func (s *Server) serveConn(sess *Session) {
+	defer s.closed(sess)
+	if tc, ok := sess.nc.(*tls.Conn); ok {
+		ctx, cancel := context.WithTimeout(sess.ctx, s.opts.RequestTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			s.log.Debug("TLS handshake failed", "addr", sess.addr, "err", err)
+			return
+		}
+	}
+	rd := newReader(sess.cc, &s.bufPool)
+	defer rd.close()
+	rd.before = sess.flush
+	rd.waiting = sess.setReadDeadline
 	for {
-		c, err := l.Listener.Accept()
-		if err == nil {
-			return &clientConn{Conn: c}, nil
+		args, err := rd.next(sess.limits())
+		if err != nil {
+			if isProtocolError(err) {
+				s.protocolErrors.Add(1)
+				if s.opts.Observer != nil {
+					s.opts.Observer.Dropped("protocol_error")
+				}
+				s.log.Debug("protocol error, closing the connection", "addr", sess.addr, "err", err)
+				sess.write(&Error{Code: "ERR", Msg: err.Error()})
+				sess.flush()
+			} else if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.timedOut.Add(1)
+				if s.opts.Observer != nil {
+					s.opts.Observer.Dropped("timeout")
+				}
+				s.log.Debug("client timed out, closing the connection", "addr", sess.addr, "partial", rd.buffered() > 0)
+			}
+			return
 		}
-		if errors.Is(err, net.ErrClosed) {
-			<-l.released
-			return nil, net.ErrClosed
-		}
-		pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-		select {
-		case <-time.After(pause):
-		case <-l.released:
-			return nil, net.ErrClosed
+		s.dispatch(sess, args)
+		sess.partial = false
+		if sess.quitting() {
+			sess.flush()
+			return
 		}
 	}
 }
 
-// stop closes the socket: no new connections.
-func (l *listener) stop() {
-	l.stopOnce.Do(func() { l.Listener.Close() })
-}
-
-// release lets Accept return, which makes redcon close every connection.
-func (l *listener) release() {
-	l.stop()
-	l.releaseOnce.Do(func() { close(l.released) })
+// setReadDeadline is called before each read of the connection: a partial
+// command must be complete within RequestTimeout of the read that first
+// waited for its rest; an idle connection is closed after IdleTimeout.
+func (s *Session) setReadDeadline(partial bool) {
+	o := &s.srv.opts
+	switch {
+	case partial && !s.partial:
+		s.partial, s.deadline = true, true
+		s.nc.SetReadDeadline(time.Now().Add(o.RequestTimeout))
+	case partial:
+		// The deadline set when this command started still runs.
+	case o.IdleTimeout > 0:
+		s.deadline = true
+		s.nc.SetReadDeadline(time.Now().Add(o.IdleTimeout))
+	case s.deadline:
+		s.deadline = false
+		s.nc.SetReadDeadline(time.Time{})
+	}
 }

@@ -1,6 +1,6 @@
 // Package proxy is the RESP server of redlock-proxy: it accepts client
-// connections (on github.com/tidwall/redcon, one goroutine per
-// connection), answers the connection and server commands that ordinary
+// connections (one goroutine per connection, optionally TLS), reads
+// commands through a bounded RESP reader, authenticates clients, answers the connection and server commands that ordinary
 // Redis clients send while connecting (PING, HELLO 2|3, AUTH, CLIENT,
 // SELECT, COMMAND, INFO, ...), and dispatches everything else through one
 // command table.
@@ -16,9 +16,28 @@
 //   - A command flagged FlagMayBlock has its context cancelled when its
 //     client hangs up or the server shuts down; bytes the client pipelined
 //     meanwhile are kept for the next commands.
-//   - Malformed RESP answers "-ERR Protocol error: ..." and closes that
-//     connection only.
+//   - Malformed RESP, an argument over Limits.MaxArgBytes, a command with
+//     more than Limits.MaxArgs elements or over Limits.MaxCommandBytes, and
+//     an inline line over 64 KB answer "-ERR Protocol error: ..." and close
+//     that connection only. Lengths are checked when their header arrives,
+//     before the bytes they announce: no length a client claims is
+//     allocated, and a connection never buffers more than one command
+//     within the limits (plus 64 KB a blocking command's watcher may read
+//     ahead). Before authentication the limits are Redis's: 10 arguments of
+//     16 KB.
+//   - An idle connection holds a 512-byte read array and no other buffer:
+//     commands that do not fit borrow a pooled buffer, replies are written
+//     from one, and both go back once nothing is buffered.
+//   - When authentication is configured, only AUTH, HELLO, QUIT, PING and
+//     RESET are served before it; a command naming a resource outside the
+//     user's patterns is refused with NOPERM before its handler runs.
+//   - A command must arrive whole within RequestTimeout of its first
+//     bytes (slowloris clients are closed); IdleTimeout, if set, closes
+//     silent connections.
 //
-// Not yet: authentication (every connection is the default user),
-// input-size limits enforced before buffering, TLS.
+// Why not github.com/tidwall/redcon, which the first versions used: its
+// reader buffers whatever a client sends (a bulk claiming 1 GB is read into
+// memory as it arrives), rescans the whole buffer after every read and recurses once per
+// read of an incomplete command, and every connection holds a 4 KB bufio
+// reader, a 4 KB parse buffer and a write buffer for its whole life.
 package proxy

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/redcon"
 )
 
 // Options configure a Server.
@@ -28,8 +28,23 @@ type Options struct {
 	// RedisVersion is the Redis version the proxy claims in HELLO and INFO
 	// (clients read it); default "7.2.0".
 	RedisVersion string
-	// MaxClients caps connections; 0 means 10000.
+	// MaxClients caps connections; 0 means 10000. Extra connections are
+	// answered "-ERR max number of clients reached" and closed.
 	MaxClients int
+	// Limits bound each command a client sends; zero fields take the
+	// defaults of PROTOCOL.md (1024 arguments of 64 KB, 1 MB in all).
+	Limits Limits
+	// IdleTimeout closes a connection that sends nothing for this long;
+	// 0 never does (Redis's "timeout 0").
+	IdleTimeout time.Duration
+	// RequestTimeout bounds how long a command may take to arrive once its
+	// first bytes have (a client trickling a command is closed), and the TLS
+	// handshake; 0 means 10s.
+	RequestTimeout time.Duration
+	// Auth configures authentication; the zero value turns it off.
+	Auth Auth
+	// TLS, if set, makes the listener speak TLS only.
+	TLS *tls.Config
 	// Info adds sections to INFO (for example "masters").
 	Info []InfoSection
 	// Observer is told about commands and connections; nil means none.
@@ -56,32 +71,44 @@ type Observer interface {
 	Connections(open int)
 	// Rejected reports a connection refused by max_clients.
 	Rejected()
+	// Dropped reports a connection the server closed: reason is
+	// "protocol_error" (malformed or over the limits) or "timeout".
+	Dropped(reason string)
+	// AuthFailed reports a wrong user name or password.
+	AuthFailed()
 }
 
 // Server is the RESP server: connections, handshake commands, the command
 // table and dispatch. It knows nothing of Redlock.
 type Server struct {
-	opts  Options
-	table *Table
-	log   *slog.Logger
-	start time.Time
+	opts    Options
+	table   *Table
+	users   *users
+	limits  Limits // after authentication
+	preAuth Limits // before
+	log     *slog.Logger
+	start   time.Time
+	bufPool sync.Pool // *[]byte of pooledBufSize: reads and replies
 
 	base   context.Context
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
 	sessions map[int64]*Session
-	rc       *redcon.Server
-	ln       *listener
-	served   chan struct{}
+	ln       net.Listener
+	stopping bool
+	conns    sync.WaitGroup
 
-	nextID    atomic.Int64
-	inflight  atomic.Int64
-	blocked   atomic.Int64
-	conns     atomic.Int64
-	totalConn atomic.Int64
-	totalCmd  atomic.Int64
-	rejected  atomic.Int64
+	nextID         atomic.Int64
+	inflight       atomic.Int64
+	blocked        atomic.Int64
+	open           atomic.Int64
+	totalConn      atomic.Int64
+	totalCmd       atomic.Int64
+	rejected       atomic.Int64
+	protocolErrors atomic.Int64
+	timedOut       atomic.Int64
+	authFailures   atomic.Int64
 }
 
 // New returns a server with the built-in commands and opts.Commands.
@@ -92,10 +119,37 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxClients <= 0 {
 		opts.MaxClients = 10000
 	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 10 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{opts: opts, log: opts.Logger, start: time.Now(), sessions: map[int64]*Session{}}
+	lim := opts.Limits
+	if lim.MaxArgs <= 0 {
+		lim.MaxArgs = 1024
+	}
+	if lim.MaxArgBytes <= 0 {
+		lim.MaxArgBytes = 64 << 10
+	}
+	if lim.MaxCommandBytes <= 0 {
+		lim.MaxCommandBytes = 1 << 20
+	}
+	users, err := newUsers(opts.Auth)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, users: users, limits: lim, log: opts.Logger, start: time.Now(), sessions: map[int64]*Session{}}
+	s.preAuth = Limits{
+		MaxArgs:         min(lim.MaxArgs, preAuthMaxArgs),
+		MaxArgBytes:     min(lim.MaxArgBytes, preAuthMaxArgBytes),
+		MaxCommandBytes: min(lim.MaxCommandBytes, preAuthMaxArgs*(preAuthMaxArgBytes+32)),
+		preAuth:         true,
+	}
+	s.bufPool.New = func() any {
+		b := make([]byte, pooledBufSize)
+		return &b
+	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	t, err := NewTable(append(s.builtins(), opts.Commands...)...)
 	if err != nil {
@@ -108,20 +162,35 @@ func New(opts Options) (*Server, error) {
 // Table is the server's command table.
 func (s *Server) Table() *Table { return s.table }
 
-// Serve accepts connections on ln until Shutdown. It returns nil after
-// Shutdown.
+// Serve accepts connections on ln until Shutdown, each served by its own
+// goroutine. It returns nil after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	l := newListener(ln)
-	rc := redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), s.handle, s.accept, s.closed)
 	s.mu.Lock()
-	if s.ln != nil {
+	if s.ln != nil || s.stopping {
 		s.mu.Unlock()
-		return errors.New("proxy: Serve called twice")
+		return errors.New("proxy: Serve called twice or after Shutdown")
 	}
-	s.ln, s.rc, s.served = l, rc, make(chan struct{})
+	s.ln = ln
 	s.mu.Unlock()
-	defer close(s.served)
-	return rc.Serve(l)
+	var pause time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			stopping := s.stopping
+			s.mu.Unlock()
+			if stopping || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// Out of file descriptors and the like: pause rather than spin.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed", "err", err, "pause", pause)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
+		s.accept(nc)
+	}
 }
 
 // Shutdown stops accepting connections, cancels commands that are waiting
@@ -130,12 +199,12 @@ func (s *Server) Serve(ln net.Listener) error {
 // at once and ctx's error is returned.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	l, served := s.ln, s.served
+	s.stopping = true
+	ln := s.ln
 	s.mu.Unlock()
-	if l == nil {
-		return nil
+	if ln != nil {
+		ln.Close()
 	}
-	l.stop()
 	s.cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -147,73 +216,75 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
-	l.release()
-	<-served
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		sess.nc.Close()
+	}
+	s.mu.Unlock()
+	s.conns.Wait()
 	return err
 }
 
-func (s *Server) accept(conn redcon.Conn) bool {
-	if int(s.conns.Load()) >= s.opts.MaxClients {
+// accept admits a new connection or refuses it (max_clients, shutdown).
+func (s *Server) accept(nc net.Conn) {
+	if int(s.open.Load()) >= s.opts.MaxClients {
 		s.rejected.Add(1)
 		if s.opts.Observer != nil {
 			s.opts.Observer.Rejected()
 		}
-		conn.WriteError("ERR max number of clients reached")
-		return false
+		// Written before any TLS: like Redis, which answers in plain text.
+		nc.SetWriteDeadline(time.Now().Add(time.Second))
+		nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		nc.Close()
+		return
+	}
+	if s.opts.TLS != nil {
+		nc = tls.Server(nc, s.opts.TLS)
 	}
 	now := time.Now()
 	sess := &Session{
 		id:      s.nextID.Add(1),
 		srv:     s,
-		conn:    conn,
-		addr:    conn.RemoteAddr(),
+		nc:      nc,
+		cc:      &clientConn{Conn: nc},
+		addr:    nc.RemoteAddr().String(),
+		laddr:   nc.LocalAddr().String(),
 		created: now,
 		lastAt:  now,
 		proto:   2,
-		user:    "default",
-		authed:  true,
-	}
-	if cc, ok := conn.NetConn().(*clientConn); ok {
-		sess.cc = cc
-		sess.laddr = cc.LocalAddr().String()
+		user:    s.users.open,
 	}
 	sess.ctx, sess.cancel = context.WithCancel(context.Background())
-	conn.SetContext(sess)
 	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
 	s.sessions[sess.id] = sess
+	s.conns.Add(1)
 	s.mu.Unlock()
 	s.totalConn.Add(1)
-	n := s.conns.Add(1)
+	n := s.open.Add(1)
 	if s.opts.Observer != nil {
 		s.opts.Observer.Connections(int(n))
 	}
-	return true
+	go s.serveConn(sess)
 }
 
-func (s *Server) closed(conn redcon.Conn, err error) {
-	sess, ok := conn.Context().(*Session)
-	if !ok {
-		return
-	}
+// closed ends a connection's life: called once its goroutine is done.
+func (s *Server) closed(sess *Session) {
 	sess.cancel()
+	sess.nc.Close()
+	sess.out = nil
 	s.mu.Lock()
 	delete(s.sessions, sess.id)
 	s.mu.Unlock()
-	n := s.conns.Add(-1)
+	n := s.open.Add(-1)
 	if s.opts.Observer != nil {
 		s.opts.Observer.Connections(int(n))
 	}
-	if err != nil {
-		s.log.Debug("client connection closed", "addr", sess.addr, "err", err)
-	}
-}
-
-func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
-	sess, ok := conn.Context().(*Session)
-	if !ok || len(cmd.Args) == 0 {
-		return
-	}
-	s.dispatch(sess, cmd.Args)
+	s.conns.Done()
 }
 
 // dispatch runs one command, in the fixed order: panic boundary, auth gate,
@@ -237,11 +308,7 @@ func (s *Server) dispatch(sess *Session, args [][]byte) {
 	}
 	sess.mu.Lock()
 	sess.lastCmd, sess.lastAt = name, time.Now()
-	quit := sess.quit
 	sess.mu.Unlock()
-	if quit {
-		sess.conn.Close()
-	}
 }
 
 func (s *Server) run(sess *Session, args [][]byte, name *string) (reply any, err error) {
@@ -257,16 +324,19 @@ func (s *Server) run(sess *Session, args [][]byte, name *string) (reply any, err
 	}
 	*name = cmd.Name
 	sess.mu.Lock()
-	authed := sess.authed
+	u := sess.user
 	sess.mu.Unlock()
-	if !authed && cmd.Flags&FlagNoAuth == 0 {
+	if u == nil && cmd.Flags&FlagNoAuth == 0 {
 		return nil, &Error{Code: "NOAUTH", Msg: "Authentication required."}
 	}
 	if !cmd.arityOK(len(args)) {
 		return nil, WrongArity(cmd.Name)
 	}
+	if u != nil && !cmd.allows(u, args) {
+		return nil, ErrNoPerm
+	}
 	ctx := sess.ctx
-	if cmd.Flags&FlagMayBlock != 0 && sess.cc != nil {
+	if cmd.Flags&FlagMayBlock != 0 {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		// A waiting command ends when its client hangs up or the server

@@ -3,11 +3,10 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
 // Session is one client connection's state. Handlers receive it; the
@@ -15,22 +14,26 @@ import (
 type Session struct {
 	id      int64
 	srv     *Server
-	conn    redcon.Conn
+	nc      net.Conn // the accepted connection (maybe TLS)
 	cc      *clientConn
 	addr    string
 	laddr   string
 	created time.Time
 	ctx     context.Context
 	cancel  context.CancelFunc
-	wbuf    []byte
+
+	// Owned by the connection's goroutine.
+	out      *[]byte // replies not yet written; a pooled buffer, nil when none
+	partial  bool    // a read deadline for a partial command is running
+	deadline bool    // a read deadline may be set
+	werr     error   // the first write error: nothing more is written
 
 	mu      sync.Mutex
 	proto   int
 	name    string
 	libName string
 	libVer  string
-	user    string
-	authed  bool
+	user    *user // nil: not authenticated
 	lastCmd string
 	lastAt  time.Time
 	quit    bool
@@ -46,11 +49,15 @@ func (s *Session) Proto() int {
 	return s.proto
 }
 
-// User is the authenticated user name ("default" when none is configured).
+// User is the authenticated user's name ("default" when authentication is
+// off, "" before authentication).
 func (s *Session) User() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.user
+	if s.user == nil {
+		return ""
+	}
+	return s.user.name
 }
 
 // RemoteAddr is the client's address.
@@ -62,12 +69,49 @@ func (s *Session) setName(name string) {
 	s.mu.Unlock()
 }
 
-func (s *Session) write(reply any) {
-	s.wbuf = appendReply(s.wbuf[:0], reply, s.Proto())
-	s.conn.WriteRaw(s.wbuf)
-	if cap(s.wbuf) > 64<<10 {
-		s.wbuf = nil // do not keep a large buffer for an idle connection
+func (s *Session) quitting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.quit
+}
+
+// limits are the input limits for the session's next command: tighter
+// before authentication.
+func (s *Session) limits() *Limits {
+	s.mu.Lock()
+	authed := s.user != nil
+	s.mu.Unlock()
+	if authed {
+		return &s.srv.limits
 	}
+	return &s.srv.preAuth
+}
+
+// write encodes a reply after the ones not yet written.
+func (s *Session) write(reply any) {
+	if s.out == nil {
+		s.out = s.srv.bufPool.Get().(*[]byte)
+		*s.out = (*s.out)[:0]
+	}
+	*s.out = appendReply(*s.out, reply, s.Proto())
+}
+
+// flush writes the replies gathered so far. The buffer goes back to the
+// pool, so an idle connection holds none.
+func (s *Session) flush() error {
+	if s.out == nil {
+		return s.werr
+	}
+	b := s.out
+	s.out = nil
+	if s.werr == nil {
+		_, s.werr = s.nc.Write(*b)
+	}
+	if cap(*b) <= pooledBufSize {
+		*b = (*b)[:pooledBufSize]
+		s.srv.bufPool.Put(b)
+	}
+	return s.werr
 }
 
 // line is the session's CLIENT LIST / CLIENT INFO line.
@@ -78,7 +122,11 @@ func (s *Session) line(now time.Time) string {
 	if last == "" {
 		last = "NULL"
 	}
+	name := "default"
+	if s.user != nil {
+		name = s.user.name
+	}
 	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s",
 		s.id, s.addr, s.laddr, s.name, int(now.Sub(s.created).Seconds()), int(now.Sub(s.lastAt).Seconds()),
-		strings.ToLower(last), s.user, s.proto, s.libName, s.libVer)
+		strings.ToLower(last), name, s.proto, s.libName, s.libVer)
 }

@@ -50,7 +50,9 @@ type Command struct {
 	Arity int
 	// Flags, see Flag.
 	Flags Flag
-	// FirstKey, LastKey and Step locate resource arguments, as in COMMAND.
+	// FirstKey, LastKey and Step locate resource arguments, as in COMMAND
+	// (LastKey -1: the last argument). Dispatch checks each against the
+	// user's resource patterns before the handler runs.
 	FirstKey, LastKey, Step int
 	// Handler runs the command.
 	Handler Handler
@@ -165,4 +167,23 @@ func argDocs(args []ArgDoc) []any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// allows reports whether u may use every resource args name (args
+// includes the command name, as key positions count it).
+func (c *Command) allows(u *user, args [][]byte) bool {
+	if c.FirstKey <= 0 || u.patterns == nil {
+		return true
+	}
+	last := c.LastKey
+	if last < 0 {
+		last = len(args) + last
+	}
+	step := max(c.Step, 1)
+	for i := c.FirstKey; i <= last && i < len(args); i += step {
+		if !u.allows(args[i]) {
+			return false
+		}
+	}
+	return true
 }

@@ -374,6 +374,12 @@ func TestWaitWokenByRelease(t *testing.T) {
 func TestWaitCanceled(t *testing.T) {
 	c := newCluster(t, 3, Options{RetryDelay: 5 * time.Millisecond})
 	a, _ := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"w"}, TTL: 10 * time.Second})
+	// The grant is decided at a quorum; let the third master's acquire land
+	// before the waiter's first try races it there.
+	c.settle()
+	if h := c.holders("w", a.Token); h != 3 {
+		t.Fatalf("first holder on %d masters after settling", h)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"w"}, TTL: time.Second, Wait: time.Minute})

@@ -153,8 +153,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			c()
 		}
 	}()
-	for _, m := range cfg.Masters {
-		n, err := redisnode.New(redisnode.Options{Addr: m.Addr, Username: m.Username, Password: m.Password,
+	for i := range cfg.Masters {
+		m := cfg.MasterFor(i)
+		tlsCfg, err := masterTLS(m.TLS, fmt.Sprintf("masters[%d]", i))
+		if err != nil {
+			return err
+		}
+		n, err := redisnode.New(redisnode.Options{Addr: m.Addr, Username: m.Username, Password: m.Password, TLS: tlsCfg,
 			FlushDelay: cfg.MasterFlushDelay.D(), Notify: wake.Notify, Logger: log})
 		if err != nil {
 			return err
@@ -182,14 +187,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer eng.Close()
 
+	listenTLS, err := serverTLS(cfg.TLS)
+	if err != nil {
+		return err
+	}
 	srv, err := proxy.New(proxy.Options{
 		Commands:   commands.All(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL.D(), MaxWait: cfg.Limits.MaxWait.D()}),
 		MapError:   commands.MapError,
 		Version:    version,
 		MaxClients: cfg.Limits.MaxClients,
-		Info:       []proxy.InfoSection{commands.MastersInfo(eng)},
-		Observer:   met,
-		Logger:     log,
+		Limits: proxy.Limits{
+			MaxArgs:         cfg.Limits.MaxArgs,
+			MaxArgBytes:     cfg.Limits.MaxArgBytes,
+			MaxCommandBytes: cfg.Limits.MaxCommandBytes,
+		},
+		IdleTimeout:    cfg.Limits.IdleTimeout.D(),
+		RequestTimeout: cfg.Limits.RequestTimeout.D(),
+		Auth:           authOptions(cfg.Auth),
+		TLS:            listenTLS,
+		Info:           []proxy.InfoSection{commands.MastersInfo(eng)},
+		Observer:       met,
+		Logger:         log,
 	})
 	if err != nil {
 		return err
@@ -225,7 +243,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("redlock-proxy listening", "addr", ln.Addr().String(), "masters", len(nodes), "quorum", eng.Quorum(),
+	log.Info("redlock-proxy listening", "addr", ln.Addr().String(), "tls", listenTLS != nil,
+		"auth", cfg.Auth.Password != "" || len(cfg.Auth.Users) > 0, "masters", len(nodes), "quorum", eng.Quorum(),
 		"metrics", metricsAddr, "version", version)
 
 	select {

@@ -1,0 +1,184 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+)
+
+// Auth configures client authentication, as Redis's requirepass and ACL
+// users do. The zero value turns it off: every connection is the default
+// user, allowed every resource.
+type Auth struct {
+	// Password, if not empty, is the default user's password (requirepass).
+	// Without it there is no default user once Users are configured.
+	Password string
+	// Users are named users, each limited to resource patterns.
+	Users []User
+}
+
+// User is one named user.
+type User struct {
+	// Name is the user name given to AUTH and HELLO ... AUTH.
+	Name string
+	// PasswordSHA256 is the SHA-256 digest of the user's password; the
+	// password itself is never kept.
+	PasswordSHA256 [32]byte
+	// Resources are the glob patterns (Redis's: * ? [...] \) of the
+	// resources the user may lock. A command naming any other resource is
+	// refused with NOPERM before anything is sent to the masters.
+	Resources []string
+}
+
+// user is a user as sessions refer to it.
+type user struct {
+	name     string
+	digest   [32]byte
+	patterns []string // nil: every resource
+}
+
+// allows reports whether the user may use resource.
+func (u *user) allows(resource []byte) bool {
+	if u.patterns == nil {
+		return true
+	}
+	for _, p := range u.patterns {
+		if globMatch(p, resource) {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNoPerm is the error for a resource outside the user's patterns.
+var ErrNoPerm = &Error{Code: "NOPERM", Msg: "No permissions to access a key"}
+
+var errWrongPass = &Error{Code: "WRONGPASS", Msg: "invalid username-password pair or user is disabled."}
+
+// users is the server's table of users, built once.
+type users struct {
+	required bool             // authentication is required
+	byName   map[string]*user // includes "default" when it exists
+	open     *user            // the default user when authentication is off
+}
+
+func newUsers(a Auth) (*users, error) {
+	u := &users{byName: map[string]*user{}}
+	if a.Password == "" && len(a.Users) == 0 {
+		u.open = &user{name: "default"}
+		return u, nil
+	}
+	u.required = true
+	if a.Password != "" {
+		u.byName["default"] = &user{name: "default", digest: sha256.Sum256([]byte(a.Password))}
+	}
+	for _, x := range a.Users {
+		if x.Name == "" {
+			return nil, errors.New("proxy: a user has no name")
+		}
+		if _, dup := u.byName[x.Name]; dup {
+			return nil, errors.New("proxy: user " + x.Name + " is defined twice")
+		}
+		patterns := append([]string{}, x.Resources...) // never nil: no patterns allows nothing
+		u.byName[x.Name] = &user{name: x.Name, digest: x.PasswordSHA256, patterns: patterns}
+	}
+	return u, nil
+}
+
+// check returns the user whose name and password these are, or nil. Its
+// time does not depend on how much of the password is right, nor on
+// whether the user exists.
+func (u *users) check(name, pass string) *user {
+	got := sha256.Sum256([]byte(pass))
+	x, ok := u.byName[name]
+	want := [32]byte{}
+	if ok {
+		want = x.digest
+	}
+	if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok {
+		return x
+	}
+	return nil
+}
+
+// globMatch reports whether s matches the Redis glob pattern p: * any run,
+// ? any byte, [abc] [a-z] [^a] classes, \ quotes the next byte.
+func globMatch(p string, s []byte) bool {
+	// Iterative matching with one backtrack point for the last '*', which
+	// keeps it linear-ish and free of recursion on hostile patterns.
+	pi, si := 0, 0
+	starP, starS := -1, 0
+	for si < len(s) {
+		if pi < len(p) {
+			switch c := p[pi]; c {
+			case '*':
+				starP, starS = pi, si
+				pi++
+				continue
+			case '?':
+				pi, si = pi+1, si+1
+				continue
+			case '[':
+				if end, ok := matchClass(p, pi, s[si]); ok {
+					pi, si = end, si+1
+					continue
+				}
+			case '\\':
+				if pi+1 < len(p) {
+					if p[pi+1] == s[si] {
+						pi, si = pi+2, si+1
+						continue
+					}
+					break
+				}
+				fallthrough
+			default:
+				if c == s[si] {
+					pi, si = pi+1, si+1
+					continue
+				}
+			}
+		}
+		if starP < 0 {
+			return false
+		}
+		starS++
+		pi, si = starP+1, starS
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
+
+// matchClass matches c against the class starting at p[i] == '['. It
+// returns the index after the class and whether c is in it.
+func matchClass(p string, i int, c byte) (int, bool) {
+	i++
+	neg := i < len(p) && p[i] == '^'
+	if neg {
+		i++
+	}
+	match := false
+	for i < len(p) && p[i] != ']' {
+		switch {
+		case p[i] == '\\' && i+1 < len(p):
+			match = match || p[i+1] == c
+			i += 2
+		case i+2 < len(p) && p[i+1] == '-' && p[i+2] != ']':
+			lo, hi := p[i], p[i+2]
+			if lo > hi {
+				lo, hi = hi, lo
+			}
+			match = match || (c >= lo && c <= hi)
+			i += 3
+		default:
+			match = match || p[i] == c
+			i++
+		}
+	}
+	if i < len(p) {
+		i++ // the ']'
+	}
+	return i, match != neg
+}
