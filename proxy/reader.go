@@ -68,6 +68,7 @@ type reader struct {
 	// Parse state of the command starting at buf[r], so that a command
 	// arriving in pieces is not scanned again from its start.
 	pos   int   // next byte to look at, relative to r
+	scan  int   // how far the header line at pos was searched for '\n'
 	nargs int   // -1: the multibulk count is not read yet
 	marks []int // start, end of each argument read so far, relative to r
 	args  [][]byte
@@ -214,13 +215,13 @@ func (rd *reader) parse(lim *Limits) (args [][]byte, need int, err error) {
 // consume ends the current command at n bytes from r.
 func (rd *reader) consume(n int) {
 	rd.r += n
-	rd.pos, rd.nargs, rd.marks = 0, -1, rd.marks[:0]
+	rd.pos, rd.scan, rd.nargs, rd.marks = 0, 0, -1, rd.marks[:0]
 }
 
 func (rd *reader) parseMultibulk(b []byte, lim *Limits) ([][]byte, int, error) {
 	authed := !lim.preAuth
 	if rd.nargs < 0 {
-		line, ok, err := headerLine(b, rd.pos, "mbulk count")
+		line, ok, err := rd.headerLine(b, "mbulk count")
 		if !ok || err != nil {
 			return nil, len(b) + 1, err
 		}
@@ -247,7 +248,7 @@ func (rd *reader) parseMultibulk(b []byte, lim *Limits) ([][]byte, int, error) {
 		if b[rd.pos] != '$' {
 			return nil, 0, protoErr("expected '$', got '%c'", b[rd.pos])
 		}
-		line, ok, err := headerLine(b, rd.pos, "bulk count")
+		line, ok, err := rd.headerLine(b, "bulk count")
 		if !ok || err != nil {
 			return nil, len(b) + 1, err
 		}
@@ -282,17 +283,21 @@ func (rd *reader) parseMultibulk(b []byte, lim *Limits) ([][]byte, int, error) {
 	return args, 0, nil
 }
 
-// headerLine returns the line starting at from (without CRLF), false if it
+// headerLine returns the line starting at pos (without CRLF), false if it
 // is not complete yet, or an error if it is too long or not ended by CRLF.
-func headerLine(b []byte, from int, what string) ([]byte, bool, error) {
-	for i := from; i < len(b); i++ {
+// A line arriving in pieces is searched only once.
+func (rd *reader) headerLine(b []byte, what string) ([]byte, bool, error) {
+	from := rd.pos
+	for i := max(from, rd.scan); i < len(b); i++ {
 		if b[i] == '\n' {
 			if i == from || b[i-1] != '\r' {
 				return nil, false, protoErr("invalid %s", lengthWord(what))
 			}
+			rd.scan = 0
 			return b[from : i-1], true, nil
 		}
 	}
+	rd.scan = len(b)
 	if len(b)-from > maxInline {
 		return nil, false, protoErr("too big %s string", what)
 	}

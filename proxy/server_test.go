@@ -17,6 +17,7 @@ import (
 // testServer serves a few test commands beside the built-ins on a
 // 127.0.0.1:0 listener.
 type testServer struct {
+	touched  atomic.Int64 // TOUCH handler runs
 	srv      *Server
 	addr     string
 	canceled chan struct{} // BLOCK saw its context end
@@ -39,6 +40,11 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 		&Command{Name: "sleep", Arity: 2, Handler: func(_ context.Context, _ *Session, args [][]byte) (any, error) {
 			d, _ := time.ParseDuration(string(args[0]))
 			time.Sleep(d)
+			return OK, nil
+		}},
+		// TOUCH key [key ...]: every argument is a resource.
+		&Command{Name: "touch", Arity: -2, FirstKey: 1, LastKey: -1, Step: 1, Handler: func(context.Context, *Session, [][]byte) (any, error) {
+			ts.touched.Add(1)
 			return OK, nil
 		}},
 		// BLOCK d: waits d or until its context ends.
@@ -140,7 +146,7 @@ func TestReplies(t *testing.T) {
 		{"client unknown", "CLIENT FOO\r\n", []string{"-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n"}},
 		{"client tracking", "CLIENT TRACKING on OPTIN\r\n", []string{"+OK\r\n"}},
 		{"client setname arity", "CLIENT SETNAME\r\n", []string{"-ERR wrong number of arguments for 'client|setname' command\r\n"}},
-		{"command count", "COMMAND COUNT\r\n", []string{":15\r\n"}},
+		{"command count", "COMMAND COUNT\r\n", []string{":16\r\n"}},
 		{"quit", "QUIT\r\nPING\r\n", []string{"+OK\r\n"}},
 	}
 	for _, tc := range tests {
