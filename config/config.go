@@ -43,7 +43,7 @@ type Config struct {
 	MasterDefaults MasterDefaults `yaml:"master_defaults"`
 	Limits         Limits         `yaml:"limits"`
 	Auth           Auth           `yaml:"auth"`
-	TLS               *TLS     `yaml:"tls"`
+	TLS            *TLS           `yaml:"tls"`
 	// LogLevel is debug, info, warn or error; default info.
 	LogLevel string `yaml:"log_level"`
 }
@@ -148,9 +148,9 @@ func Default() *Config {
 		RetryJitter:       Duration(50 * time.Millisecond),
 		RestartQuarantine: true,
 		Limits: Limits{
-			MaxTTL:      Duration(time.Hour),
-			MaxWait:     Duration(5 * time.Minute),
-			MaxClients:  10000,
+			MaxTTL:          Duration(time.Hour),
+			MaxWait:         Duration(5 * time.Minute),
+			MaxClients:      10000,
 			MaxArgBytes:     65536,
 			MaxArgs:         1024,
 			MaxCommandBytes: 1 << 20,

@@ -275,4 +275,3 @@ func TestSlowClientsCut(t *testing.T) {
 		t.Fatalf("timed-out connections: %d, want 2", ts.srv.timedOut.Load())
 	}
 }
-

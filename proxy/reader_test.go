@@ -104,7 +104,7 @@ func TestReader(t *testing.T) {
 func TestReaderPreAuthLimits(t *testing.T) {
 	lim := Limits{MaxArgs: preAuthMaxArgs, MaxArgBytes: preAuthMaxArgBytes, MaxCommandBytes: 1 << 20, preAuth: true}
 	for in, want := range map[string]string{
-		"*11\r\n": "Protocol error: unauthenticated multibulk length",
+		"*11\r\n":                        "Protocol error: unauthenticated multibulk length",
 		"*2\r\n$4\r\nAUTH\r\n$16385\r\n": "Protocol error: unauthenticated bulk length",
 	} {
 		_, err := readAll(t, in, 1<<20, &lim)
