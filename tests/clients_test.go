@@ -157,11 +157,19 @@ func runScript(t *testing.T, name string, args ...string) {
 	}
 }
 
-func TestRedisPy(t *testing.T) {
+// requirePython returns the python3 that imports redis-py, or skips (fails
+// when CI requires it).
+func requirePython(t *testing.T) string {
+	t.Helper()
 	const python = "/usr/bin/python3" // Debian's python3-redis installs here
 	if err := exec.Command(python, "-c", "import redis").Run(); err != nil {
 		skipOrFail(t, "python", "redis-py is not importable by "+python+" (apt-get install python3-redis)")
 	}
+	return python
+}
+
+func TestRedisPy(t *testing.T) {
+	python := requirePython(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
 	_, port, _ := strings.Cut(p.Addr, ":")

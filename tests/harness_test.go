@@ -5,9 +5,12 @@ package tests
 
 import (
 	"bytes"
+	"crypto/tls"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,13 +56,16 @@ type proxyConfig struct {
 	maxTTL        time.Duration
 	maxWait       time.Duration
 	maxClients    int
-	metricsListen string // "" = off
-	extra         string // appended YAML
+	metricsListen string      // "" = off
+	extra         string      // appended YAML
+	clientTLS     *tls.Config // set: the proxy listens with TLS; how to reach it
 }
 
 func (c proxyConfig) yaml() string {
 	var b strings.Builder
-	b.WriteString("masters:\n")
+	if len(c.masters) > 0 {
+		b.WriteString("masters:\n")
+	}
 	for _, m := range c.masters {
 		fmt.Fprintf(&b, "  - addr: %q\n", m)
 	}
@@ -144,10 +150,15 @@ func startProxy(t testing.TB, cfg proxyConfig) *Proxy {
 			t.Errorf("proxy %s reported a data race:\n%s", p.Addr, p.log.String())
 		}
 	})
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, Protocol: 2, TLSConfig: cfg.clientTLS})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for c.Ping(context.Background()).Err() != nil {
+		select {
+		case <-p.done:
+			t.Fatalf("proxy exited at start:\n%s", p.log.String())
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("proxy did not answer PING:\n%s", p.log.String())
 		}
@@ -314,4 +325,30 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// metricsBody fetches the proxy's /metrics.
+func metricsBody(t testing.TB, p *Proxy) string {
+	t.Helper()
+	resp, err := http.Get(p.MetricsURL(t) + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	return string(b)
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -10,6 +10,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -34,6 +35,7 @@ type Server struct {
 	port int
 	dir  string
 	args []string
+	tls  *tls.Config // set: the master listens with TLS only
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -90,6 +92,49 @@ func Start(t testing.TB, extra ...string) *Server {
 	return nil
 }
 
+// StartTLS starts a real redis-server that accepts TLS only on its port,
+// with the server certificate and key given, trusting ca for client
+// certificates (required if authClients). client is how the harness itself
+// reaches it. Without redis-server, or with one built without TLS, the
+// test is skipped saying why (under CI=true it fails instead).
+func StartTLS(t testing.TB, client *tls.Config, cert, key, ca string, authClients bool, extra ...string) *Server {
+	t.Helper()
+	if !Real() {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redistest: redis-server not found and CI=true")
+		}
+		t.Skip("SKIPPED: needs a real redis-server with TLS; install redis-server to run it")
+	}
+	auth := "no"
+	if authClients {
+		auth = "yes"
+	}
+	s := &Server{t: t, dir: t.TempDir(), tls: client, args: append([]string{
+		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", auth,
+	}, extra...)}
+	var lastErr error
+	for range 10 {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s.port = port
+		s.Addr = "127.0.0.1:" + strconv.Itoa(port)
+		if lastErr = s.start(); lastErr == nil {
+			t.Cleanup(s.Kill)
+			return s
+		}
+		if strings.Contains(strings.ToLower(lastErr.Error()), "tls") {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("redistest: redis-server cannot serve TLS under CI=true: %v", lastErr)
+			}
+			t.Skipf("SKIPPED: this redis-server was built without TLS (%v)", lastErr)
+		}
+	}
+	t.Fatalf("redistest: could not start redis-server with TLS: %v", lastErr)
+	return nil
+}
+
 // freePort asks the kernel for a free loopback port. Another process may
 // take it before redis-server binds it; start then fails and Start tries
 // another port.
@@ -103,15 +148,18 @@ func freePort() (int, error) {
 }
 
 func (s *Server) start() error {
-	args := append([]string{
-		"--port", strconv.Itoa(s.port),
+	port := []string{"--port", strconv.Itoa(s.port)}
+	if s.tls != nil {
+		port = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port)}
+	}
+	args := append(append(port,
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--loglevel", "warning",
-	}, s.args...)
+	), s.args...)
 	cmd := exec.Command("redis-server", args...)
 	logf, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -132,7 +180,7 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server exited: %s", lastLines(string(b)))
 		default:
 		}
-		if ping(s.Addr) == nil {
+		if ping(s.Addr, s.tls) == nil {
 			s.mu.Lock()
 			s.cmd = cmd
 			s.mu.Unlock()
@@ -152,8 +200,15 @@ func lastLines(s string) string {
 	return strings.Join(lines, " | ")
 }
 
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+func ping(addr string, tlsCfg *tls.Config) error {
+	var c net.Conn
+	var err error
+	d := &net.Dialer{Timeout: 200 * time.Millisecond}
+	if tlsCfg != nil {
+		c, err = tls.DialWithDialer(d, "tcp", addr, tlsCfg)
+	} else {
+		c, err = d.Dial("tcp", addr)
+	}
 	if err != nil {
 		return err
 	}
