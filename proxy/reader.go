@@ -137,8 +137,10 @@ func (rd *reader) makeRoom(need int) {
 	have := rd.w - rd.r
 	need = max(need, have+1)
 	size := len(rd.buf)
-	for size < need {
-		size *= 2
+	if size < need {
+		// At least double (amortised growth while a header line arrives),
+		// or exactly what a checked argument needs when that is more.
+		size = max(need, 2*size)
 	}
 	if size == len(rd.buf) {
 		copy(rd.buf, rd.buf[rd.r:rd.w])
@@ -151,8 +153,8 @@ func (rd *reader) makeRoom(need int) {
 		ptr = rd.pool.Get().(*[]byte)
 		nb = *ptr
 	} else {
-		// Grow by doubling: a command is never more than the limits allow,
-		// and larger buffers are not kept once the connection is idle.
+		// A command is never more than the limits allow, and buffers larger
+		// than the pooled size are dropped once the connection is idle.
 		nb = make([]byte, max(size, pooledBufSize))
 	}
 	copy(nb, rd.buf[rd.r:rd.w])

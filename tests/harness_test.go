@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +29,29 @@ import (
 
 // proxyBin is the redlock-proxy binary built once by TestMain (with -race).
 var proxyBin string
+
+// plainBin is the binary built as shipped (without -race), for tests that
+// measure memory; built on first use.
+var (
+	plainOnce sync.Once
+	plainBin  string
+	plainErr  error
+)
+
+func plainProxyBin(t testing.TB) string {
+	t.Helper()
+	plainOnce.Do(func() {
+		plainBin = filepath.Join(filepath.Dir(proxyBin), "redlock-proxy-plain")
+		out, err := exec.Command("go", "build", "-o", plainBin, "../cmd/redlock-proxy").CombinedOutput()
+		if err != nil {
+			plainErr = fmt.Errorf("building the proxy without -race: %v\n%s", err, out)
+		}
+	})
+	if plainErr != nil {
+		t.Fatal(plainErr)
+	}
+	return plainBin
+}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "redlock-proxy-test")
@@ -56,9 +80,11 @@ type proxyConfig struct {
 	maxTTL        time.Duration
 	maxWait       time.Duration
 	maxClients    int
+	limitsExtra   string // more YAML lines inside limits:, each indented two spaces
 	metricsListen string      // "" = off
 	extra         string      // appended YAML
 	clientTLS     *tls.Config // set: the proxy listens with TLS; how to reach it
+	plain         bool        // run the binary built without -race (memory figures)
 }
 
 func (c proxyConfig) yaml() string {
@@ -72,6 +98,7 @@ func (c proxyConfig) yaml() string {
 	fmt.Fprintf(&b, "metrics_listen: %q\nmaster_timeout: %s\nretry_delay: %s\nretry_jitter: %s\nlog_level: debug\n",
 		c.metricsListen, c.masterTimeout, c.retryDelay, c.retryJitter)
 	fmt.Fprintf(&b, "limits:\n  max_ttl: %s\n  max_wait: %s\n  max_clients: %d\n", c.maxTTL, c.maxWait, c.maxClients)
+	b.WriteString(c.limitsExtra)
 	b.WriteString(c.extra)
 	return b.String()
 }
@@ -132,7 +159,11 @@ func startProxy(t testing.TB, cfg proxyConfig) *Proxy {
 		t.Fatal(err)
 	}
 	p := &Proxy{Addr: ln.Addr().String(), t: t, log: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(proxyBin, "--config", path, "--listen-fd", "3")
+	bin := proxyBin
+	if cfg.plain {
+		bin = plainProxyBin(t)
+	}
+	p.cmd = exec.Command(bin, "--config", path, "--listen-fd", "3")
 	p.cmd.ExtraFiles = []*os.File{f}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
@@ -165,6 +196,20 @@ func startProxy(t testing.TB, cfg proxyConfig) *Proxy {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return p
+}
+
+// RSS is the proxy process's resident set size in bytes, from /proc.
+func (p *Proxy) RSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		return 0, fmt.Errorf("no VmRSS in /proc/%d/status", p.cmd.Process.Pid)
+	}
+	kb, err := strconv.ParseInt(string(m[1]), 10, 64)
+	return kb << 10, err
 }
 
 // MetricsURL is the base URL of the proxy's metrics listener, read from its
