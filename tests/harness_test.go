@@ -80,7 +80,7 @@ type proxyConfig struct {
 	maxTTL        time.Duration
 	maxWait       time.Duration
 	maxClients    int
-	limitsExtra   string // more YAML lines inside limits:, each indented two spaces
+	limitsExtra   string      // more YAML lines inside limits:, each indented two spaces
 	metricsListen string      // "" = off
 	extra         string      // appended YAML
 	clientTLS     *tls.Config // set: the proxy listens with TLS; how to reach it
