@@ -43,6 +43,9 @@ fuzz:
 	$(GO) test ./commands -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./commands -run '^$$' -fuzz '^FuzzUnlockExtendArgs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzParseInt$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzCommands$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzGlob$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin

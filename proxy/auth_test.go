@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -274,4 +275,98 @@ func TestSlowClientsCut(t *testing.T) {
 	if ts.srv.timedOut.Load() != 2 {
 		t.Fatalf("timed-out connections: %d, want 2", ts.srv.timedOut.Load())
 	}
+}
+
+// FuzzCommands: any arguments to any built-in command (the handshake,
+// AUTH, HELLO, CLIENT, COMMAND, INFO ...), authenticated or not, get a
+// reply or a clear error, never a panic (which dispatch would turn into
+// "internal error").
+func FuzzCommands(f *testing.F) {
+	for _, s := range []string{
+		"HELLO\x003\x00AUTH\x00billing\x00bpw", "HELLO\x002\x00SETNAME\x00x", "AUTH\x00a\x00b\x00c",
+		"CLIENT\x00SETINFO\x00LIB-NAME\x00x", "CLIENT\x00LIST\x00ID\x001", "COMMAND\x00DOCS\x00rlock",
+		"COMMAND\x00INFO", "INFO\x00masters\x00server", "SELECT\x00-1", "PING\x00x", "CLIENT\x00TRACKING\x00on",
+		"TOUCH\x00billing:1\x00x",
+	} {
+		f.Add(s, false)
+	}
+	srv, err := New(Options{Auth: Auth{Password: "pw", Users: []User{
+		{Name: "billing", PasswordSHA256: sha256.Sum256([]byte("bpw")), Resources: []string{"billing:*"}},
+	}}, Commands: []*Command{{Name: "touch", Arity: -2, FirstKey: 1, LastKey: -1, Step: 1,
+		Handler: func(context.Context, *Session, [][]byte) (any, error) { return OK, nil }}}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, cmd string, authed bool) {
+		var args [][]byte
+		for _, a := range strings.Split(cmd, "\x00") {
+			args = append(args, []byte(a))
+		}
+		if len(args[0]) == 0 {
+			return
+		}
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		sess := &Session{id: 1, srv: srv, nc: a, cc: &clientConn{Conn: a}, proto: 2, ctx: context.Background()}
+		if authed {
+			sess.user = srv.users.byName["billing"]
+		}
+		name := ""
+		reply, err := srv.run(sess, args, &name)
+		if err != nil {
+			if e := srv.mapError(err); e.Msg == "internal error" {
+				t.Fatalf("%q: internal error (a panic or an unmapped error): %v", args, err)
+			}
+			return
+		}
+		appendReply(nil, reply, 3)
+		appendReply(nil, reply, 2)
+	})
+}
+
+// refMatch is a plain recursive reading of Redis's glob rules, to check
+// globMatch (iterative, for hostile patterns) against.
+func refMatch(p string, s []byte) bool {
+	if p == "" {
+		return len(s) == 0
+	}
+	switch p[0] {
+	case '*':
+		for i := 0; i <= len(s); i++ {
+			if refMatch(p[1:], s[i:]) {
+				return true
+			}
+		}
+		return false
+	case '?':
+		return len(s) > 0 && refMatch(p[1:], s[1:])
+	case '[':
+		if len(s) == 0 {
+			return false
+		}
+		end, ok := matchClass(p, 0, s[0])
+		return ok && refMatch(p[end:], s[1:])
+	case '\\':
+		if len(p) >= 2 {
+			return len(s) > 0 && s[0] == p[1] && refMatch(p[2:], s[1:])
+		}
+	}
+	return len(s) > 0 && s[0] == p[0] && refMatch(p[1:], s[1:])
+}
+
+// FuzzGlob: resource patterns decide what a user may lock; globMatch must
+// agree with the plain reading of the rules.
+func FuzzGlob(f *testing.F) {
+	for _, s := range [][2]string{{"billing:*", "billing:1"}, {"a[^b-d]?\\*", "axy*"}, {"*a*b", "aab"}, {"[", "["}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, p, s string) {
+		if len(p) > 12 || len(s) > 24 {
+			return // the reference is exponential
+		}
+		if got, want := globMatch(p, []byte(s)), refMatch(p, []byte(s)); got != want {
+			t.Fatalf("globMatch(%q, %q) = %v, reference %v", p, s, got, want)
+		}
+	})
 }
