@@ -636,7 +636,15 @@ func (e *Engine) rollback(ctx context.Context, tr *try, tainted []bool) {
 			if !tr.mayHold(i) {
 				return
 			}
-			_, err := callTimeout(e, base, i, e.opts.MasterTimeout, func(ctx context.Context, nd Node) (int, error) {
+			// A caller-chosen token waits for these answers, so they are
+			// bounded by MasterTimeout (a master that does not acknowledge in
+			// time is tainted instead); other rollbacks run in the
+			// background and may take releaseTimeout.
+			timeout := e.releaseTimeout()
+			if tr.fixed {
+				timeout = e.opts.MasterTimeout
+			}
+			_, err := callTimeout(e, base, i, timeout, func(ctx context.Context, nd Node) (int, error) {
 				return nd.Release(ctx, quiet, tr.token)
 			})
 			if tr.fixed && err != nil {
@@ -677,7 +685,9 @@ func (e *Engine) Unlock(ctx context.Context, resources []string, token string) (
 	}
 	e.awaitAcquires(token)
 	want := len(rs.keys.Locks)
-	res := fanout(e, context.WithoutCancel(ctx), e.all(), e.opts.MasterTimeout, func(ctx context.Context, nd Node) (int, error) {
+	// The answers count only within MasterTimeout (tally's round), but the
+	// releases themselves may take releaseTimeout to be sent and answered.
+	res := fanout(e, context.WithoutCancel(ctx), e.all(), e.releaseTimeout(), func(ctx context.Context, nd Node) (int, error) {
 		return nd.Release(ctx, rs.keys, token)
 	})
 	// Once decided, give the other masters a short grace: a caller that
@@ -782,6 +792,14 @@ func (e *Engine) observe(op string, t0 time.Time, ok bool, err error) {
 	}
 	e.opts.Observer.Operation(op, outcome, time.Since(t0))
 }
+
+// releaseTimeout bounds a release or rollback that nobody waits for:
+// 10 x MasterTimeout. A release sent late is harmless (it deletes only its
+// own token's key); one given up before it could be sent (the client, like
+// rueidis, does not send a request whose deadline passed) leaves the key on
+// that master until its ttl, which a busy proxy would otherwise do under
+// load.
+func (e *Engine) releaseTimeout() time.Duration { return 10 * e.opts.MasterTimeout }
 
 // roundGrace is how long after MasterTimeout a round still waits for
 // answers before it counts the silent masters as timed out itself.

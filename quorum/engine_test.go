@@ -436,3 +436,25 @@ func TestFixedTokenRetryIgnoresUnacknowledgedRollback(t *testing.T) {
 		t.Fatalf("grant held on %d masters", h)
 	}
 }
+
+// TestReleaseReachesSlowSender: a release that cannot be sent within
+// MasterTimeout (the client side is busy) is still sent: a late release is
+// harmless (token-checked), a dropped one leaves the key on that master
+// until its ttl.
+func TestReleaseReachesSlowSender(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"s"}, TTL: time.Minute})
+	if err != nil || lease == nil {
+		t.Fatalf("lock: %v %v", lease, err)
+	}
+	c.settle()
+	c.nodes[2].setSendDelay(3 * testTimeout)
+	held, err := c.eng.Unlock(context.Background(), []string{"s"}, lease.Token)
+	if !held || err != nil {
+		t.Fatalf("unlock: %v %v", held, err)
+	}
+	c.settle()
+	if h := c.holders("s", lease.Token); h != 0 {
+		t.Fatalf("the lock is still held on %d masters after the release", h)
+	}
+}

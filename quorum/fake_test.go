@@ -17,15 +17,16 @@ type fakeNode struct {
 	addr   string
 	notify func(string)
 
-	mu     sync.Mutex
-	runID  string
-	conn   uint64
-	data   map[string]fakeVal
-	subs   map[string]bool
-	down   bool
-	delay  time.Duration
-	queue  []lateOp
-	queued sync.WaitGroup
+	mu        sync.Mutex
+	runID     string
+	conn      uint64
+	data      map[string]fakeVal
+	subs      map[string]bool
+	down      bool
+	delay     time.Duration
+	sendDelay time.Duration // before a request is sent (see do)
+	queue     []lateOp
+	queued    sync.WaitGroup
 }
 
 type fakeVal struct {
@@ -70,6 +71,12 @@ func (f *fakeNode) RaiseFloor(ctx context.Context, k Keys, v uint64) error {
 }
 
 func (f *fakeNode) setDown(b bool) { f.mu.Lock(); f.down = b; f.mu.Unlock() }
+func (f *fakeNode) setSendDelay(d time.Duration) {
+	f.mu.Lock()
+	f.sendDelay = d
+	f.mu.Unlock()
+}
+
 func (f *fakeNode) setDelay(d time.Duration) {
 	f.mu.Lock()
 	f.delay = d
@@ -111,8 +118,21 @@ func (f *fakeNode) set(k, v string, ttl time.Duration) {
 
 // do runs op atomically, now or late. Late requests are applied by one
 // worker per node, in the order they were sent.
+//
+// Like rueidis, a request whose context ended before it could be sent is
+// not sent; sendDelay models the client-side wait before sending (a busy
+// scheduler, a full pipeline).
 func do[T any](ctx context.Context, f *fakeNode, op func() T) (T, error) {
 	var zero T
+	f.mu.Lock()
+	wait := f.sendDelay
+	f.mu.Unlock()
+	if wait > 0 {
+		time.Sleep(wait)
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
 	f.mu.Lock()
 	if f.down {
 		f.mu.Unlock()

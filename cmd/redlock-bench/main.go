@@ -407,7 +407,7 @@ func (e *env) stop() {
 func (e *env) keysLeft() (int, error) {
 	time.Sleep(200 * time.Millisecond)
 	n := 0
-	for _, c := range e.direct {
+	for i, c := range e.direct {
 		var keys []string
 		iter := c.Scan(context.Background(), 0, "bench:*", 1000).Iterator()
 		for iter.Next(context.Background()) {
@@ -417,6 +417,12 @@ func (e *env) keysLeft() (int, error) {
 			return 0, err
 		}
 		n += len(keys)
+		for _, k := range keys {
+			// Where a key was left says why: on a minority, a release or
+			// rollback that never reached that master; on a quorum, a grant
+			// nobody released.
+			fmt.Fprintf(os.Stderr, "key left: master%d %s (ttl %v)\n", i, k, c.PTTL(context.Background(), k).Val())
+		}
 		if len(keys) > 0 {
 			c.Del(context.Background(), keys...)
 		}
