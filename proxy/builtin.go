@@ -24,7 +24,7 @@ func (s *Server) builtins() []*Command {
 				Args: []ArgDoc{{Name: "message", Type: "string"}}}},
 		{Name: "quit", Arity: -1, Flags: FlagNoAuth | FlagFast, Handler: quit,
 			Doc: Doc{Summary: "Closes the connection.", Since: "1.0.0", Group: conn}},
-		{Name: "reset", Arity: 1, Flags: FlagNoAuth | FlagFast, Handler: s.reset,
+		{Name: "reset", Arity: 1, Flags: FlagFast, Handler: s.reset,
 			Doc: Doc{Summary: "Resets the connection.", Since: "6.2.0", Group: conn}},
 		{Name: "hello", Arity: -1, Flags: FlagNoAuth | FlagFast, Handler: s.hello,
 			Doc: Doc{Summary: "Handshakes with the server.", Since: "6.0.0", Group: conn,

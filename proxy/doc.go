@@ -28,8 +28,8 @@
 //   - An idle connection holds a 512-byte read array and no other buffer:
 //     commands that do not fit borrow a pooled buffer, replies are written
 //     from one, and both go back once nothing is buffered.
-//   - When authentication is configured, only AUTH, HELLO, QUIT, PING and
-//     RESET are served before it; a command naming a resource outside the
+//   - When authentication is configured, only AUTH, HELLO, QUIT and PING are
+//     served before it; a command naming a resource outside the
 //     user's patterns is refused with NOPERM before its handler runs.
 //   - A command must arrive whole within RequestTimeout of its first
 //     bytes (slowloris clients are closed); IdleTimeout, if set, closes
