@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -213,4 +214,37 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// loopReader serves the same bytes forever.
+type loopReader struct {
+	b   []byte
+	off int
+}
+
+func (l *loopReader) Read(p []byte) (int, error) {
+	n := copy(p, l.b[l.off:])
+	l.off = (l.off + n) % len(l.b)
+	return n, nil
+}
+
+// BenchmarkReader: reading typical lock commands, 16 pipelined per read
+// and one per read; it should not allocate per command.
+func BenchmarkReader(b *testing.B) {
+	cmd := "*5\r\n$5\r\nRLOCK\r\n$12\r\norders:12345\r\n$5\r\n30000\r\n$5\r\nTOKEN\r\n$22\r\nAbCdEfGhIjKlMnOpQrStUv\r\n"
+	lim := Limits{MaxArgs: 1024, MaxArgBytes: 64 << 10, MaxCommandBytes: 1 << 20}
+	for _, n := range []int{1, 16} {
+		b.Run(fmt.Sprintf("pipelined=%d", n), func(b *testing.B) {
+			src := &loopReader{b: []byte(strings.Repeat(cmd, n))}
+			pool := &sync.Pool{New: func() any { b := make([]byte, pooledBufSize); return &b }}
+			rd := newReader(src, pool)
+			b.SetBytes(int64(len(cmd)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := rd.next(&lim); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
