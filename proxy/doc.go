@@ -32,8 +32,9 @@
 //     served before it; a command naming a resource outside the
 //     user's patterns is refused with NOPERM before its handler runs.
 //   - A command must arrive whole within RequestTimeout of its first
-//     bytes (slowloris clients are closed); IdleTimeout, if set, closes
-//     silent connections.
+//     bytes (slowloris clients are closed), and replies must be taken
+//     within it (clients that never read are closed); IdleTimeout, if
+//     set, closes silent connections.
 //
 // Why not github.com/tidwall/redcon, which the first versions used: its
 // reader buffers whatever a client sends (a bulk claiming 1 GB is read into

@@ -105,6 +105,9 @@ func (s *Session) flush() error {
 	b := s.out
 	s.out = nil
 	if s.werr == nil {
+		// A client that does not read its replies is cut after
+		// RequestTimeout, like one that does not send its command.
+		s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.RequestTimeout))
 		_, s.werr = s.nc.Write(*b)
 	}
 	if cap(*b) <= pooledBufSize {

@@ -173,6 +173,17 @@ func TestClientTLS(t *testing.T) {
 				t.Fatal("RLOCK over TLS not granted")
 			}
 			do(t, good, "RUNLOCK", "tls:r", g.token)
+			// A waiter that hangs up is noticed through TLS too.
+			g, _ = rlock(t, good, "tls:door", 60000)
+			waiter := redis.NewClient(&redis.Options{Addr: p.Addr, TLSConfig: certs.ClientConfig(true), Protocol: 2, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+			if err := waiter.Do(context.Background(), "RLOCK", "tls:door", 60000, "WAIT", 60000).Err(); err == nil {
+				t.Fatal("waiter returned without a timeout")
+			}
+			waiter.Close()
+			waitFor(t, 5*time.Second, "the proxy to notice the TLS hang-up", func() bool {
+				return strings.Contains(do(t, good, "INFO", "clients").(string), "blocked_clients:0")
+			})
+			do(t, good, "RUNLOCK", "tls:door", g.token)
 			if err := dial(nil).Ping(context.Background()).Err(); err == nil {
 				t.Fatal("a plain-text client was served by the TLS listener")
 			}
