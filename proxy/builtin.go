@@ -105,7 +105,7 @@ func (s *Server) authenticate(sess *Session, name, pass string) error {
 		if s.opts.Observer != nil {
 			s.opts.Observer.AuthFailed()
 		}
-		s.log.Warn("authentication failed", "user", name, "addr", sess.addr)
+		s.log.Warn("authentication failed", "user", name[:min(len(name), 64)], "addr", sess.addr)
 		return errWrongPass
 	}
 	sess.mu.Lock()
