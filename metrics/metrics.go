@@ -85,7 +85,7 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 	})
 	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redlock_proxy_dropped_connections_total",
-		Help: "Client connections the proxy closed, by reason: protocol_error (malformed or over limits.*) or timeout (idle, or a command trickling in).",
+		Help: "Client connections the proxy closed, by reason: protocol_error (malformed or over limits.*), timeout (idle, a command trickling in, replies not read) or tls_handshake.",
 	}, []string{"reason"})
 	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "redlock_proxy_auth_failures_total",

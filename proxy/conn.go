@@ -91,6 +91,9 @@ func (s *Server) serveConn(sess *Session) {
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
+			if s.opts.Observer != nil {
+				s.opts.Observer.Dropped("tls_handshake")
+			}
 			s.log.Debug("TLS handshake failed", "addr", sess.addr, "err", err)
 			return
 		}

@@ -71,7 +71,8 @@ type Observer interface {
 	// Rejected reports a connection refused by max_clients.
 	Rejected()
 	// Dropped reports a connection the server closed: reason is
-	// "protocol_error" (malformed or over the limits) or "timeout".
+	// "protocol_error" (malformed or over the limits), "timeout" or
+	// "tls_handshake" (failed or too slow).
 	Dropped(reason string)
 	// AuthFailed reports a wrong user name or password.
 	AuthFailed()
