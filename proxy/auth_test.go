@@ -26,12 +26,8 @@ const (
 // for each.
 func converse(t *testing.T, addr string, cmds ...string) []string {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dialTest(t, addr)
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	r := bufio.NewReader(conn)
 	var out []string
 	for _, c := range cmds {

@@ -93,15 +93,24 @@ func (ts *testServer) client(t *testing.T, opts redis.Options) *redis.Client {
 	return c
 }
 
-// raw sends bytes on a new connection and reads n reply lines.
-func raw(t *testing.T, addr, send string, n int) []string {
+// dialTest opens a connection that gives up after 5 seconds and is closed
+// when the test ends.
+func dialTest(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	return conn
+}
+
+// raw sends bytes on a new connection and reads n reply lines.
+func raw(t *testing.T, addr, send string, n int) []string {
+	t.Helper()
+	conn := dialTest(t, addr)
+	defer conn.Close()
 	io.WriteString(conn, send)
 	r := bufio.NewReader(conn)
 	var out []string

@@ -75,21 +75,32 @@ func Start(t testing.TB, extra ...string) *Server {
 		t.Cleanup(s.Kill)
 		return s
 	}
+	if err := s.launch(nil); err != nil {
+		t.Fatalf("redistest: could not start redis-server: %v", err)
+	}
+	return s
+}
+
+// launch starts s on a free port, trying another one when the port was
+// taken meanwhile, unless giveUp says the error will not go away.
+func (s *Server) launch(giveUp func(error) bool) error {
 	var lastErr error
 	for range 10 {
 		port, err := freePort()
 		if err != nil {
-			t.Fatalf("redistest: %v", err)
+			return err
 		}
 		s.port = port
 		s.Addr = "127.0.0.1:" + strconv.Itoa(port)
 		if lastErr = s.start(); lastErr == nil {
-			t.Cleanup(s.Kill)
-			return s
+			s.t.Cleanup(s.Kill)
+			return nil
+		}
+		if giveUp != nil && giveUp(lastErr) {
+			break
 		}
 	}
-	t.Fatalf("redistest: could not start redis-server: %v", lastErr)
-	return nil
+	return lastErr
 }
 
 // StartTLS starts a real redis-server that accepts TLS only on its port,
@@ -112,26 +123,17 @@ func StartTLS(t testing.TB, client *tls.Config, cert, key, ca string, authClient
 	s := &Server{t: t, dir: t.TempDir(), tls: client, args: append([]string{
 		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", auth,
 	}, extra...)}
-	var lastErr error
-	for range 10 {
-		port, err := freePort()
-		if err != nil {
-			t.Fatalf("redistest: %v", err)
-		}
-		s.port = port
-		s.Addr = "127.0.0.1:" + strconv.Itoa(port)
-		if lastErr = s.start(); lastErr == nil {
-			t.Cleanup(s.Kill)
-			return s
-		}
-		if strings.Contains(strings.ToLower(lastErr.Error()), "tls") {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("redistest: redis-server cannot serve TLS under CI=true: %v", lastErr)
-			}
-			t.Skipf("SKIPPED: this redis-server was built without TLS (%v)", lastErr)
-		}
+	noTLS := func(err error) bool { return strings.Contains(strings.ToLower(err.Error()), "tls") }
+	err := s.launch(noTLS)
+	switch {
+	case err == nil:
+		return s
+	case noTLS(err) && os.Getenv("CI") == "true":
+		t.Fatalf("redistest: redis-server cannot serve TLS under CI=true: %v", err)
+	case noTLS(err):
+		t.Skipf("SKIPPED: this redis-server cannot serve TLS (%v)", err)
 	}
-	t.Fatalf("redistest: could not start redis-server with TLS: %v", lastErr)
+	t.Fatalf("redistest: could not start redis-server with TLS: %v", err)
 	return nil
 }
 
