@@ -72,15 +72,28 @@ func TestAuthNamespaces(t *testing.T) {
 		if !ok {
 			t.Fatalf("RESP%d: billing could not lock its own resource", proto)
 		}
-		before := cl.scriptCalls(t)
+		// Real masters count the scripts they ran; embedded ones (no
+		// redis-server installed) do not, and only the keys are checked.
+		before := 0
+		if redistest.Real() {
+			before = cl.scriptCalls(t)
+		}
 		for _, args := range [][]any{
-			{"RLOCK", "orders:1", 10000}, {"RLOCK", "billing", 10000}, {"RUNLOCK", "orders:1", g.token},
-			{"REXTEND", "ops:1", g.token, 1000},
+			{"RLOCK", "refused:1", 10000}, {"RLOCK", "billing", 10000}, {"RUNLOCK", "refused:1", g.token},
+			{"REXTEND", "refused:2", g.token, 1000},
 		} {
 			expectErr(t, billing, "NOPERM No permissions to access a key", args...)
 		}
-		if after := cl.scriptCalls(t); after != before {
-			t.Fatalf("RESP%d: refused commands reached the masters: %d script calls, was %d", proto, after, before)
+		if redistest.Real() {
+			if after := cl.scriptCalls(t); after != before {
+				t.Fatalf("RESP%d: refused commands reached the masters: %d script calls, was %d", proto, after, before)
+			}
+		}
+		for i, rc := range cl.direct {
+			// An acquire that ran would have left a fence counter.
+			if keys, _ := rc.Keys(context.Background(), "*refused*").Result(); len(keys) > 0 || rc.Exists(context.Background(), "redlock-proxy:fence:billing").Val() > 0 {
+				t.Fatalf("RESP%d: master%d has %v after refused commands", proto, i, keys)
+			}
 		}
 		if do(t, billing, "RUNLOCK", "billing:inv-1", g.token) != int64(1) {
 			t.Fatalf("RESP%d: RUNLOCK of its own lock failed", proto)
