@@ -234,6 +234,12 @@ func (p *Proxy) Stop() {
 	}
 }
 
+// Kill ends the proxy with SIGKILL, wherever it is: nothing is cleaned up.
+func (p *Proxy) Kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
 // Client returns a go-redis client (RESP3 by default, as go-redis does).
 func (p *Proxy) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 30 * time.Second})
