@@ -47,6 +47,7 @@ const (
 // "-ERR Protocol error: <msg>" and is closed, as Redis does.
 type protocolError struct{ msg string }
 
+// Error implements error: "Protocol error: <msg>", as Redis words it.
 func (e *protocolError) Error() string { return "Protocol error: " + e.msg }
 
 func protoErr(format string, args ...any) error {

@@ -112,6 +112,7 @@ func readLine(r *bufio.Reader) (string, error) {
 // it never reads ahead of what it is asked for.
 type oneByte struct{ r io.Reader }
 
+// Read implements io.Reader, one byte at a time.
 func (o oneByte) Read(p []byte) (int, error) {
 	if len(p) > 1 {
 		p = p[:1]
