@@ -6,7 +6,7 @@ GO      ?= go
 PKGS    := ./...
 FUZZTIME ?= 60s
 
-.PHONY: run test build vet fmt check fuzz clients bench bench-quick clean
+.PHONY: run test build vet fmt check fuzz soak clients bench bench-quick clean
 
 run:
 	$(GO) run ./cmd/redlock-proxy --dev
@@ -37,6 +37,13 @@ bench:
 
 bench-quick:
 	$(GO) run ./cmd/redlock-bench -quick
+
+# The fault tests, SOAK times longer (flapping masters, contention while a
+# master dies, a proxy killed mid-command); not part of `make test`.
+SOAK ?= 10
+soak:
+	REDLOCK_SOAK=$(SOAK) $(GO) test -race -count=1 -timeout 60m -v \
+		-run 'TestSlowMastersExclusion|TestFencesUnderContention|TestProxyKilledMidCommand' ./tests
 
 # Each fuzz target for $(FUZZTIME); not part of `make test`.
 fuzz:

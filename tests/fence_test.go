@@ -28,10 +28,8 @@ type holding struct {
 // grant against every other: the windows never overlap, and the fences
 // strictly increase in grant order.
 func TestFencesUnderContention(t *testing.T) {
-	const (
-		target  = 2000
-		workers = 6
-	)
+	const workers = 6
+	target := int64(2000 * soak(t))
 	redistest.RequireReal(t, "embedded masters run inside this -race test process, too slow for 50ms master timeouts under this load")
 	cl := newCluster(t, 5)
 	proxies := []*Proxy{startProxy(t, defaults(cl.addrs())), startProxy(t, defaults(cl.addrs()))}
@@ -48,7 +46,7 @@ func TestFencesUnderContention(t *testing.T) {
 		wg       sync.WaitGroup
 		errs     = make(chan error, workers)
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(soak(t))*3*time.Minute)
 	defer cancel()
 	for w := range workers {
 		wg.Add(1)
@@ -103,7 +101,7 @@ func TestFencesUnderContention(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("worker failed: %v", err)
 	}
-	if len(holds) < target {
+	if int64(len(holds)) < target {
 		t.Fatalf("only %d grants before the deadline", len(holds))
 	}
 	checkExclusive(t, holds)

@@ -378,6 +378,20 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// soak scales a fault test's length: REDLOCK_SOAK=n (make soak) runs it n
+// times longer; unset, 1.
+func soak(t testing.TB) int {
+	v := os.Getenv("REDLOCK_SOAK")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("REDLOCK_SOAK=%q: want a positive integer", v)
+	}
+	return n
+}
+
 // metricsBody fetches the proxy's /metrics.
 func metricsBody(t testing.TB, p *Proxy) string {
 	t.Helper()

@@ -25,8 +25,8 @@ func TestProxyKilledMidCommand(t *testing.T) {
 		ttl        = 1500 // ms
 		workers    = 6
 		beforeKill = 150
-		afterKill  = 100
 	)
+	afterKill := int64(100 * soak(t))
 	cl := newCluster(t, 3)
 	victim, survivor := startProxy(t, defaults(cl.addrs())), startProxy(t, defaults(cl.addrs()))
 	clients := []*redis.Client{victim.Client(), survivor.Client()}

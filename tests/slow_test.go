@@ -22,7 +22,7 @@ func TestSlowMastersExclusion(t *testing.T) {
 	proxies := []*Proxy{startProxy(t, defaults(cl.addrs())), startProxy(t, defaults(cl.addrs()))}
 	clients := []*redis.Client{proxies[0].Client(), proxies[1].Client()}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(soak(t))*8*time.Second)
 	defer cancel()
 	var flap sync.WaitGroup
 	for i, phase := range []time.Duration{0, 120 * time.Millisecond} {
