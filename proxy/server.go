@@ -218,6 +218,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	for _, sess := range s.sessions {
+		sess.cancel() // whatever its command still waits for
 		sess.nc.Close()
 	}
 	s.mu.Unlock()
@@ -334,6 +335,14 @@ func (s *Server) run(sess *Session, args [][]byte, name *string) (reply any, err
 	}
 	if u != nil && !cmd.allows(u, args) {
 		return nil, ErrNoPerm
+	}
+	if cmd.Flags&FlagFast == 0 {
+		// Replies to earlier pipelined commands go out before this one
+		// waits on the masters: a grant's validity is computed just before
+		// its reply and must not sit in a buffer behind a later command.
+		if err := sess.flush(); err != nil {
+			return nil, err
+		}
 	}
 	ctx := sess.ctx
 	if cmd.Flags&FlagMayBlock != 0 {

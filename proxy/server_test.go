@@ -21,12 +21,13 @@ type testServer struct {
 	srv      *Server
 	addr     string
 	canceled chan struct{} // BLOCK saw its context end
+	hold     chan struct{} // releases HOLD
 	served   chan error
 }
 
 func newTestServer(t *testing.T, opts Options) *testServer {
 	t.Helper()
-	ts := &testServer{canceled: make(chan struct{}, 16), served: make(chan error, 1)}
+	ts := &testServer{canceled: make(chan struct{}, 16), served: make(chan error, 1), hold: make(chan struct{})}
 	opts.Commands = append(opts.Commands,
 		&Command{Name: "boom", Arity: 1, Handler: func(context.Context, *Session, [][]byte) (any, error) {
 			panic("boom")
@@ -46,6 +47,15 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 		&Command{Name: "touch", Arity: -2, FirstKey: 1, LastKey: -1, Step: 1, Handler: func(context.Context, *Session, [][]byte) (any, error) {
 			ts.touched.Add(1)
 			return OK, nil
+		}},
+		// HOLD: waits until the test sends on hold, or its context ends.
+		&Command{Name: "hold", Arity: 1, Handler: func(ctx context.Context, _ *Session, _ [][]byte) (any, error) {
+			select {
+			case <-ts.hold:
+				return OK, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}},
 		// BLOCK d: waits d or until its context ends.
 		&Command{Name: "block", Arity: 2, Flags: FlagMayBlock, Handler: func(ctx context.Context, _ *Session, args [][]byte) (any, error) {
@@ -155,7 +165,7 @@ func TestReplies(t *testing.T) {
 		{"client unknown", "CLIENT FOO\r\n", []string{"-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n"}},
 		{"client tracking", "CLIENT TRACKING on OPTIN\r\n", []string{"+OK\r\n"}},
 		{"client setname arity", "CLIENT SETNAME\r\n", []string{"-ERR wrong number of arguments for 'client|setname' command\r\n"}},
-		{"command count", "COMMAND COUNT\r\n", []string{":16\r\n"}},
+		{"command count", "COMMAND COUNT\r\n", []string{":17\r\n"}},
 		{"quit", "QUIT\r\nPING\r\n", []string{"+OK\r\n"}},
 	}
 	for _, tc := range tests {
@@ -357,5 +367,26 @@ func TestShutdown(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", ts.addr, time.Second); err == nil {
 		c.Close()
 		t.Error("new connection accepted after Shutdown")
+	}
+}
+
+// TestRepliesNotHeldBehindWaiting: the reply to a pipelined command is
+// written before the next command starts waiting (a lock grant's validity
+// would otherwise run out in the proxy's buffer).
+func TestRepliesNotHeldBehindWaiting(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	conn := dialTest(t, ts.addr)
+	io.WriteString(conn, "ECHO first\r\nHOLD\r\n")
+	r := bufio.NewReader(conn)
+	for _, want := range []string{"$5\r\n", "first\r\n"} {
+		// HOLD is still waiting: this read fails at the 5 s deadline if
+		// the reply to ECHO is held back until HOLD ends.
+		if line, err := r.ReadString('\n'); err != nil || line != want {
+			t.Fatalf("reply to ECHO while HOLD waits: %q, %v", line, err)
+		}
+	}
+	ts.hold <- struct{}{}
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("reply to HOLD: %q, %v", line, err)
 	}
 }
