@@ -13,6 +13,9 @@
 //     only; the connection and every other client carry on.
 //   - Replies are encoded for the connection's protocol: RESP2 until the
 //     client sends HELLO 3, RESP3 after (null is "_", maps are maps).
+//   - Replies to pipelined commands are written before a command that is
+//     not FlagFast starts (a grant's validity is computed just before its
+//     reply and must not wait in a buffer behind a later command).
 //   - A command flagged FlagMayBlock has its context cancelled when its
 //     client hangs up or the server shuts down; bytes the client pipelined
 //     meanwhile are kept for the next commands.
