@@ -6,6 +6,55 @@
 // masters through the small Node interface, whose implementation lives in
 // quorum/redisnode.
 //
+// # Shape: rounds over operations
+//
+// Every primitive is a thin layer over one machinery:
+//
+//   - Node.Eval(ctx, name, keys, args) runs the Lua script name
+//     (quorum/redisnode/scripts/<name>.lua, one file per operation)
+//     atomically on one master. A Node knows nothing of locks.
+//   - An op is one request for every master: script, keys, args, timeout.
+//   - Engine.send starts an op on every master at once (each on its
+//     master's worker pool, on a context the caller cannot cancel) and
+//     returns a round. Engine.follow sends a follow-up to each master only
+//     after that master's request in an earlier round returned, so that
+//     it can never overtake it on the master's ordered connection.
+//   - round.count reads the answers as they arrive and stops as soon as a
+//     rule decides: grantRule for acquisitions (yes at quorum; no once a
+//     quorum answered and yes can no longer reach it; else no quorum),
+//     strictRule for releases and extensions (no only when N - quorum + 1
+//     masters said no). A predicate says whether one master's answer is a
+//     yes. A restarted master's answer never counts (see Restarted
+//     masters); tally.err turns "no quorum" into a *QuorumError.
+//   - Engine.undo sends the primitive's undo op (token-checked) to every
+//     master that may hold what a failed round did, timed-out ones
+//     included, each after its own request returned.
+//   - retry runs a blocking primitive's tries until granted or WAIT runs
+//     out, woken by release notifications from any proxy.
+//   - Engine.spread writes a chosen value (a fence) back until a quorum
+//     holds it, for primitives whose safety needs that.
+//
+// Plain and multi-resource locks (lock.go) are the reference primitive: a
+// lockSet names the keys, lock_acquire / lock_fence / lock_release /
+// lock_extend are its scripts, decodeAcquire reads one master's answer.
+//
+// # How to add a primitive
+//
+//  1. Write one script per operation in quorum/redisnode/scripts, named
+//     <primitive>_<operation>.lua: atomic, token-checked and idempotent on
+//     one master (a resend must never report a false "taken" nor touch
+//     another owner's keys); every key it writes expires, or is deleted
+//     when the primitive is no longer live.
+//  2. In a new file of this package, name the keys (under
+//     Options.MetaPrefix for anything that is not a lock key), build the
+//     ops, and write the operation as: send, count with a rule and a yes
+//     predicate, undo on failure; wrap acquisitions that may wait in
+//     retry. Decide what a quorum of answers must agree on for the
+//     primitive's invariant to hold, and write that argument in this doc.
+//  3. Test it with the exhaustive subset test's pattern (engine_test.go):
+//     the fakes run the real scripts on embedded masters with faults
+//     injected, so the Lua is what the unit tests exercise.
+//
 // # What a grant means
 //
 // A Lease is returned only when, within one attempt:
@@ -22,25 +71,76 @@
 // each only once its acquire returned (so the release cannot overtake it),
 // on a context that outlives the caller's.
 //
+// A multi-resource lock is one lock over a set: duplicates are dropped and
+// the keys are sorted, so every master takes the whole set or none of it
+// in one script; two requests over overlapping sets therefore contend like
+// two plain locks, and cannot hold half each.
+//
+// Unlock reports held only with a quorum of masters that released every
+// key, and not held only when N - quorum + 1 masters said so (then no
+// quorum can have held it up to the release); otherwise it is an error, as
+// the answers decide nothing. Extend follows the same rule.
+//
 // # Fencing
 //
-// Each master keeps, per resource, a fence counter under the meta prefix.
-// The acquire script, in the same atomic step that takes the lock, raises
-// the counter to max(counter, floor)+1 and returns it. The fence is the
-// highest value returned by the acquiring quorum. A master that returned
-// exactly that value already holds it; if fewer than a quorum did (their
-// counters disagreed), the fence is written back to the others with
-// "counter = max(counter, fence) if the lock is still mine" until a quorum
-// holds it. In the usual case (counters agree) a grant takes one round.
+// Each master m keeps three kinds of keys under the meta prefix:
 //
-// Let G1 be granted before G2 on the same resource. The quorum that holds
-// G1's fence F1 and the quorum that acquired G2 share at least one master
-// m. On m, F1 was written while G1 held the lock, and G2 could only take
-// the lock on m after G1's key there was gone; so G2's acquire raised m's
-// counter to at least F1+1, and G2's fence is greater than F1.
-// ("Increment on each master and return the max" without the write-back
-// is not monotonic: two grants can meet on a master that never saw the
-// first grant's maximum.)
+//   - fence-hwm, its fence sequence: never lowered, no expiry, at least
+//     every fence m ever stored (one key per master, not per resource);
+//   - fence-lag, a lagging bound (at most the sequence), which expires
+//     FenceLag after it was created;
+//   - fence:<r> for each resource r that is held or was held within the
+//     last ttl + FenceLag: its latest fence, expiring FenceLag after the
+//     lock's own ttl, deleted with the lock by a release.
+//
+// The acquire script, in the same atomic step that takes the lock, gives r
+// the fence c = max(P, fence:<r> + 1, fence-lag + 1), where P is the
+// proxy's proposal (above every fence and sequence this proxy has seen,
+// so masters usually agree); when fence-lag is absent it is first created
+// from the sequence. It stores c in fence:<r>, raises the sequence, and
+// returns the sequence with c. The fence is the highest c of the acquiring
+// quorum; if fewer than a quorum returned exactly that, it is written back
+// ("fence:<r> = max(fence:<r>, fence) if the lock is still mine") until a
+// quorum holds it. A release folds fence:<r> into fence-lag (if fence-lag
+// exists) before deleting it. So nothing per resource outlives the lock by
+// more than FenceLag, and fences of different resources are comparable.
+//
+// On one master, once F was stored in fence:<r>, every later acquisition
+// of r there gets c > F. If fence:<r> is present at that acquisition, it
+// holds at least F (stored values only rise while the key lives, and a key
+// re-created since was created by a later acquisition, which by induction
+// got more than F). If it is absent, the key holding F (or more) ended:
+//
+//   - by a release: that release raised fence-lag to at least F if it
+//     existed; a fence-lag created later is created from the sequence,
+//     which was at least F; either way fence-lag + 1 > F while it lives,
+//     and a new one is created from the sequence again;
+//   - by expiry, at least FenceLag after its last write: a fence-lag that
+//     still lives was created less than FenceLag ago, so after that write,
+//     from a sequence that was already at least F; one that does not is
+//     created now, from the sequence.
+//
+// Across masters: let G1 be granted before G2 on the same resource. The
+// quorum that holds G1's fence F1 and the quorum that acquired G2 share a
+// master m. On m, F1 was stored while G1 held the lock, and G2 took the
+// lock on m after G1's key there was gone; so G2's c on m is above F1, and
+// G2's fence (the maximum) is greater than F1. ("Take a fence on each
+// master and return the max" without the write-back is not monotonic: two
+// grants can meet on a master that never saw the first grant's maximum.)
+//
+// FenceLag is a constant of the version, not a setting: the argument needs
+// every proxy to write fence keys with at least the lifetime that every
+// proxy gives fence-lag. Expiry is measured by each master's own clock,
+// which Redlock already assumes does not jump.
+//
+// Upgrading from the layout before 1.1 (a counter fence:<r> without expiry
+// per resource ever locked, fence-floor and fence-hwm per master) issues
+// no lower fence: fence-hwm was kept at least every counter and the floor,
+// and is the sequence now; an old counter, if present, is read like a
+// fence key. Old counters are never deleted by the proxy except by a
+// release of their resource; they are harmless and may be deleted by hand
+// once every proxy runs 1.1. Proxies before and after 1.1 must not serve
+// the same masters at once: an old proxy ignores fence-lag.
 //
 // # Restarted masters
 //
@@ -52,14 +152,15 @@
 // Options.Quarantine (limits.max_ttl: every lock it may have held has
 // expired by then); releases and rollbacks still go to it.
 //
-// Before it votes again its fence floor is raised: every fence write-back
-// also raises the master's high-water mark, and the floor of a restarted
-// master becomes the highest high-water mark of a quorum of the other
-// masters (and at least the highest fence this engine issued). The acquire
-// script reads every counter as at least the floor. A fence F written back
-// to a quorum Qw before the restart is thus never lost: a quorum Qr of the
-// N-1 other masters and the q-1 or more members of Qw other than the
-// restarted one share at least 2q-N >= 1 master, which holds F.
+// Before it votes again its fence sequence is raised: the floor of a
+// restarted master becomes the highest sequence of a quorum of the other
+// masters (and at least the highest fence this engine issued), and it is
+// written to the master's sequence (and to fence-lag, if one exists
+// already). A fence F held by a quorum Qw before the restart is thus never
+// lost: a quorum Qr of the N-1 other masters and the q-1 or more members of
+// Qw other than the restarted one share at least 2q-N >= 1 master, whose
+// sequence is at least F; the restarted master's next fence-lag comes
+// from its raised sequence, so every fence it gives is above F.
 //
 // # What is NOT guaranteed
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,10 +21,26 @@ type cluster struct {
 
 func newCluster(t testing.TB, n int, opts Options) *cluster {
 	t.Helper()
+	c := buildCluster(t, n, opts)
+	t.Cleanup(c.close)
+	return c
+}
+
+// close closes the engine and recycles the fakes.
+func (c *cluster) close() {
+	c.eng.Close()
+	for _, f := range c.nodes {
+		f.recycle()
+	}
+}
+
+// buildCluster is newCluster for a caller that closes the cluster itself.
+func buildCluster(t testing.TB, n int, opts Options) *cluster {
+	t.Helper()
 	c := &cluster{wake: NewWakeups()}
 	nodes := make([]Node, n)
 	for i := range n {
-		f := newFake(fmt.Sprintf("m%d", i), c.wake.Notify)
+		f := getFake(t, fmt.Sprintf("m%d", i), c.wake.Notify)
 		c.nodes = append(c.nodes, f)
 		nodes[i] = f
 	}
@@ -36,7 +53,6 @@ func newCluster(t testing.TB, n int, opts Options) *cluster {
 		t.Fatal(err)
 	}
 	c.eng = eng
-	t.Cleanup(eng.Close)
 	return c
 }
 
@@ -51,7 +67,11 @@ func (c *cluster) holders(key, token string) int {
 	return n
 }
 
+// settle lets held requests land, then waits for every request in flight.
 func (c *cluster) settle() {
+	for _, f := range c.nodes {
+		f.unhold()
+	}
 	c.eng.Close()
 	for _, f := range c.nodes {
 		f.drain()
@@ -70,43 +90,61 @@ const (
 func (s masterState) String() string { return [...]string{"ok", "down", "taken", "slow"}[s] }
 
 // TestLockEverySubset tries every assignment of {ok, down, taken, slow} to
-// the masters for N=3 and N=5 and checks grant, refusal, the kind of
-// refusal, and that a refused attempt leaves nothing behind, late requests
-// to slow masters included.
+// the masters for N=3 and N=5, for a plain lock and for a multi-resource
+// lock (where "taken" means one of its three resources is held by another),
+// and checks grant, refusal, the kind of refusal, and that a refused
+// attempt leaves nothing behind on any master, late requests to slow
+// masters included.
 func TestLockEverySubset(t *testing.T) {
-	for _, n := range []int{3, 5} {
-		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
-			total := 1
-			for range n {
-				total *= 4
-			}
-			sem := make(chan struct{}, 64)
-			var wg sync.WaitGroup
-			for combo := range total {
-				states := make([]masterState, n)
-				for i, x := 0, combo; i < n; i, x = i+1, x/4 {
-					states[i] = masterState(x % 4)
+	for _, multi := range []bool{false, true} {
+		for _, n := range []int{3, 5} {
+			t.Run(fmt.Sprintf("N=%d/multi=%v", n, multi), func(t *testing.T) {
+				total := 1
+				for range n {
+					total *= 4
 				}
-				for _, fixed := range []bool{false, true} {
-					wg.Add(1)
-					sem <- struct{}{}
-					go func() {
-						defer wg.Done()
-						defer func() { <-sem }()
-						checkSubset(t, states, fixed)
-					}()
+				const parallel = 64
+				warmFakes(t, parallel*n)
+				sem := make(chan struct{}, parallel)
+				var wg sync.WaitGroup
+				for combo := range total {
+					states := make([]masterState, n)
+					for i, x := 0, combo; i < n; i, x = i+1, x/4 {
+						states[i] = masterState(x % 4)
+					}
+					for _, fixed := range []bool{false, true} {
+						wg.Add(1)
+						sem <- struct{}{}
+						if combo < parallel {
+							// Ramp up: 64 clusters starting at once
+							// under -race starve their own first rounds.
+							time.Sleep(5 * time.Millisecond)
+						}
+						go func() {
+							defer wg.Done()
+							defer func() { <-sem }()
+							checkSubset(t, states, fixed, multi)
+						}()
+					}
 				}
-			}
-			wg.Wait()
-		})
+				wg.Wait()
+			})
+		}
 	}
 }
 
-func checkSubset(t *testing.T, states []masterState, fixed bool) {
+func checkSubset(t *testing.T, states []masterState, fixed, multi bool) {
 	// 64 of these run at once under -race on two cores: give each round
-	// room, so that only the "slow" masters time out.
-	const timeout = 100 * time.Millisecond
-	c := newCluster(t, len(states), Options{MasterTimeout: timeout})
+	// room, so that only the "slow" masters time out. Those hold every
+	// request until the lock call returned, then let them land.
+	const timeout = 250 * time.Millisecond
+	c := buildCluster(t, len(states), Options{MasterTimeout: timeout})
+	defer c.close()
+	resources, taken := []string{"r"}, "r"
+	if multi {
+		// Not in canonical order, and the taken one in the middle.
+		resources, taken = []string{"c", "a", "b"}, "b"
+	}
 	var ok, answered int
 	for i, s := range states {
 		switch s {
@@ -117,9 +155,9 @@ func checkSubset(t *testing.T, states []masterState, fixed bool) {
 			c.nodes[i].setDown(true)
 		case stTaken:
 			answered++
-			c.nodes[i].set("r", "other", time.Minute)
+			c.nodes[i].set(taken, "other", time.Minute)
 		case stSlow:
-			c.nodes[i].setDelay(3 * timeout)
+			c.nodes[i].hold()
 		}
 	}
 	q := len(states)/2 + 1
@@ -127,20 +165,27 @@ func checkSubset(t *testing.T, states []masterState, fixed bool) {
 	if fixed {
 		token = "mine"
 	}
-	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"r"}, TTL: 10 * time.Second, Token: token})
+	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: resources, TTL: 10 * time.Second, Token: token})
 	c.settle()
-	name := fmt.Sprintf("%v fixed=%v", states, fixed)
+	name := fmt.Sprintf("%v fixed=%v multi=%v", states, fixed, multi)
 	switch {
 	case ok >= q:
 		if err != nil || lease == nil {
 			t.Errorf("%s: want grant, got lease=%v err=%v", name, lease, err)
 			return
 		}
-		if h := c.holders("r", lease.Token); h < q {
-			t.Errorf("%s: granted but held on %d masters", name, h)
+		for _, r := range resources {
+			if h := c.holders(r, lease.Token); h < q {
+				t.Errorf("%s: granted but %s held on %d masters", name, r, h)
+			}
 		}
-		if lease.Fences[0] != 1 {
-			t.Errorf("%s: first fence = %d, want 1", name, lease.Fences[0])
+		if !slices.Equal(lease.Resources, resources) || len(lease.Fences) != len(resources) {
+			t.Errorf("%s: lease %+v for %v", name, lease, resources)
+		}
+		for _, f := range lease.Fences {
+			if f != 1 {
+				t.Errorf("%s: first fences = %v, want 1 each", name, lease.Fences)
+			}
 		}
 	case answered >= q:
 		if err != nil || lease != nil {
@@ -154,15 +199,22 @@ func checkSubset(t *testing.T, states []masterState, fixed bool) {
 			t.Errorf("%s: QuorumError %+v, want got=%d need=%d", name, qe, answered, q)
 		}
 	}
-	if lease == nil {
-		for i, f := range c.nodes {
-			v, held := f.value("r")
-			if states[i] == stTaken {
-				if v != "other" {
+	if lease != nil {
+		return
+	}
+	// Refused: each master holds what it held before (the other owner's
+	// lock) and the master-wide fence bounds, nothing of this attempt.
+	lag, seq := c.eng.fenceKeys()
+	for i, f := range c.nodes {
+		for _, k := range f.keys() {
+			switch {
+			case k == taken && states[i] == stTaken:
+				if v, _ := f.value(k); v != "other" {
 					t.Errorf("%s: master %d: other's lock became %q", name, i, v)
 				}
-			} else if held {
-				t.Errorf("%s: master %d left holding %q after a refused lock", name, i, v)
+			case k == lag || k == seq:
+			default:
+				t.Errorf("%s: master %d: key %q left behind by a refused lock", name, i, k)
 			}
 		}
 	}
@@ -231,6 +283,88 @@ func TestUnlockNoQuorum(t *testing.T) {
 	}
 }
 
+// TestReleaseReplyRule: a release or extension reports "not held" only
+// when N - quorum + 1 masters said so; when the answers in time decide
+// neither way (a holder is slow), it is a *QuorumError, never "lost".
+func TestReleaseReplyRule(t *testing.T) {
+	// Each case: which of 5 masters hold the lock, which are slow (their
+	// answers come after the round), which are down.
+	const (
+		h = iota // holds, answers
+		n        // does not hold, answers
+		s        // holds, slow
+		d        // holds, down
+	)
+	tests := []struct {
+		name    string
+		masters [5]int
+		want    string // "held", "not held", "no quorum"
+	}{
+		{"all hold", [5]int{h, h, h, h, h}, "held"},
+		{"quorum holds, two slow", [5]int{h, h, h, s, s}, "held"},
+		{"quorum holds, two down", [5]int{h, h, h, d, d}, "held"},
+		{"bare quorum held, two holders slow", [5]int{h, n, n, s, s}, "no quorum"},
+		{"bare quorum held, one holder down, one slow", [5]int{h, h, n, n, s}, "no quorum"},
+		{"three say not held", [5]int{n, n, n, s, s}, "not held"},
+		{"nobody holds", [5]int{n, n, n, n, n}, "not held"},
+		{"two answer", [5]int{h, n, d, s, s}, "no quorum"},
+	}
+	for _, tc := range tests {
+		for _, op := range []string{"unlock", "extend"} {
+			t.Run(op+"/"+tc.name, func(t *testing.T) {
+				c := newCluster(t, 5, Options{})
+				ctx := context.Background()
+				lease, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"a"}, TTL: 10 * time.Second})
+				if err != nil || lease == nil {
+					t.Fatalf("lock: %v %v", lease, err)
+				}
+				for i, st := range tc.masters {
+					switch st {
+					case n:
+						c.nodes[i].del("a")
+					case s:
+						c.nodes[i].hold()
+					case d:
+						c.nodes[i].setDown(true)
+					}
+				}
+				var got string
+				var err2 error
+				if op == "unlock" {
+					var held bool
+					held, err2 = c.eng.Unlock(ctx, []string{"a"}, lease.Token)
+					got = map[bool]string{true: "held", false: "not held"}[held]
+				} else {
+					var v time.Duration
+					v, err2 = c.eng.Extend(ctx, []string{"a"}, lease.Token, 10*time.Second)
+					got = map[bool]string{true: "held", false: "not held"}[v > 0]
+				}
+				if errors.Is(err2, ErrNoQuorum) {
+					got = "no quorum"
+				} else if err2 != nil {
+					t.Fatalf("%s: %v", op, err2)
+				}
+				if got != tc.want {
+					t.Fatalf("%s %v = %s (%v), want %s", op, tc.masters, got, err2, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// TestTinyTTLIsNotGranted: a ttl of 1 or 2 ms on healthy masters has no
+// validity left: the caller sees "not granted", never a quorum error (the
+// per-master timeout does not shrink to the ttl).
+func TestTinyTTLIsNotGranted(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	for _, ttl := range []time.Duration{time.Millisecond, 2 * time.Millisecond} {
+		lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"tiny"}, TTL: ttl})
+		if lease != nil || err != nil {
+			t.Fatalf("ttl %v: lease=%v err=%v, want not granted", ttl, lease, err)
+		}
+	}
+}
+
 // TestFencesIncrease grants one resource many times while random minorities
 // of masters are down, and checks that fences strictly increase.
 func TestFencesIncrease(t *testing.T) {
@@ -259,9 +393,7 @@ func TestFencesIncrease(t *testing.T) {
 		// Masters that were down during the release keep the key until its
 		// ttl; stand in for that expiry.
 		for _, f := range c.nodes {
-			f.mu.Lock()
-			delete(f.data, "f")
-			f.mu.Unlock()
+			f.del("f")
 		}
 	}
 }
@@ -306,10 +438,15 @@ func TestReservedAndBadRequests(t *testing.T) {
 			t.Errorf("Lock(%+v) = %v, want %v", tc.req, err, tc.want)
 		}
 	}
+	for i, f := range c.nodes {
+		if n := f.calls("lock_acquire"); n != 0 {
+			t.Errorf("master %d ran %d acquires for bad requests", i, n)
+		}
+	}
 }
 
 func TestQuorumOption(t *testing.T) {
-	nodes := []Node{newFake("a", nil), newFake("b", nil), newFake("c", nil)}
+	nodes := []Node{newFake(t, "a", nil), newFake(t, "b", nil), newFake(t, "c", nil)}
 	for _, q := range []int{1, 4} {
 		if _, err := New(nodes, Options{Quorum: q}); err == nil {
 			t.Errorf("quorum %d of 3 accepted", q)

@@ -1,41 +1,150 @@
 package quorum
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/proto"
+	"github.com/alicebob/miniredis/v2/server"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/redisnode/scripts"
 )
 
 var errDown = errors.New("fake: connection refused")
 
-// fakeNode is an in-memory master for unit tests. Down makes every request
-// fail at once. A positive delay makes requests land late, in FIFO order
-// (like commands pipelined on one connection): the caller may time out, yet
-// the request still takes effect afterwards.
+// luaScripts are the real scripts, run by every fake: the engine's unit
+// tests exercise the Lua that production runs, not a Go copy of it.
+var luaScripts = scripts.All()
+
+// fakeNode is a master for unit tests: an embedded miniredis (real Lua,
+// real expiry on the wall clock) behind fault injection. Down makes every
+// request fail at once. A positive delay makes requests land late, in FIFO
+// order (like commands pipelined on one connection): the caller may time
+// out, yet the request still takes effect afterwards.
 type fakeNode struct {
 	addr   string
-	notify func(string)
+	notify atomic.Pointer[func(string)]
+	m      *miniredis.Miniredis
+	sub    *miniredis.Subscriber
 
 	mu        sync.Mutex
+	peer      *server.Peer
+	out       bytes.Buffer
 	runID     string
 	conn      uint64
-	data      map[string]fakeVal
 	subs      map[string]bool
 	down      bool
 	delay     time.Duration
 	sendDelay time.Duration // before a request is sent (see do)
 	queue     []lateOp
+	working   bool          // a worker applies the queue
+	gate      chan struct{} // while open (not closed), late requests wait for it
 	queued    sync.WaitGroup
+	evals     map[string]int // script name -> calls that ran
+	vm        *luaVM
 }
 
-type fakeVal struct {
-	v   string
-	exp time.Time // zero: no expiry
+// idleFakes keeps fakes for reuse: the exhaustive tests build thousands
+// of clusters, and starting an embedded master (a listener, a command
+// table) and a Lua state costs more than the test itself.
+var idleFakes = make(chan *fakeNode, 1024)
+
+// newFake returns a fake master for the test, from idleFakes if one is
+// idle; it goes back there when the test ends.
+func newFake(t testing.TB, addr string, notify func(string)) *fakeNode {
+	t.Helper()
+	f := getFake(t, addr, notify)
+	t.Cleanup(f.recycle)
+	return f
 }
 
-func newFake(addr string, notify func(string)) *fakeNode {
-	return &fakeNode{addr: addr, notify: notify, runID: addr + "-run-1", conn: 1, data: map[string]fakeVal{}, subs: map[string]bool{}}
+// getFake is newFake for a caller that recycles the fake itself.
+func getFake(t testing.TB, addr string, notify func(string)) *fakeNode {
+	t.Helper()
+	var f *fakeNode
+	select {
+	case f = <-idleFakes:
+	default:
+		f = startFake(t)
+	}
+	f.mu.Lock()
+	f.addr, f.runID, f.conn = addr, addr+"-run-1", 1
+	if notify != nil {
+		f.notify.Store(&notify)
+	}
+	f.mu.Unlock()
+	return f
+}
+
+// warmFakes starts n idle fakes ahead of a test that builds many clusters
+// at once, so that starting them does not starve the first rounds.
+func warmFakes(t testing.TB, n int) {
+	for range n - len(idleFakes) {
+		f := startFake(t)
+		// Run every script once: the first run of each costs more.
+		for name := range luaScripts {
+			f.vm.run(name, []string{"k1", "k2", "k3", "k4"}, []string{"t", "1", "1", "1"})
+		}
+		f.m.FlushAll()
+		idleFakes <- f
+	}
+}
+
+// recycle resets the fake and makes it idle again (or closes it).
+func (f *fakeNode) recycle() {
+	f.unhold()
+	f.drain()
+	f.mu.Lock()
+	for ch := range f.subs {
+		f.sub.Unsubscribe(ch)
+	}
+	f.subs = map[string]bool{}
+	f.evals = map[string]int{}
+	f.down, f.delay, f.sendDelay = false, 0, 0
+	f.notify.Store(nil)
+	f.m.FlushAll()
+	f.mu.Unlock()
+	select {
+	case idleFakes <- f:
+	default:
+		f.close()
+	}
+}
+
+func startFake(t testing.TB) *fakeNode {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m.ClockTTL(true)
+	f := &fakeNode{m: m, subs: map[string]bool{}, evals: map[string]int{}}
+	f.peer = server.NewPeer(bufio.NewWriter(&f.out))
+	f.vm = newLuaVM(f.run)
+	f.sub = m.NewSubscriber()
+	msgs := f.sub.Messages()
+	go func() {
+		for msg := range msgs {
+			// Not under mu: a script publishes while mu is held.
+			if notify := f.notify.Load(); notify != nil {
+				(*notify)(msg.Channel)
+			}
+		}
+	}()
+	return f
+}
+
+func (f *fakeNode) close() {
+	f.sub.Close()
+	f.m.Close()
 }
 
 // restart loses every key and comes back with a new run_id, as a master
@@ -43,9 +152,9 @@ func newFake(addr string, notify func(string)) *fakeNode {
 func (f *fakeNode) restart() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.data = map[string]fakeVal{}
+	f.m.FlushAll()
 	f.conn++
-	f.runID = f.addr + "-run-" + uitoa(f.conn)
+	f.runID = f.addr + "-run-" + strconv.FormatUint(f.conn, 10)
 }
 
 func (f *fakeNode) Identity() Identity {
@@ -54,23 +163,8 @@ func (f *fakeNode) Identity() Identity {
 	return Identity{RunID: f.runID, Conn: f.conn}
 }
 
-func (f *fakeNode) HighWater(ctx context.Context, k Keys) (uint64, error) {
-	return do(ctx, f, func() uint64 { return max(f.counter(k.Floor), f.counter(k.HighWater)) })
-}
-
-func (f *fakeNode) RaiseFloor(ctx context.Context, k Keys, v uint64) error {
-	_, err := do(ctx, f, func() bool {
-		for _, key := range []string{k.Floor, k.HighWater} {
-			if v > f.counter(key) {
-				f.data[key] = fakeVal{v: uitoa(v)}
-			}
-		}
-		return true
-	})
-	return err
-}
-
 func (f *fakeNode) setDown(b bool) { f.mu.Lock(); f.down = b; f.mu.Unlock() }
+
 func (f *fakeNode) setSendDelay(d time.Duration) {
 	f.mu.Lock()
 	f.sendDelay = d
@@ -83,37 +177,54 @@ func (f *fakeNode) setDelay(d time.Duration) {
 	f.mu.Unlock()
 }
 
+// hold makes every request late until unhold, whatever the time: a master
+// that is slow beyond any round, however slow the test machine is.
+func (f *fakeNode) hold() {
+	f.mu.Lock()
+	f.gate = make(chan struct{})
+	f.delay = time.Nanosecond
+	f.mu.Unlock()
+}
+
+// unhold lets held requests land, in the order they were sent.
+func (f *fakeNode) unhold() {
+	f.mu.Lock()
+	if f.gate != nil {
+		close(f.gate)
+		f.gate = nil
+		f.delay = 0
+	}
+	f.mu.Unlock()
+}
+
 // drain waits until every late request has landed.
 func (f *fakeNode) drain() { f.queued.Wait() }
 
-// get returns a live value; callers hold mu.
-func (f *fakeNode) get(k string) (string, bool) {
-	v, ok := f.data[k]
-	if !ok {
-		return "", false
-	}
-	if !v.exp.IsZero() && time.Now().After(v.exp) {
-		delete(f.data, k)
-		return "", false
-	}
-	return v.v, true
-}
-
-// value reads a key from outside (tests).
+// value reads a live key from outside (tests).
 func (f *fakeNode) value(k string) (string, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.get(k)
+	v, err := f.m.Get(k)
+	return v, err == nil
 }
 
+// set writes a key from outside (tests); ttl 0 means no expiry.
 func (f *fakeNode) set(k, v string, ttl time.Duration) {
+	f.m.Set(k, v)
+	if ttl > 0 {
+		f.m.SetTTL(k, ttl)
+	}
+}
+
+// del deletes a key from outside (tests), as its expiry would.
+func (f *fakeNode) del(k string) { f.m.Del(k) }
+
+// keys lists every live key.
+func (f *fakeNode) keys() []string { return f.m.Keys() }
+
+// calls is how many times script ran on this master.
+func (f *fakeNode) calls(script string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var exp time.Time
-	if ttl > 0 {
-		exp = time.Now().Add(ttl)
-	}
-	f.data[k] = fakeVal{v: v, exp: exp}
+	return f.evals[script]
 }
 
 // do runs op atomically, now or late. Late requests are applied by one
@@ -122,7 +233,7 @@ func (f *fakeNode) set(k, v string, ttl time.Duration) {
 // Like rueidis, a request whose context ended before it could be sent is
 // not sent; sendDelay models the client-side wait before sending (a busy
 // scheduler, a full pipeline).
-func do[T any](ctx context.Context, f *fakeNode, op func() T) (T, error) {
+func do[T any](ctx context.Context, f *fakeNode, op func() (T, error)) (T, error) {
 	var zero T
 	f.mu.Lock()
 	wait := f.sendDelay
@@ -138,21 +249,29 @@ func do[T any](ctx context.Context, f *fakeNode, op func() T) (T, error) {
 		f.mu.Unlock()
 		return zero, errDown
 	}
-	if f.delay == 0 {
-		v := op()
+	if f.delay == 0 && len(f.queue) == 0 {
+		v, err := op()
 		f.mu.Unlock()
-		return v, nil
+		return v, err
 	}
-	out := make(chan T, 1)
+	type result struct {
+		v   T
+		err error
+	}
+	out := make(chan result, 1)
 	f.queued.Add(1)
-	f.queue = append(f.queue, lateOp{due: time.Now().Add(f.delay), run: func() { out <- op() }})
-	if len(f.queue) == 1 {
+	f.queue = append(f.queue, lateOp{due: time.Now().Add(f.delay), run: func() {
+		v, err := op()
+		out <- result{v, err}
+	}})
+	if !f.working {
+		f.working = true
 		go f.work()
 	}
 	f.mu.Unlock()
 	select {
-	case v := <-out:
-		return v, nil
+	case r := <-out:
+		return r.v, r.err
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}
@@ -163,17 +282,23 @@ type lateOp struct {
 	run func() // called with mu held
 }
 
-// work applies queued requests in order until the queue is empty.
+// work applies queued requests in order until the queue is empty. Only one
+// worker runs per fake (working), even across a recycle.
 func (f *fakeNode) work() {
 	for {
 		f.mu.Lock()
 		if len(f.queue) == 0 {
+			f.working = false
 			f.mu.Unlock()
 			return
 		}
 		next := f.queue[0]
+		gate := f.gate
 		f.mu.Unlock()
 		time.Sleep(time.Until(next.due))
+		if gate != nil {
+			<-gate
+		}
 		f.mu.Lock()
 		next.run()
 		f.queue = f.queue[1:]
@@ -184,106 +309,39 @@ func (f *fakeNode) work() {
 
 func (f *fakeNode) Addr() string { return f.addr }
 
-func (f *fakeNode) Acquire(ctx context.Context, k Keys, token string, ttl time.Duration) (AcquireReply, error) {
-	return do(ctx, f, func() AcquireReply {
-		for _, l := range k.Locks {
-			if v, ok := f.get(l); ok && v != token {
-				return AcquireReply{}
-			}
-		}
-		r := AcquireReply{OK: true, Fences: make([]uint64, len(k.Locks))}
-		floor := f.counter(k.Floor)
-		for i, l := range k.Locks {
-			f.data[l] = fakeVal{v: token, exp: time.Now().Add(ttl)}
-			c := max(f.counter(k.Fences[i]), floor) + 1
-			f.data[k.Fences[i]] = fakeVal{v: uitoa(c)}
-			if c > f.counter(k.HighWater) {
-				f.data[k.HighWater] = fakeVal{v: uitoa(c)}
-			}
-			r.Fences[i] = c
-		}
-		return r
+// Eval runs the real script on the embedded master.
+func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (any, error) {
+	if _, ok := luaScripts[name]; !ok {
+		return nil, fmt.Errorf("fake: no script %q", name)
+	}
+	return do(ctx, f, func() (any, error) {
+		f.evals[name]++
+		return f.vm.run(name, keys, args)
 	})
 }
 
-func (f *fakeNode) counter(key string) uint64 {
-	v, _ := f.get(key)
-	var n uint64
-	for _, c := range v {
-		n = n*10 + uint64(c-'0')
+// run dispatches one command to the embedded master and returns its raw
+// reply and the reply parsed; callers hold mu.
+func (f *fakeNode) run(cmd []string) (string, any, error) {
+	f.out.Reset()
+	f.m.Server().Dispatch(f.peer, cmd)
+	f.peer.Flush()
+	raw := f.out.String()
+	if raw == "$-1\r\n" || raw == "*-1\r\n" || raw == "_\r\n" {
+		return raw, nil, nil // proto.Parse reads a nil as ""
 	}
-	return n
-}
-
-func (f *fakeNode) SetFences(ctx context.Context, k Keys, token string, fences []uint64) (bool, error) {
-	return do(ctx, f, func() bool {
-		for _, l := range k.Locks {
-			if v, ok := f.get(l); !ok || v != token {
-				return false
-			}
-		}
-		for i, fk := range k.Fences {
-			if fences[i] > f.counter(fk) {
-				f.data[fk] = fakeVal{v: uitoa(fences[i])}
-			}
-			if fences[i] > f.counter(k.HighWater) {
-				f.data[k.HighWater] = fakeVal{v: uitoa(fences[i])}
-			}
-		}
-		return true
-	})
-}
-
-func uitoa(n uint64) string {
-	if n == 0 {
-		return "0"
+	v, err := proto.Parse(raw)
+	if err != nil {
+		return raw, nil, err
 	}
-	var b []byte
-	for n > 0 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-		n /= 10
+	if e, ok := v.(error); ok {
+		return raw, nil, e
 	}
-	return string(b)
-}
-
-func (f *fakeNode) Release(ctx context.Context, k Keys, token string) (int, error) {
-	var notify []string
-	n, err := do(ctx, f, func() int {
-		c := 0
-		for i, l := range k.Locks {
-			if v, ok := f.get(l); ok && v == token {
-				delete(f.data, l)
-				c++
-				if i < len(k.Channels) && f.subs[k.Channels[i]] {
-					notify = append(notify, k.Channels[i])
-				}
-			}
-		}
-		return c
-	})
-	if err == nil && f.notify != nil {
-		for _, ch := range notify {
-			f.notify(ch)
-		}
-	}
-	return n, err
-}
-
-func (f *fakeNode) Extend(ctx context.Context, k Keys, token string, ttl time.Duration) (int, error) {
-	return do(ctx, f, func() int {
-		c := 0
-		for _, l := range k.Locks {
-			if v, ok := f.get(l); ok && v == token {
-				f.data[l] = fakeVal{v: token, exp: time.Now().Add(ttl)}
-				c++
-			}
-		}
-		return c
-	})
+	return raw, v, nil
 }
 
 func (f *fakeNode) Ping(ctx context.Context) error {
-	_, err := do(ctx, f, func() struct{} { return struct{}{} })
+	_, err := do(ctx, f, func() (struct{}, error) { return struct{}{}, nil })
 	return err
 }
 
@@ -291,12 +349,14 @@ func (f *fakeNode) Subscribe(ch string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.subs[ch] = true
+	f.sub.Subscribe(ch)
 }
 
 func (f *fakeNode) Unsubscribe(ch string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.subs, ch)
+	f.sub.Unsubscribe(ch)
 }
 
 func (f *fakeNode) Subscribed(ctx context.Context, ch string) error {

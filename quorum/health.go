@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -150,12 +151,7 @@ func (e *Engine) healthLoop(ctx context.Context) {
 	tick := time.NewTicker(e.opts.HealthInterval)
 	defer tick.Stop()
 	for {
-		res := fanout(e, ctx, e.all(), timeout, func(ctx context.Context, nd Node) (struct{}, error) {
-			return struct{}{}, nd.Ping(ctx)
-		})
-		for range e.nodes {
-			<-res
-		}
+		e.pingAll(ctx, timeout)
 		for i := range e.nodes {
 			e.rejoin(ctx, i)
 		}
@@ -180,6 +176,28 @@ func (e *Engine) healthLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// pingAll pings every master at once, each bounded by timeout, records
+// the outcome and checks the run_id of each connection (votes), so that a
+// restart is noticed without lock traffic.
+func (e *Engine) pingAll(ctx context.Context, timeout time.Duration) {
+	var wg sync.WaitGroup
+	for i, nd := range e.nodes {
+		wg.Add(1)
+		e.bg.Add(1)
+		e.pools[i].run(func() {
+			defer e.bg.Done()
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			t0 := time.Now()
+			err := nd.Ping(cctx)
+			e.record(i, time.Since(t0), err)
+			e.votes(i)
+		})
+	}
+	wg.Wait()
 }
 
 // nextQuarantineEnd is the time until the earliest quarantine still
@@ -221,11 +239,11 @@ func (e *Engine) rejoin(ctx context.Context, i int) {
 	}
 	floor, err := e.floorFromOthers(ctx, i)
 	if err == nil {
-		var k Keys
-		k.Floor, k.HighWater = e.floorKeys()
-		_, err = callTimeout(e, ctx, i, e.opts.MasterTimeout*4, func(ctx context.Context, nd Node) (struct{}, error) {
-			return struct{}{}, nd.RaiseFloor(ctx, k, floor)
-		})
+		lag, seq := e.fenceKeys()
+		o := &op{name: "floor", script: "fence_floor", keys: []string{seq, lag}, args: []string{strconv.FormatUint(floor, 10)}}
+		cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
+		_, err = e.call(cctx, i, o)
+		cancel()
 	}
 	if err != nil {
 		e.log.Warn("restarted master cannot rejoin yet", "master", e.nodes[i].Addr(), "err", err)
@@ -253,30 +271,34 @@ func (e *Engine) rejoin(ctx context.Context, i int) {
 // rejoins with the best floor it can find: what the others hold and what it
 // issued itself.
 func (e *Engine) floorFromOthers(ctx context.Context, i int) (uint64, error) {
-	var k Keys
-	k.Floor, k.HighWater = e.floorKeys()
-	type answer struct {
+	_, seq := e.fenceKeys()
+	hw := &op{name: "floor", script: "fence_highwater", keys: []string{seq, e.opts.MetaPrefix + "fence-floor"}}
+	type reply struct {
 		v      uint64
 		intact bool
 		err    error
 	}
-	ch := make(chan answer, len(e.nodes))
+	ch := make(chan reply, len(e.nodes))
 	for j := range e.nodes {
 		if j == i {
 			continue
 		}
 		go func() {
-			v, err := callTimeout(e, ctx, j, e.opts.MasterTimeout*4, func(ctx context.Context, nd Node) (uint64, error) {
-				return nd.HighWater(ctx, k)
-			})
+			cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
+			v, err := e.call(cctx, j, hw)
+			cancel()
+			n, ok := v.(int64)
+			if err == nil && (!ok || n < 0) {
+				err = fmt.Errorf("%s: fence_highwater answered %v", e.nodes[j].Addr(), v)
+			}
 			h := &e.health[j]
 			h.mu.Lock()
 			intact := !h.needsFloor
 			h.mu.Unlock()
-			ch <- answer{v, intact, err}
+			ch <- reply{uint64(n), intact, err}
 		}()
 	}
-	top := e.maxFence.Load()
+	top := e.fences.high()
 	got, intact := 0, 0
 	for range len(e.nodes) - 1 {
 		a := <-ch

@@ -121,7 +121,7 @@ func TestRestartWithoutQuarantine(t *testing.T) {
 
 // TestFencesAcrossRestarts: fences strictly increase through two proxies
 // while masters lose their data. The sequence builds the case the fence
-// floor exists for: C misses the write-backs of fences 6-10 (its scripts
+// floor exists for: C misses fences 6-10 (its scripts
 // are refused, as in a partition), B restarts empty and rejoins, A dies;
 // the next grants can only use {B, C}, where C still holds 5.
 func TestFencesAcrossRestarts(t *testing.T) {
@@ -146,8 +146,8 @@ func TestFencesAcrossRestarts(t *testing.T) {
 		}
 	}
 	grant(5)
-	waitFor(t, time.Second, "fence 5's write-back to reach C", func() bool {
-		return cl.direct[2].Get(ctx, "redlock-proxy:fence:ledger").Val() == "5"
+	waitFor(t, time.Second, "fence 5 to reach C's fence sequence", func() bool {
+		return cl.direct[2].Get(ctx, "redlock-proxy:fence-hwm").Val() == "5"
 	})
 	// C refuses scripts: it takes no part in grants 6-10.
 	if err := cl.direct[2].Do(ctx, "ACL", "SETUSER", "default", "-eval", "-evalsha").Err(); err != nil {
@@ -157,8 +157,8 @@ func TestFencesAcrossRestarts(t *testing.T) {
 	if err := cl.direct[2].Do(ctx, "ACL", "SETUSER", "default", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v := cl.direct[2].Get(ctx, "redlock-proxy:fence:ledger").Val(); v != "5" {
-		t.Fatalf("C's counter is %q, want the stale 5 this test is about", v)
+	if v := cl.direct[2].Get(ctx, "redlock-proxy:fence-hwm").Val(); v != "5" {
+		t.Fatalf("C's fence sequence is %q, want the stale 5 this test is about", v)
 	}
 	cl.servers[1].Restart()
 	for _, c := range proxies {

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,12 +43,12 @@ func TestSlowMastersExclusion(t *testing.T) {
 	}
 
 	var (
-		mu      sync.Mutex
-		holds   []holding
-		zeros   atomic.Int64
-		refused atomic.Int64
-		wg      sync.WaitGroup
-		errs    = make(chan error, 8)
+		mu        sync.Mutex
+		holds     []holding
+		undecided atomic.Int64
+		refused   atomic.Int64
+		wg        sync.WaitGroup
+		errs      = make(chan error, 8)
 	)
 	for w := range 8 {
 		wg.Add(1)
@@ -72,14 +73,20 @@ func TestSlowMastersExclusion(t *testing.T) {
 				time.Sleep(time.Millisecond) // the protected work
 				released := time.Now()
 				v, err := c.Do(context.Background(), "RUNLOCK", "contended", g.token).Result()
-				if err != nil {
+				switch {
+				case err != nil && strings.HasPrefix(err.Error(), "NOQUORUM "):
+					// The answers in time decided nothing: allowed, as a
+					// slow master is no evidence either way.
+					undecided.Add(1)
+				case err != nil:
 					errs <- fmt.Errorf("worker %d: RUNLOCK: %w", w, err)
 					return
-				}
-				if v == int64(0) {
-					// A flapping master that held the lock did not answer
-					// the release: the proxy cannot confirm a quorum.
-					zeros.Add(1)
+				case v != int64(1):
+					// 0 means at least N-q+1 masters said the lock was not
+					// held: a grant released well within its validity was
+					// lost (say, to a late rollback of an earlier try).
+					errs <- fmt.Errorf("worker %d: RUNLOCK of an intact grant = %v", w, v)
+					return
 				}
 				mu.Lock()
 				holds = append(holds, holding{fence: g.fence, got: got, released: released, worker: w})
@@ -97,8 +104,8 @@ func TestSlowMastersExclusion(t *testing.T) {
 		t.Fatalf("only %d grants in 8s", len(holds))
 	}
 	checkExclusive(t, holds)
-	t.Logf("%d grants with two flapping masters; %d WAITs ran out; %d releases could not confirm a quorum",
-		len(holds), refused.Load(), zeros.Load())
+	t.Logf("%d grants with two flapping masters; %d WAITs ran out; %d releases undecided (NOQUORUM)",
+		len(holds), refused.Load(), undecided.Load())
 	// Once the masters run again, nothing may be left behind.
 	waitFor(t, 5*time.Second, "the late requests to drain", func() bool { return len(cl.lockKeys(t)) == 0 })
 }

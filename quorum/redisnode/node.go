@@ -7,9 +7,9 @@
 // concurrent commands on one connection per master instead of paying a
 // round trip and a syscall pair per command per pooled connection.
 //
-// Every operation is one Lua script (embedded from scripts/*.lua, sent with
-// EVALSHA and re-sent with EVAL on NOSCRIPT), so it is atomic on the master
-// and token-checked. Commands to one master share one pipelined connection
+// Every operation is one Lua script (package scripts, sent with EVALSHA and
+// re-sent with EVAL on NOSCRIPT), so it is atomic on the master and
+// token-checked; Eval converts its reply to plain Go values. Commands to one master share one pipelined connection
 // and reach it in the order they were issued.
 //
 // Release notifications use a separate dedicated connection per master in
@@ -23,12 +23,10 @@ package redisnode
 import (
 	"context"
 	"crypto/tls"
-	"embed"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,10 +34,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum"
+	"github.com/redlock-proxy/redlock-proxy/quorum/redisnode/scripts"
 )
-
-//go:embed scripts/*.lua
-var scripts embed.FS
 
 // ErrNotConnected is returned while no connection to the master exists.
 var ErrNotConnected = errors.New("redisnode: not connected")
@@ -76,7 +72,7 @@ type Node struct {
 	dialing bool
 	lastErr error
 
-	acquire, fence, release, extend, highWater, floor *rueidis.Lua
+	scripts map[string]*rueidis.Lua // by name, from package scripts
 
 	identity atomic.Pointer[quorum.Identity]
 	conns    atomic.Uint64
@@ -105,21 +101,11 @@ func New(opts Options) (*Node, error) {
 		opts.Logger = slog.Default()
 	}
 	n := &Node{opts: opts, log: opts.Logger.With("master", opts.Addr)}
-	var err error
-	load := func(name string) *rueidis.Lua {
-		if err != nil {
-			return nil
-		}
-		var b []byte
-		b, err = scripts.ReadFile("scripts/" + name)
-		return rueidis.NewLuaScript(string(b))
+	n.scripts = map[string]*rueidis.Lua{}
+	for name, src := range scripts.All() {
+		n.scripts[name] = rueidis.NewLuaScript(src)
 	}
-	n.acquire, n.fence, n.release, n.extend = load("acquire.lua"), load("fence.lua"), load("release.lua"), load("extend.lua")
-	n.highWater, n.floor = load("highwater.lua"), load("floor.lua")
 	n.identity.Store(&quorum.Identity{})
-	if err != nil {
-		return nil, fmt.Errorf("redisnode: %w", err)
-	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.dial(); err != nil {
 		n.log.Warn("master not reachable; retrying in the background", "err", err)
@@ -215,86 +201,51 @@ func (n *Node) Close() {
 // Addr implements quorum.Node.
 func (n *Node) Addr() string { return n.opts.Addr }
 
-// scriptKeys are the KEYS of acquire.lua and fence.lua: the lock keys, the
-// fence counters, then master-wide keys (floor, high-water mark).
-func scriptKeys(k quorum.Keys, last ...string) []string {
-	keys := make([]string, 0, 2*len(k.Locks)+len(last))
-	keys = append(keys, k.Locks...)
-	keys = append(keys, k.Fences...)
-	return append(keys, last...)
-}
-
-func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-
-// Acquire implements quorum.Node.
-func (n *Node) Acquire(ctx context.Context, k quorum.Keys, token string, ttl time.Duration) (quorum.AcquireReply, error) {
+// Eval implements quorum.Node: it runs the embedded script name with
+// EVALSHA (EVAL on NOSCRIPT) and converts the reply to plain Go values.
+func (n *Node) Eval(ctx context.Context, name string, keys, args []string) (any, error) {
+	s, ok := n.scripts[name]
+	if !ok {
+		return nil, fmt.Errorf("redisnode: no script %q", name)
+	}
 	c, err := n.conn()
 	if err != nil {
-		return quorum.AcquireReply{}, err
+		return nil, err
 	}
-	arr, err := n.acquire.Exec(ctx, c, scriptKeys(k, k.Floor, k.HighWater), []string{token, ms(ttl)}).ToArray()
+	return value(s.Exec(ctx, c, keys, args))
+}
+
+// value converts a script's reply to int64, string, nil or []any.
+func value(r rueidis.RedisResult) (any, error) {
+	m, err := r.ToMessage()
 	if err != nil {
-		return quorum.AcquireReply{}, err
-	}
-	if len(arr) == 0 {
-		return quorum.AcquireReply{}, errors.New("redisnode: empty acquire reply")
-	}
-	ok, err := arr[0].AsInt64()
-	if err != nil || ok != 1 {
-		return quorum.AcquireReply{}, err
-	}
-	if len(arr) != len(k.Locks)+1 {
-		return quorum.AcquireReply{}, fmt.Errorf("redisnode: acquire reply has %d elements, want %d", len(arr), len(k.Locks)+1)
-	}
-	r := quorum.AcquireReply{OK: true, Fences: make([]uint64, len(k.Locks))}
-	for i := range k.Locks {
-		s, err := arr[i+1].ToString()
-		if err != nil {
-			return quorum.AcquireReply{}, err
+		if rueidis.IsRedisNil(err) {
+			return nil, nil
 		}
-		if r.Fences[i], err = strconv.ParseUint(s, 10, 64); err != nil {
-			return quorum.AcquireReply{}, fmt.Errorf("redisnode: fence counter %q: %w", s, err)
+		return nil, err
+	}
+	return messageValue(m)
+}
+
+func messageValue(m rueidis.RedisMessage) (any, error) {
+	if m.IsNil() {
+		return nil, nil
+	}
+	if m.IsInt64() {
+		return m.ToInt64()
+	}
+	if arr, err := m.ToArray(); err == nil {
+		out := make([]any, len(arr))
+		for i, x := range arr {
+			v, err := messageValue(x)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
 		}
+		return out, nil
 	}
-	return r, nil
-}
-
-// SetFences implements quorum.Node.
-func (n *Node) SetFences(ctx context.Context, k quorum.Keys, token string, fences []uint64) (bool, error) {
-	c, err := n.conn()
-	if err != nil {
-		return false, err
-	}
-	args := make([]string, 0, 1+len(fences))
-	args = append(args, token)
-	for _, f := range fences {
-		args = append(args, strconv.FormatUint(f, 10))
-	}
-	v, err := n.fence.Exec(ctx, c, scriptKeys(k, k.HighWater), args).AsInt64()
-	return v == 1, err
-}
-
-// Release implements quorum.Node.
-func (n *Node) Release(ctx context.Context, k quorum.Keys, token string) (int, error) {
-	c, err := n.conn()
-	if err != nil {
-		return 0, err
-	}
-	args := make([]string, 0, 1+len(k.Channels))
-	args = append(args, token)
-	args = append(args, k.Channels...)
-	v, err := n.release.Exec(ctx, c, k.Locks, args).AsInt64()
-	return int(v), err
-}
-
-// Extend implements quorum.Node.
-func (n *Node) Extend(ctx context.Context, k quorum.Keys, token string, ttl time.Duration) (int, error) {
-	c, err := n.conn()
-	if err != nil {
-		return 0, err
-	}
-	v, err := n.extend.Exec(ctx, c, k.Locks, []string{token, ms(ttl)}).AsInt64()
-	return int(v), err
+	return m.ToString()
 }
 
 // Ping implements quorum.Node.
@@ -308,28 +259,6 @@ func (n *Node) Ping(ctx context.Context) error {
 
 // Identity implements quorum.Node.
 func (n *Node) Identity() quorum.Identity { return *n.identity.Load() }
-
-// HighWater implements quorum.Node.
-func (n *Node) HighWater(ctx context.Context, k quorum.Keys) (uint64, error) {
-	c, err := n.conn()
-	if err != nil {
-		return 0, err
-	}
-	s, err := n.highWater.Exec(ctx, c, []string{k.Floor, k.HighWater}, nil).ToString()
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(s, 10, 64)
-}
-
-// RaiseFloor implements quorum.Node.
-func (n *Node) RaiseFloor(ctx context.Context, k quorum.Keys, v uint64) error {
-	c, err := n.conn()
-	if err != nil {
-		return err
-	}
-	return n.floor.Exec(ctx, c, []string{k.Floor, k.HighWater}, []string{strconv.FormatUint(v, 10)}).Error()
-}
 
 // Subscribe implements quorum.Node.
 func (n *Node) Subscribe(channel string) { n.sub.want(channel, true) }

@@ -3,6 +3,8 @@ package redisnode
 import (
 	"context"
 	"errors"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,18 +12,44 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
-	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-func keys(rs ...string) quorum.Keys {
-	var k quorum.Keys
+// lockKeys lays out the keys of the lock scripts for resources rs, as the
+// engine does with MetaPrefix "meta:".
+func lockKeys(extra int, rs ...string) []string {
+	var k []string
+	k = append(k, rs...)
 	for _, r := range rs {
-		k.Locks = append(k.Locks, r)
-		k.Fences = append(k.Fences, "meta:fence:"+r)
-		k.Channels = append(k.Channels, "meta:released:"+r)
+		k = append(k, "meta:fence:"+r)
 	}
-	k.Floor, k.HighWater = "meta:fence-floor", "meta:fence-hwm"
+	if extra >= 1 {
+		k = append(k, "meta:fence-lag")
+	}
+	if extra >= 2 {
+		k = append(k, "meta:fence-hwm")
+	}
 	return k
+}
+
+const lagMS = "1000"
+
+func acquire(t *testing.T, n *Node, token string, ttl time.Duration, proposal uint64, rs ...string) []any {
+	t.Helper()
+	v, err := n.Eval(context.Background(), "lock_acquire", lockKeys(2, rs...),
+		[]string{token, strconv.FormatInt(ttl.Milliseconds(), 10), strconv.FormatUint(proposal, 10), lagMS})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	return v.([]any)
+}
+
+func release(t *testing.T, n *Node, token string, rs ...string) int64 {
+	t.Helper()
+	v, err := n.Eval(context.Background(), "lock_release", lockKeys(1, rs...), []string{token})
+	if err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	return v.(int64)
 }
 
 func setup(t *testing.T, notify func(string)) (*Node, *redis.Client, *redistest.Server) {
@@ -40,15 +68,16 @@ func setup(t *testing.T, notify func(string)) (*Node, *redis.Client, *redistest.
 func TestScripts(t *testing.T) {
 	n, rc, _ := setup(t, nil)
 	ctx := context.Background()
-	k := keys("a", "b")
 
-	// Acquire takes the next fence of each resource with the lock.
-	r, err := n.Acquire(ctx, k, "t1", time.Minute)
-	if err != nil || !r.OK || len(r.Fences) != 2 || r.Fences[0] != 1 || r.Fences[1] != 1 {
-		t.Fatalf("acquire = %+v, %v", r, err)
+	// Acquire: every key, a fence for each, the sequence raised.
+	if r := acquire(t, n, "t1", time.Minute, 1, "a", "b"); !reflect.DeepEqual(r, []any{int64(1), int64(1), int64(1), int64(1)}) {
+		t.Fatalf("acquire = %v", r)
 	}
 	if rc.Get(ctx, "meta:fence:a").Val() != "1" || rc.Get(ctx, "meta:fence-hwm").Val() != "1" {
-		t.Fatal("acquire did not store the fence and the high-water mark")
+		t.Fatal("acquire did not store the fence and the sequence")
+	}
+	if ttl := rc.PTTL(ctx, "meta:fence:a").Val(); ttl <= time.Minute || ttl > time.Minute+time.Second {
+		t.Fatalf("fence key pttl %v, want the ttl plus the lag period", ttl)
 	}
 	if v := rc.Get(ctx, "a").Val(); v != "t1" {
 		t.Fatalf("lock key holds %q, want the token", v)
@@ -56,50 +85,78 @@ func TestScripts(t *testing.T) {
 	if ttl := rc.PTTL(ctx, "b").Val(); ttl <= 0 || ttl > time.Minute {
 		t.Fatalf("pttl %v", ttl)
 	}
-	// Same token again: allowed, resets the ttl, next fence.
-	if r, err := n.Acquire(ctx, k, "t1", time.Hour); err != nil || !r.OK || r.Fences[0] != 2 {
-		t.Fatalf("re-acquire with same token = %+v, %v", r, err)
+	// Same token again: allowed, next fence; a higher proposal wins.
+	if r := acquire(t, n, "t1", time.Hour, 7, "a", "b"); !reflect.DeepEqual(r, []any{int64(1), int64(7), int64(7), int64(7)}) {
+		t.Fatalf("re-acquire with same token = %v", r)
 	}
-	// Another token, overlapping set: refused, nothing changed.
-	if r, err := n.Acquire(ctx, keys("c", "b"), "t2", time.Minute); err != nil || r.OK {
-		t.Fatalf("overlapping acquire = %+v, %v", r, err)
+	if r := acquire(t, n, "t1", time.Hour, 1, "a"); !reflect.DeepEqual(r, []any{int64(1), int64(8), int64(8)}) {
+		t.Fatalf("re-acquire below the fence = %v, want fence 8", r)
 	}
-	if rc.Exists(ctx, "c").Val() != 0 {
-		t.Fatal("refused acquire set c")
+	// Another token, overlapping set: refused with the sequence, nothing
+	// changed.
+	if r := acquire(t, n, "t2", time.Minute, 1, "c", "b"); !reflect.DeepEqual(r, []any{int64(0), int64(8)}) {
+		t.Fatalf("overlapping acquire = %v", r)
 	}
-	// Fences: raised only while held, never lowered.
-	if ok, err := n.SetFences(ctx, k, "t1", []uint64{7, 3}); !ok || err != nil {
-		t.Fatalf("set fences = %v, %v", ok, err)
+	if rc.Exists(ctx, "c", "meta:fence:c").Val() != 0 {
+		t.Fatal("refused acquire wrote c")
 	}
-	if ok, _ := n.SetFences(ctx, k, "t1", []uint64{5, 4}); !ok {
-		t.Fatal("set fences refused")
+	// Fence write-back: only while held, never lowered.
+	fence := func(token string, fs ...string) int64 {
+		v, err := n.Eval(ctx, "lock_fence", lockKeys(2, "a", "b"), append([]string{token, lagMS}, fs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(int64)
 	}
-	if a, b := rc.Get(ctx, "meta:fence:a").Val(), rc.Get(ctx, "meta:fence:b").Val(); a != "7" || b != "4" {
-		t.Fatalf("fences %s %s, want 7 4", a, b)
+	if fence("t1", "9", "3") != 1 {
+		t.Fatal("fence write-back refused")
 	}
-	if ok, _ := n.SetFences(ctx, k, "other", []uint64{100, 100}); ok {
-		t.Fatal("set fences with a wrong token succeeded")
+	if a, b, h := rc.Get(ctx, "meta:fence:a").Val(), rc.Get(ctx, "meta:fence:b").Val(), rc.Get(ctx, "meta:fence-hwm").Val(); a != "9" || b != "7" || h != "9" {
+		t.Fatalf("fences %s %s sequence %s, want 9 7 9", a, b, h)
 	}
-	// Extend.
-	if c, err := n.Extend(ctx, k, "t1", 2*time.Hour); c != 2 || err != nil {
-		t.Fatalf("extend = %d, %v", c, err)
+	if fence("other", "100", "100") != 0 || rc.Get(ctx, "meta:fence:a").Val() != "9" {
+		t.Fatal("fence write-back with a wrong token")
 	}
-	if c, _ := n.Extend(ctx, k, "other", time.Hour); c != 0 {
+	// Extend: the lock keys and their fence keys.
+	extend := func(token string, ttl string) int64 {
+		v, err := n.Eval(ctx, "lock_extend", lockKeys(0, "a", "b"), []string{token, ttl, lagMS})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(int64)
+	}
+	if c := extend("t1", "7200000"); c != 2 {
+		t.Fatalf("extend = %d", c)
+	}
+	if ttl := rc.PTTL(ctx, "meta:fence:b").Val(); ttl <= 2*time.Hour {
+		t.Fatalf("fence key pttl %v after extend", ttl)
+	}
+	if c := extend("other", "3600000"); c != 0 {
 		t.Fatalf("extend with wrong token = %d", c)
 	}
-	// Release: token-checked.
-	if c, _ := n.Release(ctx, k, "other"); c != 0 {
+	// Release: token-checked; leaves no key of the resource behind.
+	if c := release(t, n, "other", "a", "b"); c != 0 {
 		t.Fatalf("release with wrong token = %d", c)
 	}
-	if c, err := n.Release(ctx, k, "t1"); c != 2 || err != nil {
-		t.Fatalf("release = %d, %v", c, err)
+	if c := release(t, n, "t1", "a", "b"); c != 2 {
+		t.Fatalf("release = %d", c)
 	}
-	if rc.Exists(ctx, "a", "b").Val() != 0 {
+	if rc.Exists(ctx, "a", "b", "meta:fence:a", "meta:fence:b").Val() != 0 {
 		t.Fatal("keys left after release")
 	}
-	r, _ = n.Acquire(ctx, k, "t3", time.Minute)
-	if !r.OK || r.Fences[0] != 8 || r.Fences[1] != 5 {
-		t.Fatalf("acquire after release = %+v, want fences 8 5", r)
+	// The next grant still gets a greater fence: the released fences
+	// were folded into the lagging bound.
+	if r := acquire(t, n, "t3", time.Minute, 1, "a"); !reflect.DeepEqual(r, []any{int64(1), int64(10), int64(10)}) {
+		t.Fatalf("acquire after release = %v, want fence 10", r)
+	}
+	// Without a lagging bound, the next grant takes it from the sequence.
+	release(t, n, "t3", "a")
+	rc.Del(ctx, "meta:fence-lag")
+	if r := acquire(t, n, "t4", time.Minute, 1, "a"); !reflect.DeepEqual(r, []any{int64(1), int64(11), int64(11)}) {
+		t.Fatalf("acquire after the lagging bound expired = %v, want fence 11", r)
+	}
+	if ttl := rc.PTTL(ctx, "meta:fence-lag").Val(); ttl <= 0 || ttl > time.Second {
+		t.Fatalf("lagging bound pttl %v, want at most the lag period", ttl)
 	}
 }
 
@@ -108,14 +165,12 @@ func TestScripts(t *testing.T) {
 func TestNoScript(t *testing.T) {
 	n, rc, _ := setup(t, nil)
 	ctx := context.Background()
-	if _, err := n.Acquire(ctx, keys("x"), "t", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	acquire(t, n, "t", time.Minute, 1, "x")
 	if err := rc.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := n.Release(ctx, keys("x"), "t"); c != 1 || err != nil {
-		t.Fatalf("release after SCRIPT FLUSH = %d, %v", c, err)
+	if c := release(t, n, "t", "x"); c != 1 {
+		t.Fatalf("release after SCRIPT FLUSH = %d", c)
 	}
 }
 
@@ -123,8 +178,11 @@ func TestWrongTypeIsAnError(t *testing.T) {
 	n, rc, _ := setup(t, nil)
 	ctx := context.Background()
 	rc.HSet(ctx, "h", "f", "v")
-	if _, err := n.Acquire(ctx, keys("h"), "t", time.Minute); err == nil {
+	if _, err := n.Eval(ctx, "lock_acquire", lockKeys(2, "h"), []string{"t", "1000", "1", lagMS}); err == nil {
 		t.Fatal("acquire over a hash did not fail")
+	}
+	if _, err := n.Eval(ctx, "no_such_script", nil, nil); err == nil {
+		t.Fatal("an unknown script did not fail")
 	}
 }
 
@@ -138,15 +196,18 @@ func TestNotifyAndResubscribe(t *testing.T) {
 	if err := n.Subscribed(ctx, ch); err != nil {
 		t.Fatal(err)
 	}
-	n.Acquire(ctx, keys("a"), "t", time.Minute)
-	n.Release(ctx, keys("a"), "t")
+	acquire(t, n, "t", time.Minute, 1, "a")
+	releaseAnnounced := func() (any, error) {
+		return n.Eval(ctx, "lock_release", lockKeys(1, "a"), []string{"t", ch})
+	}
+	releaseAnnounced()
 	if c := <-got; c != ch {
 		t.Fatalf("notified on %q", c)
 	}
 	// The master restarts: the node reconnects and subscribes again.
 	srv.Restart()
 	for {
-		if _, err := n.Acquire(ctx, keys("a"), "t", time.Minute); err == nil {
+		if _, err := n.Eval(ctx, "lock_acquire", lockKeys(2, "a"), []string{"t", "60000", "1", lagMS}); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -163,8 +224,8 @@ func TestNotifyAndResubscribe(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if c, err := n.Release(ctx, keys("a"), "t"); c != 1 || err != nil {
-		t.Fatalf("release after restart = %d, %v", c, err)
+	if c, err := releaseAnnounced(); c != int64(1) || err != nil {
+		t.Fatalf("release after restart = %v, %v", c, err)
 	}
 	select {
 	case <-got:
@@ -189,13 +250,17 @@ func TestUnreachableAtStart(t *testing.T) {
 	}
 	defer n.Close()
 	ctx := context.Background()
-	if _, err := n.Acquire(ctx, keys("a"), "t", time.Minute); !errors.Is(err, ErrNotConnected) {
+	eval := func() error {
+		_, err := n.Eval(ctx, "lock_acquire", lockKeys(2, "a"), []string{"t", "60000", "1", lagMS})
+		return err
+	}
+	if err := eval(); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("want ErrNotConnected, got %v", err)
 	}
 	srv.Restart()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, err := n.Acquire(ctx, keys("a"), "t", time.Minute)
+		err := eval()
 		if err == nil {
 			break
 		}
@@ -209,25 +274,39 @@ func TestUnreachableAtStart(t *testing.T) {
 func TestFloorAndHighWater(t *testing.T) {
 	n, rc, _ := setup(t, nil)
 	ctx := context.Background()
-	k := keys("a")
-	n.Acquire(ctx, k, "t", time.Minute)
-	n.SetFences(ctx, k, "t", []uint64{5})
-	if v, err := n.HighWater(ctx, k); v != 5 || err != nil {
-		t.Fatalf("high water = %d, %v", v, err)
+	hw := []string{"meta:fence-hwm", "meta:fence-floor"}
+	high := func() int64 {
+		v, err := n.Eval(ctx, "fence_highwater", hw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(int64)
 	}
-	if err := n.RaiseFloor(ctx, k, 42); err != nil {
+	acquire(t, n, "t", time.Minute, 5, "a")
+	if v := high(); v != 5 {
+		t.Fatalf("high water = %d", v)
+	}
+	// The floor key of the layout before 1.1 counts.
+	rc.Set(ctx, "meta:fence-floor", "6", 0)
+	if v := high(); v != 6 {
+		t.Fatalf("high water with an old floor = %d", v)
+	}
+	if _, err := n.Eval(ctx, "fence_floor", []string{"meta:fence-hwm", "meta:fence-lag"}, []string{"42"}); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := n.HighWater(ctx, k); v != 42 {
+	if v := high(); v != 42 {
 		t.Fatalf("high water after raising the floor = %d", v)
 	}
-	// Every counter counts on from at least the floor.
-	r, err := n.Acquire(ctx, k, "t", time.Minute)
-	if err != nil || !r.OK || r.Fences[0] != 43 {
-		t.Fatalf("acquire over a floor = %+v, %v", r, err)
+	if v := rc.Get(ctx, "meta:fence-lag").Val(); v != "42" {
+		t.Fatalf("lagging bound %q after raising the floor, want 42", v)
 	}
-	if rc.Get(ctx, "meta:fence:a").Val() != "43" {
-		t.Fatal("the acquire did not store the fence above the floor")
+	// Every fence counts on from at least the floor.
+	if r := acquire(t, n, "t", time.Minute, 1, "a"); !reflect.DeepEqual(r, []any{int64(1), int64(43), int64(43)}) {
+		t.Fatalf("acquire over a floor = %v", r)
+	}
+	release(t, n, "t", "a")
+	if r := acquire(t, n, "u", time.Minute, 1, "b"); !reflect.DeepEqual(r, []any{int64(1), int64(44), int64(44)}) {
+		t.Fatalf("another resource after the floor = %v", r)
 	}
 }
 

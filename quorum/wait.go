@@ -121,3 +121,58 @@ func (wt *watch) close() {
 		}
 	}
 }
+
+// step is what a try of a blocking primitive tells retry.
+type step int
+
+const (
+	// stepFinal: retrying cannot change the outcome (granted, bad request,
+	// the caller left).
+	stepFinal step = iota
+	// stepWait: held by others, or no quorum; wait for a release or the
+	// retry delay.
+	stepWait
+)
+
+// retry runs try until it reports a final outcome or wait runs out, and
+// returns the last outcome. Between tries it sleeps for the retry delay
+// (RetryDelay +- RetryJitter), woken early by a release notification on
+// any of channels through any proxy. Every blocking primitive waits
+// through it.
+//
+// A try that is not final and runs out of wait is returned as it is (not
+// granted, or no quorum on the last try).
+func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels []string, try func() (T, step, error)) (T, error) {
+	deadline := time.Now().Add(wait)
+	var w *watch
+	defer func() {
+		if w != nil {
+			w.close()
+		}
+	}()
+	for {
+		v, st, err := try()
+		if st == stepFinal {
+			return v, err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			var zero T
+			return zero, cerr
+		}
+		if !time.Now().Before(deadline) {
+			return v, err
+		}
+		if w == nil {
+			// Subscribe before the next try, so that a release between the
+			// failed try and the subscription is not missed: the next try
+			// runs at once and sees it.
+			w = e.wake.watch(channels, e.nodes)
+			w.ready(ctx, e.opts.MasterTimeout)
+			continue
+		}
+		if err := w.sleep(ctx, min(e.retryDelay(), time.Until(deadline))); err != nil {
+			var zero T
+			return zero, err
+		}
+	}
+}

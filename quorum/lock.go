@@ -1,0 +1,349 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LockRequest asks for one lease over a set of resources.
+type LockRequest struct {
+	// Resources to lock, all or nothing. Duplicates count once.
+	Resources []string
+	// TTL is the lifetime of the keys on the masters.
+	TTL time.Duration
+	// Wait is how long to keep retrying while the resources are held;
+	// 0 tries once.
+	Wait time.Duration
+	// Token is the caller's token; "" means a fresh random token per try.
+	Token string
+}
+
+// Lease is a granted lock. It is a value: the engine keeps no copy.
+type Lease struct {
+	// Resources are the distinct resources, in the order first given.
+	Resources []string
+	// Token proves ownership; Unlock and Extend need it.
+	Token string
+	// Fences holds one fencing token per resource, parallel to Resources.
+	Fences []uint64
+	// Validity is how long the grant may be relied on, as computed at
+	// Decided: ttl - (Decided - Start) - drift.
+	Validity time.Duration
+	// Start is when the successful attempt began.
+	Start time.Time
+	// Decided is when Validity was computed.
+	Decided time.Time
+}
+
+// ValidityAt is the validity left at now: Validity less the time since it
+// was computed. A caller about to reply calls it again, so that every step
+// after the quorum counts.
+func (l *Lease) ValidityAt(now time.Time) time.Duration {
+	return l.Validity - now.Sub(l.Decided)
+}
+
+// lockSet is a lock request's resources, deduplicated and put in one
+// canonical (sorted) order, with their keys on every master.
+type lockSet struct {
+	given []string // distinct, in the order first given
+	pos   []int    // pos[i] is the index in the sorted order of given[i]
+	n     int      // len(given)
+	// keys are the lock keys, the fence keys (both sorted by resource),
+	// then the master's lagging fence bound and its fence sequence.
+	keys     []string
+	channels []string // release channels, parallel to the lock keys
+}
+
+func (ls *lockSet) locksAndFences() []string { return ls.keys[:2*ls.n] }
+
+func (ls *lockSet) releaseKeys() []string { return ls.keys[:2*ls.n+1] }
+
+// lockSet validates resources and names their keys.
+func (e *Engine) lockSet(rs []string) (*lockSet, error) {
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%w: no resources", ErrBadRequest)
+	}
+	given := make([]string, 0, len(rs))
+	for _, r := range rs {
+		if r == "" {
+			return nil, fmt.Errorf("%w: empty resource", ErrBadRequest)
+		}
+		if strings.HasPrefix(e.opts.KeyPrefix+r, e.opts.MetaPrefix) {
+			return nil, ErrReservedResource
+		}
+		if !slices.Contains(given, r) {
+			given = append(given, r)
+		}
+	}
+	sorted := given
+	if len(given) > 1 {
+		sorted = slices.Clone(given)
+		slices.Sort(sorted)
+	}
+	n := len(sorted)
+	ls := &lockSet{given: given, n: n, pos: make([]int, n), keys: make([]string, 2*n+2), channels: make([]string, n)}
+	for i, r := range sorted {
+		ls.keys[i] = e.opts.KeyPrefix + r
+		ls.keys[n+i] = e.opts.MetaPrefix + "fence:" + r
+		ls.channels[i] = e.opts.MetaPrefix + "released:" + r
+	}
+	ls.keys[2*n], ls.keys[2*n+1] = e.fenceKeys()
+	for i, r := range given {
+		ls.pos[i], _ = slices.BinarySearch(sorted, r)
+	}
+	return ls, nil
+}
+
+// fenceKeys are the master-wide lagging fence bound and fence sequence.
+func (e *Engine) fenceKeys() (lag, seq string) {
+	return e.opts.MetaPrefix + "fence-lag", e.opts.MetaPrefix + "fence-hwm"
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// acquireReply is one master's answer to lock_acquire.
+type acquireReply struct {
+	ok     bool
+	seq    uint64   // the master's fence sequence after the script
+	fences []uint64 // one per lock key, in canonical order; set when ok
+}
+
+func decodeAcquire(v any, n int) (acquireReply, bool) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 2 {
+		return acquireReply{}, false
+	}
+	flag, ok1 := arr[0].(int64)
+	seq, ok2 := arr[1].(int64)
+	if !ok1 || !ok2 {
+		return acquireReply{}, false
+	}
+	r := acquireReply{ok: flag == 1, seq: uint64(seq)}
+	if !r.ok {
+		return r, true
+	}
+	if len(arr) != n+2 {
+		return acquireReply{}, false
+	}
+	r.fences = make([]uint64, n)
+	for j := range n {
+		f, ok := arr[j+2].(int64)
+		if !ok {
+			return acquireReply{}, false
+		}
+		r.fences[j] = uint64(f)
+	}
+	return r, true
+}
+
+// Lock acquires a lease. It returns (lease, nil) when granted, (nil, nil)
+// when a quorum answered but the resources are held (after Wait ran out),
+// and a *QuorumError when fewer than a quorum answered on the last try.
+// If ctx ends while waiting, it returns ctx's error and holds nothing.
+//
+// A caller that cannot deliver the lease (its validity ran out before the
+// reply, see Lease.ValidityAt) must give it back with Abandon.
+func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("lock", t0, lease != nil, err) }()
+	ls, err := e.lockSet(req.Resources)
+	if err != nil {
+		return nil, err
+	}
+	if req.TTL <= 0 {
+		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
+	}
+	fixed := req.Token != ""
+	// tainted[i]: node i's rollback of an earlier try with the same token
+	// was not acknowledged, so its vote cannot be trusted in this call.
+	tainted := make([]bool, len(e.nodes))
+	return retry(e, ctx, req.Wait, ls.channels, func() (*Lease, step, error) {
+		token := req.Token
+		if !fixed {
+			token = NewToken()
+		}
+		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed)
+		switch {
+		case lease != nil && ctx.Err() != nil:
+			// The caller left while we were granting: hold nothing.
+			rb()
+			return nil, stepFinal, ctx.Err()
+		case lease != nil, err != nil && !errors.Is(err, ErrNoQuorum):
+			return lease, stepFinal, err
+		}
+		return nil, stepWait, err
+	})
+}
+
+// attempt is one Redlock try: acquire on a quorum, make the fences held by
+// a quorum, check validity. On failure it has rolled back before it
+// returns; on success it returns the rollback, for a caller that left.
+func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl time.Duration, tainted []bool, fixed bool) (*Lease, func(), error) {
+	start := time.Now()
+	n := ls.n
+	lag := ms(e.opts.FenceLag)
+	acq := &op{name: "lock", script: "lock_acquire", keys: ls.keys,
+		args: []string{token, ms(ttl), strconv.FormatUint(e.fences.next(), 10), lag}}
+	r := e.send(ctx, acq, e.track(token))
+	// reply decodes master i's answer; valid once r.done[i] is closed.
+	reply := func(i int) (acquireReply, bool) {
+		if r.ans[i].err != nil {
+			return acquireReply{}, false
+		}
+		a, ok := decodeAcquire(r.ans[i].val, n)
+		if ok {
+			e.fences.learn(a.seq)
+		}
+		return a, ok
+	}
+	mayHold := func(i int) bool {
+		a, ok := reply(i)
+		return r.ans[i].err != nil || !ok || a.ok || fixed
+	}
+	trusted := func(i int) bool { return !tainted[i] }
+	rollback := func() {
+		rel := &op{name: "lock", script: "lock_release", keys: ls.releaseKeys(), args: []string{token}}
+		e.undo(ctx, r, rel, mayHold, fixed, tainted)
+	}
+	t := r.count(grantRule, func(i int, _ any) bool {
+		a, ok := reply(i)
+		return ok && a.ok && trusted(i)
+	}, -1)
+	if t.verdict != decidedYes {
+		rollback()
+		return nil, nil, t.err(e, "lock")
+	}
+
+	// Each acquiring master gave every resource a fence; the lease's fence
+	// is the highest. Masters that gave exactly that already hold it.
+	fences := make([]uint64, n)
+	for i, c := range t.counted {
+		if c {
+			a, _ := reply(i)
+			for j, f := range a.fences {
+				fences[j] = max(fences[j], f)
+			}
+		}
+	}
+	holds := func(i int) bool {
+		a, ok := reply(i)
+		return ok && a.ok && slices.Equal(a.fences, fences)
+	}
+	holders := 0
+	for i, c := range t.counted {
+		if c && holds(i) {
+			holders++
+		}
+	}
+	wbArgs := make([]string, 0, 2+n)
+	wbArgs = append(wbArgs, token, lag)
+	for _, f := range fences {
+		wbArgs = append(wbArgs, strconv.FormatUint(f, 10))
+	}
+	wb := &op{name: "lock", script: "lock_fence", keys: ls.keys, args: wbArgs}
+	if holders < len(e.nodes) {
+		// Write back to the others, stragglers included; wait only while
+		// fewer than a quorum hold the fences (the usual case: masters
+		// agreed, no wait).
+		ft := e.spread(ctx, r, t.counted, holds, mayHold, trusted, wb)
+		if holders < e.quorum && ft.verdict != decidedYes {
+			rollback()
+			return nil, nil, ft.err(e, "lock")
+		}
+	}
+	for _, f := range fences {
+		e.fences.learn(f)
+	}
+
+	decided := time.Now()
+	validity := e.validity(ttl, start, decided)
+	if validity <= 0 {
+		rollback()
+		return nil, nil, nil
+	}
+	lease := &Lease{
+		Resources: ls.given,
+		Token:     token,
+		Fences:    make([]uint64, len(ls.given)),
+		Validity:  validity,
+		Start:     start,
+		Decided:   decided,
+	}
+	for i, p := range ls.pos {
+		lease.Fences[i] = fences[p]
+	}
+	return lease, rollback, nil
+}
+
+// Abandon releases a lease the caller will not use, in the background and
+// whatever happens to ctx.
+func (e *Engine) Abandon(ctx context.Context, l *Lease) {
+	ls, err := e.lockSet(l.Resources)
+	if err != nil {
+		return
+	}
+	e.awaitAcquires(l.Token)
+	// No notification: nobody saw this grant, and waking every waiter for
+	// it would only make them collide.
+	e.send(ctx, &op{name: "unlock", script: "lock_release", keys: ls.releaseKeys(), args: []string{l.Token},
+		timeout: e.releaseTimeout()}, nil)
+}
+
+// Unlock releases the resources held with token wherever they are held. It
+// reports true when they were held on a quorum up to the release, false
+// when at least N - quorum + 1 masters said they were not held, and a
+// *QuorumError when the answers that came in time decide neither. Releases
+// still in flight when it returns carry on, whatever happens to ctx.
+func (e *Engine) Unlock(ctx context.Context, resources []string, token string) (held bool, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("unlock", t0, held, err) }()
+	ls, err := e.lockSet(resources)
+	if err != nil {
+		return false, err
+	}
+	if token == "" {
+		return false, fmt.Errorf("%w: empty token", ErrBadRequest)
+	}
+	e.awaitAcquires(token)
+	args := make([]string, 0, 1+ls.n)
+	args = append(args, token)
+	args = append(args, ls.channels...)
+	// The answers count only within MasterTimeout (the round's deadline),
+	// but the releases themselves may take releaseTimeout to be sent and
+	// answered.
+	r := e.send(ctx, &op{name: "unlock", script: "lock_release", keys: ls.releaseKeys(), args: args, timeout: e.releaseTimeout()}, nil)
+	// Once decided, give the other masters a short grace: a caller that
+	// locks again right after a release should not meet a straggler, but a
+	// paused master is not worth a whole MasterTimeout on every release.
+	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, e.straggleGrace())
+	return t.verdict == decidedYes, t.err(e, "unlock")
+}
+
+// Extend resets the ttl of the resources held with token. It returns the new
+// validity; 0 when the lease is known not to be extended on a quorum (at
+// least N - quorum + 1 masters said so: it is lost); a *QuorumError when
+// the answers that came in time decide neither.
+func (e *Engine) Extend(ctx context.Context, resources []string, token string, ttl time.Duration) (validity time.Duration, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("extend", t0, validity > 0, err) }()
+	ls, err := e.lockSet(resources)
+	if err != nil {
+		return 0, err
+	}
+	if ttl <= 0 || token == "" {
+		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
+	}
+	e.awaitAcquires(token)
+	r := e.send(ctx, &op{name: "extend", script: "lock_extend", keys: ls.locksAndFences(),
+		args: []string{token, ms(ttl), ms(e.opts.FenceLag)}}, nil)
+	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, -1)
+	if t.verdict != decidedYes {
+		return 0, t.err(e, "extend")
+	}
+	return max(e.validity(ttl, t0, time.Now()), 0), nil
+}

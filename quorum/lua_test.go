@@ -1,0 +1,147 @@
+package quorum
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// luaProtos are the real scripts, compiled once for every fake.
+var luaProtos = compileScripts()
+
+func compileScripts() map[string]*lua.FunctionProto {
+	out := map[string]*lua.FunctionProto{}
+	for name, src := range luaScripts {
+		chunk, err := parse.Parse(strings.NewReader(src), name)
+		if err != nil {
+			panic(fmt.Sprintf("script %s: %v", name, err))
+		}
+		proto, err := lua.Compile(chunk, name)
+		if err != nil {
+			panic(fmt.Sprintf("script %s: %v", name, err))
+		}
+		out[name] = proto
+	}
+	return out
+}
+
+// luaVM runs the real scripts the way Redis does, on one long-lived Lua
+// state per fake master (building one per call, as an embedded EVAL does,
+// costs more than the engine under test). redis.call dispatches each
+// command to the fake's embedded master, so command semantics (expiry,
+// KEEPTTL, PUBLISH) are miniredis's, not ours. Not safe for concurrent
+// use: the fake calls it under its mutex.
+type luaVM struct {
+	L    *lua.LState
+	exec func(cmd []string) (raw string, v any, err error)
+}
+
+func newLuaVM(exec func(cmd []string) (string, any, error)) *luaVM {
+	L := lua.NewState(lua.Options{SkipOpenLibs: true, RegistrySize: 1024, CallStackSize: 64})
+	for _, lib := range []struct {
+		name string
+		open lua.LGFunction
+	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}, {lua.MathLibName, lua.OpenMath}} {
+		L.Push(L.NewFunction(lib.open))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	vm := &luaVM{L: L, exec: exec}
+	redis := L.NewTable()
+	redis.RawSetString("call", L.NewFunction(vm.call))
+	L.SetGlobal("redis", redis)
+	return vm
+}
+
+// call is redis.call: the reply converted as Redis converts it.
+func (vm *luaVM) call(L *lua.LState) int {
+	cmd := make([]string, L.GetTop())
+	for i := range cmd {
+		cmd[i] = lua.LVAsString(L.Get(i + 1))
+	}
+	raw, v, err := vm.exec(cmd)
+	if err != nil {
+		L.RaiseError("%s", err.Error())
+		return 0
+	}
+	if strings.HasPrefix(raw, "+") {
+		t := L.NewTable()
+		t.RawSetString("ok", lua.LString(v.(string)))
+		L.Push(t)
+		return 1
+	}
+	L.Push(toLua(L, v))
+	return 1
+}
+
+func toLua(L *lua.LState, v any) lua.LValue {
+	switch x := v.(type) {
+	case nil:
+		return lua.LFalse
+	case int:
+		return lua.LNumber(x)
+	case string:
+		return lua.LString(x)
+	case []any:
+		t := L.NewTable()
+		for _, e := range x {
+			t.Append(toLua(L, e))
+		}
+		return t
+	}
+	return lua.LFalse
+}
+
+// run runs script name with keys and args and returns its reply as
+// Node.Eval does (Lua numbers become integers, truncated, as in Redis).
+func (vm *luaVM) run(name string, keys, args []string) (any, error) {
+	proto, ok := luaProtos[name]
+	if !ok {
+		return nil, fmt.Errorf("fake: no script %q", name)
+	}
+	L := vm.L
+	L.SetGlobal("KEYS", strTable(L, keys))
+	L.SetGlobal("ARGV", strTable(L, args))
+	L.Push(L.NewFunctionFromProto(proto))
+	if err := L.PCall(0, 1, nil); err != nil {
+		return nil, errors.New("ERR " + err.Error())
+	}
+	v := L.Get(-1)
+	L.Pop(1)
+	return fromLua(v), nil
+}
+
+func strTable(L *lua.LState, s []string) *lua.LTable {
+	t := L.CreateTable(len(s), 0)
+	for _, x := range s {
+		t.Append(lua.LString(x))
+	}
+	return t
+}
+
+func fromLua(v lua.LValue) any {
+	switch x := v.(type) {
+	case lua.LNumber:
+		return int64(x)
+	case lua.LString:
+		return string(x)
+	case lua.LBool:
+		if x {
+			return int64(1)
+		}
+		return nil
+	case *lua.LTable:
+		if ok := x.RawGetString("ok"); ok != lua.LNil {
+			return lua.LVAsString(ok)
+		}
+		out := make([]any, 0, x.Len())
+		for i := 1; i <= x.Len(); i++ {
+			out = append(out, fromLua(x.RawGetInt(i)))
+		}
+		return out
+	}
+	return nil
+}
