@@ -11,7 +11,7 @@ import (
 
 // All returns every lock command, for the proxy's command table.
 func All(eng *quorum.Engine, lim Limits) []*proxy.Command {
-	return lockCommands(eng, lim)
+	return append(lockCommands(eng, lim), multiLockCommands(eng, lim)...)
 }
 
 // MastersInfo is the "masters" section of INFO: one line per master, as

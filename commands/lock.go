@@ -39,27 +39,34 @@ func parseLock(name string, args [][]byte, lim Limits) (lockArgs, error) {
 	if out.ttl, err = ttl(a, name, lim); err != nil {
 		return out, err
 	}
+	out.wait, out.token, err = lockOptions(a, lim)
+	return out, err
+}
+
+// lockOptions parses the options of an acquire, "[WAIT wait] [TOKEN
+// token]" in any order, each at most once, to the end of a.
+func lockOptions(a *proxy.Args, lim Limits) (w time.Duration, tok string, err error) {
 	seen := map[string]bool{}
 	for a.More() {
 		opt := a.Option()
 		if seen[opt] {
-			return out, proxy.ErrSyntax
+			return 0, "", proxy.ErrSyntax
 		}
 		seen[opt] = true
 		switch opt {
 		case "WAIT":
-			if out.wait, err = wait(a, lim); err != nil {
-				return out, err
+			if w, err = wait(a, lim); err != nil {
+				return 0, "", err
 			}
 		case "TOKEN":
-			if out.token, err = token(a); err != nil {
-				return out, err
+			if tok, err = token(a); err != nil {
+				return 0, "", err
 			}
 		default:
-			return out, proxy.ErrSyntax
+			return 0, "", proxy.ErrSyntax
 		}
 	}
-	return out, nil
+	return w, tok, nil
 }
 
 func resource(a *proxy.Args) (string, error) {

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,4 +117,66 @@ func FuzzUnlockExtendArgs(f *testing.F) {
 			t.Fatalf("accepted %q %q %q as %q %q %v", r, tok, ttlArg, res, tk, d)
 		}
 	})
+}
+
+func TestParseMultiLock(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		in        []string
+		resources []string
+		want      lockArgs
+		wantErr   string
+	}{
+		{[]string{"1000", "1", "a"}, []string{"a"}, lockArgs{ttl: 1000 * ms}, ""},
+		{[]string{"1000", "3", "c", "a", "c"}, []string{"c", "a", "c"}, lockArgs{ttl: 1000 * ms}, ""},
+		{[]string{"5", "2", "a", "b", "token", "t", "WAIT", "7"}, []string{"a", "b"}, lockArgs{ttl: 5 * ms, wait: 7 * ms, token: "t"}, ""},
+		{[]string{"5", "1", "WAIT", "7"}, []string{"WAIT"}, lockArgs{}, "ERR syntax error"}, // "7" is an option
+		{[]string{"x", "1", "a"}, nil, lockArgs{}, "ERR value is not an integer or out of range"},
+		{[]string{"0", "1", "a"}, nil, lockArgs{}, "ERR invalid expire time in 'rmultilock' command"},
+		{[]string{"5", "x", "a"}, nil, lockArgs{}, "ERR value is not an integer or out of range"},
+		{[]string{"5", "0", "a"}, nil, lockArgs{}, "ERR numkeys should be greater than 0"},
+		{[]string{"5", "-1", "a"}, nil, lockArgs{}, "ERR numkeys should be greater than 0"},
+		{[]string{"5", "2", "a"}, nil, lockArgs{}, "ERR syntax error"},
+		{[]string{"5", "1025", "a"}, nil, lockArgs{}, "ERR syntax error"},
+		{[]string{"5", "1", "a", "b"}, nil, lockArgs{}, "ERR syntax error"},
+		{[]string{"5", "2", "a", ""}, nil, lockArgs{}, "ERR resource name must not be empty"},
+		{[]string{"5", "1", "a", "WAIT", "-1"}, nil, lockArgs{}, "ERR timeout is negative"},
+		{[]string{"5", "1", "a", "TOKEN", ""}, nil, lockArgs{}, "ERR token must be 1 to 128 bytes"},
+		{[]string{"5", "1", "a", "TOKEN", "a", "TOKEN", "b"}, nil, lockArgs{}, "ERR syntax error"},
+	}
+	for _, tc := range tests {
+		got, err := parseMultiLock(args(tc.in...), testLimits)
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("parseMultiLock(%q) error = %v, want %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got.resources, tc.resources) || got.lockArgs != tc.want {
+			t.Errorf("parseMultiLock(%q) = %+v, %v; want %v %+v", tc.in, got, err, tc.resources, tc.want)
+		}
+	}
+}
+
+func TestMultiLockKeys(t *testing.T) {
+	tests := []struct {
+		in   []string
+		want []string
+	}{
+		{[]string{"rmultilock", "1000", "2", "a", "b", "WAIT", "5"}, []string{"a", "b"}},
+		{[]string{"rmultilock", "1000", "1", "a", "b"}, []string{"a"}},
+		{[]string{"rmultilock", "1000", "3", "a", "b"}, nil},
+		{[]string{"rmultilock", "1000", "0", "a"}, nil},
+		{[]string{"rmultilock", "1000", "x", "a"}, nil},
+		{[]string{"rmultilock", "1000"}, nil},
+	}
+	for _, tc := range tests {
+		var got []string
+		for _, k := range multiLockKeys(args(tc.in...)) {
+			got = append(got, string(k))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("multiLockKeys(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }

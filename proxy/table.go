@@ -54,6 +54,12 @@ type Command struct {
 	// (LastKey -1: the last argument). Dispatch checks each against the
 	// user's resource patterns before the handler runs.
 	FirstKey, LastKey, Step int
+	// Keys, if set, locates the resource arguments instead of FirstKey,
+	// LastKey and Step, for a command whose keys move (RMULTILOCK's
+	// numkeys); COMMAND then reports movablekeys, as Redis does for EVAL.
+	// It gets args with the command name and returns the resources it
+	// finds; a malformed command may yield none (the handler refuses it).
+	Keys func(args [][]byte) [][]byte
 	// Handler runs the command.
 	Handler Handler
 	// Doc describes the command for COMMAND DOCS (redis-cli hints).
@@ -128,6 +134,9 @@ func (c *Command) info() []any {
 	for _, f := range c.Flags.names() {
 		flags = append(flags, SimpleString(f))
 	}
+	if c.Keys != nil {
+		flags = append(flags, SimpleString("movablekeys"))
+	}
 	return []any{c.Name, c.Arity, flags, c.FirstKey, c.LastKey, c.Step, []any{}, []any{}, []any{}, []any{}}
 }
 
@@ -172,7 +181,18 @@ func argDocs(args []ArgDoc) []any {
 // allows reports whether u may use every resource args name (args
 // includes the command name, as key positions count it).
 func (c *Command) allows(u *user, args [][]byte) bool {
-	if c.FirstKey <= 0 || u.patterns == nil {
+	if u.patterns == nil {
+		return true
+	}
+	if c.Keys != nil {
+		for _, r := range c.Keys(args) {
+			if !u.allows(r) {
+				return false
+			}
+		}
+		return true
+	}
+	if c.FirstKey <= 0 {
 		return true
 	}
 	last := c.LastKey

@@ -81,6 +81,11 @@ func TestAuthNamespaces(t *testing.T) {
 		for _, args := range [][]any{
 			{"RLOCK", "refused:1", 10000}, {"RLOCK", "billing", 10000}, {"RUNLOCK", "refused:1", g.token},
 			{"REXTEND", "refused:2", g.token, 1000},
+			// Every member of a multi-lock is checked, wherever it stands.
+			{"RMULTILOCK", 10000, 2, "billing:a", "refused:3"},
+			{"RMULTILOCK", 10000, 2, "refused:3", "billing:a", "WAIT", 10},
+			{"RMULTIUNLOCK", g.token, "billing:inv-1", "refused:1"},
+			{"RMULTIEXTEND", g.token, 1000, "billing:inv-1", "refused:1"},
 		} {
 			expectErr(t, billing, "NOPERM No permissions to access a key", args...)
 		}
@@ -90,8 +95,8 @@ func TestAuthNamespaces(t *testing.T) {
 			}
 		}
 		for i, rc := range cl.direct {
-			// An acquire that ran would have left a fence counter.
-			if keys, _ := rc.Keys(context.Background(), "*refused*").Result(); len(keys) > 0 || rc.Exists(context.Background(), "redlock-proxy:fence:billing").Val() > 0 {
+			// An acquire that ran would have left its lock and fence keys.
+			if keys, _ := rc.Keys(context.Background(), "*refused*").Result(); len(keys) > 0 || rc.Exists(context.Background(), "redlock-proxy:fence:billing", "billing:a", "redlock-proxy:fence:billing:a").Val() > 0 {
 				t.Fatalf("RESP%d: master%d has %v after refused commands", proto, i, keys)
 			}
 		}

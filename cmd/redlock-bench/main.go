@@ -1,18 +1,21 @@
 // Command redlock-bench measures redlock-proxy beside go-redsync v4, in one
 // run, on the same Redis masters: closed-loop lock -> unlock cycles with C
 // concurrent workers for a fixed time, each cell repeated, medians
-// reported with the proxy/redsync ratio. It also measures the proxy's
-// memory with many idle client connections and its throughput as the
-// number of masters grows.
+// reported with the proxy/redsync ratio. It also measures multi-resource
+// locks (one RMULTILOCK over 3 resources beside 3 sequential RLOCKs), the
+// proxy's memory with many idle client connections and its throughput as
+// the number of masters grows.
 //
 //	go run ./cmd/redlock-bench                 # everything, 5 local masters
 //	go run ./cmd/redlock-bench -quick          # a short smoke run
+//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, idle or scale
 //
 // It starts redis-server processes on free loopback ports and the proxy
 // binary it builds from this module (or -proxy-bin), and stops them all.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -42,17 +45,20 @@ import (
 )
 
 type options struct {
-	masters   int
-	duration  time.Duration
-	repeat    int
-	concs     []int
-	keys      []int
-	ttl       time.Duration
-	idle      int
-	scale     []int
-	proxyBin  string
-	skipIdle  bool
-	skipScale bool
+	masters    int
+	duration   time.Duration
+	repeat     int
+	concs      []int
+	multiConcs []int
+	keys       []int
+	ttl        time.Duration
+	idle       int
+	scale      []int
+	proxyBin   string
+	skipCycles bool
+	skipMulti  bool
+	skipIdle   bool
+	skipScale  bool
 
 	proxyProfile string
 	proxyYAML    string
@@ -60,26 +66,36 @@ type options struct {
 
 func main() {
 	var o options
-	var concs, keys, scale string
+	var concs, multiConcs, keys, scale, only string
 	var quick bool
 	flag.IntVar(&o.masters, "masters", 5, "number of redis-server masters")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "duration of each cell")
 	flag.IntVar(&o.repeat, "repeat", 3, "runs of each cell (the median is reported)")
 	flag.StringVar(&concs, "c", "1,64", "concurrent workers, comma-separated")
+	flag.StringVar(&multiConcs, "multi-c", "16,64", "concurrent workers of the multi-resource section, comma-separated")
 	flag.StringVar(&keys, "k", "100000,10", "number of distinct resources, comma-separated (100000 = uncontended, 10 = contended)")
 	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "lock ttl")
 	flag.IntVar(&o.idle, "idle", 10000, "idle client connections for the memory measurement")
 	flag.StringVar(&scale, "scale", "3,5,7,9", "numbers of masters for the scaling measurement (C=64, uncontended)")
 	flag.StringVar(&o.proxyBin, "proxy-bin", "", "redlock-proxy binary (default: go build ./cmd/redlock-proxy)")
+	flag.BoolVar(&o.skipMulti, "skip-multi", false, "skip the multi-resource measurement")
 	flag.BoolVar(&o.skipIdle, "skip-idle", false, "skip the idle-connections measurement")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "skip the scaling measurement")
 	flag.StringVar(&o.proxyProfile, "proxy-cpuprofile", "", "have the proxy of the first environment write a CPU profile here")
 	flag.StringVar(&o.proxyYAML, "proxy-config", "", "extra YAML for the proxy's configuration, e.g. 'master_flush_delay: 300us'")
 	flag.BoolVar(&quick, "quick", false, "short run: 1s cells, 1 repeat, 1000 idle connections, no scaling")
+	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, idle or scale")
 	flag.Parse()
-	o.concs, o.keys, o.scale = ints(concs), ints(keys), ints(scale)
+	o.concs, o.multiConcs, o.keys, o.scale = ints(concs), ints(multiConcs), ints(keys), ints(scale)
 	if quick {
 		o.duration, o.repeat, o.idle, o.skipScale = time.Second, 1, 1000, true
+	}
+	if only != "" {
+		if !slices.Contains([]string{"cycles", "multi", "idle", "scale"}, only) {
+			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, idle or scale\n", only)
+			os.Exit(2)
+		}
+		o.skipCycles, o.skipMulti, o.skipIdle, o.skipScale = only != "cycles", only != "multi", only != "idle", only != "scale"
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
@@ -124,42 +140,50 @@ func run(o options) error {
 		return err
 	}
 	defer env.stop()
-	fmt.Printf("## lock -> unlock cycles, %d masters, %v per cell, median of %d\n\n", o.masters, o.duration, o.repeat)
-	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "K\tC\tdriver\tcycles/s\tacq p50\tacq p99\tacq p999\tunl p50\tunl p99\tnot granted\terrors\tkeys left\tproxy/redsync\t")
-	for _, k := range o.keys {
-		for _, c := range o.concs {
-			var rows [2]result
-			for d, drv := range []driver{env.proxyDriver(c), env.redsyncDriver(c)} {
-				var runs []result
-				var left int
-				for range o.repeat {
-					r := cycle(drv, c, k, o.duration, o.ttl)
-					n, err := env.keysLeft()
-					if err != nil {
-						return fmt.Errorf("%s K=%d C=%d: %w", drv.name, k, c, err)
+	if !o.skipCycles {
+		fmt.Printf("## lock -> unlock cycles, %d masters, %v per cell, median of %d\n\n", o.masters, o.duration, o.repeat)
+		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "K\tC\tdriver\tcycles/s\tacq p50\tacq p99\tacq p999\tunl p50\tunl p99\tnot granted\terrors\tkeys left\tproxy/redsync\t")
+		for _, k := range o.keys {
+			for _, c := range o.concs {
+				var rows [2]result
+				for d, drv := range []driver{env.proxyDriver(c), env.redsyncDriver(c)} {
+					var runs []result
+					var left int
+					for range o.repeat {
+						r := cycle(drv, c, k, 1, o.duration, o.ttl)
+						n, err := env.keysLeft()
+						if err != nil {
+							return fmt.Errorf("%s K=%d C=%d: %w", drv.name, k, c, err)
+						}
+						left += n
+						runs = append(runs, r)
 					}
-					left += n
-					runs = append(runs, r)
+					rows[d] = median(runs)
+					rows[d].left = left
+					drv.close()
 				}
-				rows[d] = median(runs)
-				rows[d].left = left
-				drv.close()
-			}
-			for d, r := range rows {
-				ratio := ""
-				if d == 0 && rows[1].rate > 0 {
-					ratio = fmt.Sprintf("%.2fx", r.rate/rows[1].rate)
+				for d, r := range rows {
+					ratio := ""
+					if d == 0 && rows[1].rate > 0 {
+						ratio = fmt.Sprintf("%.2fx", r.rate/rows[1].rate)
+					}
+					fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", k, c, r.name, r.rate,
+						us(r.acq[0]), us(r.acq[1]), us(r.acq[2]), us(r.unl[0]), us(r.unl[1]), r.notGranted, r.errors, r.left, ratio)
 				}
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", k, c, r.name, r.rate,
-					us(r.acq[0]), us(r.acq[1]), us(r.acq[2]), us(r.unl[0]), us(r.unl[1]), r.notGranted, r.errors, r.left, ratio)
-			}
-			if rows[0].rate > 0 && rows[1].rate > 0 {
-				fmt.Fprintf(tw, "\t\t\tacq p50 proxy/redsync\t\t%.2fx\t\t\t\t\t\t\t\t\t\n", float64(rows[0].acq[0])/float64(rows[1].acq[0]))
+				if rows[0].rate > 0 && rows[1].rate > 0 {
+					fmt.Fprintf(tw, "\t\t\tacq p50 proxy/redsync\t\t%.2fx\t\t\t\t\t\t\t\t\t\n", float64(rows[0].acq[0])/float64(rows[1].acq[0]))
+				}
 			}
 		}
+		tw.Flush()
 	}
-	tw.Flush()
+
+	if !o.skipMulti {
+		if err := env.multi(o); err != nil {
+			return err
+		}
+	}
 
 	if !o.skipIdle {
 		if err := env.idleMemory(o.idle); err != nil {
@@ -182,7 +206,7 @@ func run(o options) error {
 			for d, drv := range []driver{e.proxyDriver(64), e.redsyncDriver(64)} {
 				var runs []result
 				for range o.repeat {
-					runs = append(runs, cycle(drv, 64, 100000, o.duration, o.ttl))
+					runs = append(runs, cycle(drv, 64, 100000, 1, o.duration, o.ttl))
 				}
 				rates[d] = median(runs).rate
 				drv.close()
@@ -199,13 +223,72 @@ func run(o options) error {
 	return nil
 }
 
+// multiWidth is the number of resources of a multi-resource cycle.
+const multiWidth = 3
+
+// multi measures multi-resource locks on e: a cycle takes multiWidth
+// distinct resources drawn from K and releases them, either with one
+// RMULTILOCK and one RMULTIUNLOCK ("multi") or with one RLOCK after the
+// other and then one RUNLOCK each ("3xRLOCK"), at each of o.multiConcs
+// workers, each cell repeated and its median reported with the
+// multi/3xRLOCK ratio.
+func (e *env) multi(o options) error {
+	fmt.Printf("\n## multi-resource locks: RMULTILOCK over %d resources beside %d sequential RLOCKs, %d masters, %v per cell, median of %d\n\n",
+		multiWidth, multiWidth, o.masters, o.duration, o.repeat)
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "K\tC\tmode\tcycles/s\tacq p50\tacq p99\tunl p50\tnot granted\terrors\tkeys left\tmulti/3xRLOCK\t")
+	for _, k := range o.keys {
+		if k < multiWidth {
+			fmt.Fprintf(os.Stderr, "multi-resource locks: K=%d skipped, fewer than %d resources\n", k, multiWidth)
+			continue
+		}
+		for _, c := range o.multiConcs {
+			var rows [2]result
+			for d, drv := range []driver{e.multiDriver(c), e.rlocksDriver(c, multiWidth)} {
+				var runs []result
+				var left int
+				for range o.repeat {
+					r := cycle(drv, c, k, multiWidth, o.duration, o.ttl)
+					if r.errors > 0 {
+						fmt.Fprintf(os.Stderr, "%s K=%d C=%d: %d errors, the first: %v\n", drv.name, k, c, r.errors, r.firstErr)
+					}
+					n, err := e.keysLeft()
+					if err != nil {
+						return fmt.Errorf("%s K=%d C=%d: %w", drv.name, k, c, err)
+					}
+					left += n
+					runs = append(runs, r)
+				}
+				rows[d] = median(runs)
+				rows[d].left = left
+				drv.close()
+			}
+			for d, r := range rows {
+				ratio := ""
+				if d == 0 && rows[1].rate > 0 {
+					ratio = fmt.Sprintf("%.2fx", r.rate/rows[1].rate)
+				}
+				fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", k, c, r.name, r.rate,
+					us(r.acq[0]), us(r.acq[1]), us(r.unl[0]), r.notGranted, r.errors, r.left, ratio)
+			}
+			if rows[0].rate > 0 && rows[1].rate > 0 {
+				fmt.Fprintf(tw, "\t\t\tacq p50 multi/3xRLOCK\t%.2fx\t\t\t\t\t\t\t\n", float64(rows[0].acq[0])/float64(rows[1].acq[0]))
+			}
+		}
+	}
+	return tw.Flush()
+}
+
 func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "us" }
 
-// driver is one way of taking and releasing locks.
+// driver is one way of taking and releasing locks. A cycle names one
+// resource (keys[0]), or several for the multi-resource drivers, which take
+// them all or none: ok is false, and nothing is left held, when any of them
+// was not granted.
 type driver struct {
 	name   string
-	lock   func(ctx context.Context, key string) (token string, ok bool, err error)
-	unlock func(ctx context.Context, key, token string) error
+	lock   func(ctx context.Context, keys []string) (token string, ok bool, err error)
+	unlock func(ctx context.Context, keys []string, token string) error
 	close  func()
 }
 
@@ -216,16 +299,19 @@ type result struct {
 	unl        [2]time.Duration // p50, p99
 	notGranted int64
 	errors     int64
-	left       int // lock keys left on the masters after the cells (all repeats)
+	firstErr   error // one of the errors, if any
+	left       int   // lock keys left on the masters after the cells (all repeats)
 }
 
-// cycle runs c workers doing lock -> unlock on k resources for d.
-func cycle(drv driver, c, k int, d, ttl time.Duration) result {
+// cycle runs c workers doing lock -> unlock on k resources for d, each
+// cycle on width distinct resources drawn at random (width <= k).
+func cycle(drv driver, c, k, width int, d, ttl time.Duration) result {
 	ctx := context.Background()
 	var (
 		cycles, notGranted, errs atomic.Int64
 		mu                       sync.Mutex
 		acqAll, unlAll           []time.Duration
+		firstErr                 error
 		wg                       sync.WaitGroup
 	)
 	deadline := time.Now().Add(d)
@@ -235,13 +321,22 @@ func cycle(drv driver, c, k int, d, ttl time.Duration) result {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 			var acq, unl []time.Duration
+			var werr error // this worker's first error
+			ids, keys := make([]int, width), make([]string, width)
 			for time.Now().Before(deadline) {
-				key := "bench:" + strconv.Itoa(rng.IntN(k))
+				for i := range keys {
+					ids[i] = rng.IntN(k)
+					for slices.Contains(ids[:i], ids[i]) {
+						ids[i] = rng.IntN(k)
+					}
+					keys[i] = "bench:" + strconv.Itoa(ids[i])
+				}
 				t0 := time.Now()
-				token, ok, err := drv.lock(ctx, key)
+				token, ok, err := drv.lock(ctx, keys)
 				acq = append(acq, time.Since(t0))
 				if err != nil {
 					errs.Add(1)
+					werr = cmp.Or(werr, err)
 					continue
 				}
 				if !ok {
@@ -249,8 +344,9 @@ func cycle(drv driver, c, k int, d, ttl time.Duration) result {
 					continue
 				}
 				t1 := time.Now()
-				if err := drv.unlock(ctx, key, token); err != nil {
+				if err := drv.unlock(ctx, keys, token); err != nil {
 					errs.Add(1)
+					werr = cmp.Or(werr, err)
 				}
 				unl = append(unl, time.Since(t1))
 				cycles.Add(1)
@@ -258,6 +354,7 @@ func cycle(drv driver, c, k int, d, ttl time.Duration) result {
 			mu.Lock()
 			acqAll = append(acqAll, acq...)
 			unlAll = append(unlAll, unl...)
+			firstErr = cmp.Or(firstErr, werr)
 			mu.Unlock()
 		}()
 	}
@@ -271,6 +368,7 @@ func cycle(drv driver, c, k int, d, ttl time.Duration) result {
 		unl:        [2]time.Duration{pct(unlAll, 0.50), pct(unlAll, 0.99)},
 		notGranted: notGranted.Load(),
 		errors:     errs.Load(),
+		firstErr:   firstErr,
 	}
 }
 
@@ -430,25 +528,139 @@ func (e *env) keysLeft() (int, error) {
 	return n, nil
 }
 
+// proxyClient is a pool of client connections to the proxy sized for c
+// workers, the same for every proxy driver.
+func (e *env) proxyClient(c int) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: e.addr, PoolSize: 2 * c, MinIdleConns: c, MaxRetries: -1})
+}
+
 func (e *env) proxyDriver(c int) driver {
-	cl := redis.NewClient(&redis.Options{Addr: e.addr, PoolSize: 2 * c, MinIdleConns: c, MaxRetries: -1})
+	cl := e.proxyClient(c)
 	ttl := strconv.FormatInt(e.ttl.Milliseconds(), 10)
 	return driver{
 		name: "proxy",
-		lock: func(ctx context.Context, key string) (string, bool, error) {
-			v, err := cl.Do(ctx, "RLOCK", key, ttl).Slice()
+		lock: func(ctx context.Context, keys []string) (string, bool, error) {
+			return rlock(ctx, cl, keys[0], ttl)
+		},
+		unlock: func(ctx context.Context, keys []string, token string) error {
+			return runlock(ctx, cl, keys[0], token)
+		},
+		close: func() { cl.Close() },
+	}
+}
+
+// rlock is RLOCK key ttl: the token, or ok false if the lock is held.
+func rlock(ctx context.Context, cl *redis.Client, key, ttl string) (token string, ok bool, err error) {
+	v, err := cl.Do(ctx, "RLOCK", key, ttl).Slice()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil || len(v) != 3 {
+		return "", false, fmt.Errorf("RLOCK: %v %v", v, err)
+	}
+	token, isString := v[0].(string)
+	if !isString {
+		return "", false, fmt.Errorf("RLOCK: token %v", v[0])
+	}
+	return token, true, nil
+}
+
+// runlock is RUNLOCK key token; anything but 1 is an error.
+func runlock(ctx context.Context, cl *redis.Client, key, token string) error {
+	n, err := cl.Do(ctx, "RUNLOCK", key, token).Int()
+	if err == nil && n != 1 {
+		err = fmt.Errorf("RUNLOCK answered %d", n)
+	}
+	return err
+}
+
+// multiDriver takes the resources of a cycle with one RMULTILOCK
+// (reply [token, validity, [fence, ...]], one fence per resource) and
+// releases them with one RMULTIUNLOCK (reply 1). A null RMULTILOCK reply is
+// "not granted"; any other reply that is not of that shape is an error.
+func (e *env) multiDriver(c int) driver {
+	cl := e.proxyClient(c)
+	ttl := strconv.FormatInt(e.ttl.Milliseconds(), 10)
+	return driver{
+		name: "multi",
+		lock: func(ctx context.Context, keys []string) (string, bool, error) {
+			args := make([]any, 0, 3+len(keys))
+			args = append(args, "RMULTILOCK", ttl, strconv.Itoa(len(keys)))
+			for _, k := range keys {
+				args = append(args, k)
+			}
+			v, err := cl.Do(ctx, args...).Slice()
 			if errors.Is(err, redis.Nil) {
 				return "", false, nil
 			}
 			if err != nil || len(v) != 3 {
-				return "", false, fmt.Errorf("RLOCK: %v %v", v, err)
+				return "", false, fmt.Errorf("RMULTILOCK: %v %v", v, err)
 			}
-			return v[0].(string), true, nil
+			token, isString := v[0].(string)
+			_, isInt := v[1].(int64)
+			fences, isArray := v[2].([]any)
+			if !isString || !isInt || !isArray || len(fences) != len(keys) {
+				return "", false, fmt.Errorf("RMULTILOCK: %v, want [token, validity, %d fences]", v, len(keys))
+			}
+			for _, f := range fences {
+				if _, isInt := f.(int64); !isInt {
+					return "", false, fmt.Errorf("RMULTILOCK: fence %v in %v", f, v)
+				}
+			}
+			return token, true, nil
 		},
-		unlock: func(ctx context.Context, key, token string) error {
-			n, err := cl.Do(ctx, "RUNLOCK", key, token).Int()
+		unlock: func(ctx context.Context, keys []string, token string) error {
+			args := make([]any, 0, 2+len(keys))
+			args = append(args, "RMULTIUNLOCK", token)
+			for _, k := range keys {
+				args = append(args, k)
+			}
+			n, err := cl.Do(ctx, args...).Int()
 			if err == nil && n != 1 {
-				err = fmt.Errorf("RUNLOCK answered %d", n)
+				err = fmt.Errorf("RMULTIUNLOCK answered %d", n)
+			}
+			if err != nil {
+				return fmt.Errorf("RMULTIUNLOCK: %w", err)
+			}
+			return nil
+		},
+		close: func() { cl.Close() },
+	}
+}
+
+// rlocksDriver takes the width resources of a cycle with one RLOCK each,
+// one after the other, and releases them with one RUNLOCK each. When one
+// is not granted (or fails), those already taken are released at once and
+// the attempt is "not granted" (or an error); its acquire latency includes
+// those releases. The token of a cycle is the RLOCK tokens, space-separated
+// (the proxy's tokens are hex).
+func (e *env) rlocksDriver(c, width int) driver {
+	cl := e.proxyClient(c)
+	ttl := strconv.FormatInt(e.ttl.Milliseconds(), 10)
+	return driver{
+		name: strconv.Itoa(width) + "xRLOCK",
+		lock: func(ctx context.Context, keys []string) (string, bool, error) {
+			tokens := make([]string, 0, len(keys))
+			for _, k := range keys {
+				token, ok, err := rlock(ctx, cl, k, ttl)
+				if err != nil || !ok {
+					for i, t := range tokens {
+						err = errors.Join(err, runlock(ctx, cl, keys[i], t))
+					}
+					return "", false, err
+				}
+				tokens = append(tokens, token)
+			}
+			return strings.Join(tokens, " "), true, nil
+		},
+		unlock: func(ctx context.Context, keys []string, token string) error {
+			tokens := strings.Split(token, " ")
+			if len(tokens) != len(keys) {
+				return fmt.Errorf("%d tokens for %d resources", len(tokens), len(keys))
+			}
+			var err error
+			for i, t := range tokens {
+				err = errors.Join(err, runlock(ctx, cl, keys[i], t))
 			}
 			return err
 		},
@@ -469,8 +681,8 @@ func (e *env) redsyncDriver(c int) driver {
 	held := map[string]*redsync.Mutex{}
 	return driver{
 		name: "redsync",
-		lock: func(ctx context.Context, key string) (string, bool, error) {
-			m := rs.NewMutex(key, redsync.WithExpiry(e.ttl), redsync.WithTries(1))
+		lock: func(ctx context.Context, keys []string) (string, bool, error) {
+			m := rs.NewMutex(keys[0], redsync.WithExpiry(e.ttl), redsync.WithTries(1))
 			err := m.LockContext(ctx)
 			var taken *redsync.ErrTaken
 			if errors.As(err, &taken) || errors.Is(err, redsync.ErrFailed) {
@@ -484,7 +696,7 @@ func (e *env) redsyncDriver(c int) driver {
 			mu.Unlock()
 			return m.Value(), true, nil
 		},
-		unlock: func(ctx context.Context, _ string, token string) error {
+		unlock: func(ctx context.Context, _ []string, token string) error {
 			mu.Lock()
 			m := held[token]
 			delete(held, token)

@@ -1,0 +1,175 @@
+package commands
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+var errNumkeys = proxy.Errorf("numkeys should be greater than 0")
+
+// multiLockArgs are RMULTILOCK's arguments.
+type multiLockArgs struct {
+	lockArgs
+	resources []string
+}
+
+// parseMultiLock parses "ttl numkeys resource... [WAIT wait] [TOKEN
+// token]". numkeys beyond the arguments given is a syntax error, as in
+// Redis's own numkeys commands (ZUNION, LMPOP), which also bounds it by
+// limits.max_args.
+func parseMultiLock(args [][]byte, lim Limits) (multiLockArgs, error) {
+	a := proxy.NewArgs(args)
+	var out multiLockArgs
+	var err error
+	if out.ttl, err = ttl(a, "rmultilock", lim); err != nil {
+		return out, err
+	}
+	if out.resources, err = numkeysResources(a); err != nil {
+		return out, err
+	}
+	out.wait, out.token, err = lockOptions(a, lim)
+	return out, err
+}
+
+// numkeysResources reads "numkeys resource...".
+func numkeysResources(a *proxy.Args) ([]string, error) {
+	n, err := a.Int()
+	if err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, errNumkeys
+	}
+	if n > int64(a.Left()) {
+		return nil, proxy.ErrSyntax
+	}
+	out := make([]string, n)
+	for i := range out {
+		if out[i], err = resource(a); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// restResources reads resources to the end of a (at least one: the arity
+// check made sure there is one).
+func restResources(a *proxy.Args) ([]string, error) {
+	out := make([]string, 0, a.Left())
+	for a.More() {
+		r, err := resource(a)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// multiLockKeys locates RMULTILOCK's resources for the ACL check: args[3]
+// onwards, numkeys of them. A malformed numkeys yields none; the handler
+// then refuses the command before anything reaches the masters.
+func multiLockKeys(args [][]byte) [][]byte {
+	if len(args) < 3 {
+		return nil
+	}
+	n, err := strconv.Atoi(string(args[2]))
+	if err != nil || n < 1 || n > len(args)-3 {
+		return nil
+	}
+	return args[3 : 3+n]
+}
+
+// multiLockCommands are RMULTILOCK, RMULTIUNLOCK and RMULTIEXTEND.
+func multiLockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
+	return []*proxy.Command{
+		{
+			Name: "rmultilock", Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Keys: multiLockKeys,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				ma, err := parseMultiLock(args, lim)
+				if err != nil {
+					return nil, err
+				}
+				lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: ma.resources, TTL: ma.ttl, Wait: ma.wait, Token: ma.token})
+				if err != nil || lease == nil {
+					return nil, err
+				}
+				v, ok := validity(ctx, eng, lease)
+				if !ok {
+					return nil, nil
+				}
+				fences := make([]any, len(lease.Fences))
+				for i, f := range lease.Fences {
+					fences[i] = f
+				}
+				return []any{lease.Token, v, fences}, nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Acquires every resource as one lock, all or nothing, on a quorum of masters. Returns [token, validity, [fence, ...]], or nil if any is held.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{
+					{Name: "ttl", Type: "integer"},
+					{Name: "numkeys", Type: "integer"},
+					{Name: "resource", Type: "key", Multiple: true},
+					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
+					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+				},
+			},
+		},
+		{
+			Name: "rmultiunlock", Arity: -3, Flags: proxy.FlagWrite, FirstKey: 2, LastKey: -1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				a := proxy.NewArgs(args)
+				t, err := token(a)
+				if err != nil {
+					return nil, err
+				}
+				rs, err := restResources(a)
+				if err != nil {
+					return nil, err
+				}
+				held, err := eng.Unlock(ctx, rs, t)
+				if err != nil {
+					return nil, err
+				}
+				return boolInt(held), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Releases every resource held with token. Returns 1 if all were held on a quorum up to the release, else 0.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "token", Type: "string"}, {Name: "resource", Type: "key", Multiple: true}},
+			},
+		},
+		{
+			Name: "rmultiextend", Arity: -4, Flags: proxy.FlagWrite, FirstKey: 3, LastKey: -1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				a := proxy.NewArgs(args)
+				t, err := token(a)
+				if err != nil {
+					return nil, err
+				}
+				d, err := ttl(a, "rmultiextend", lim)
+				if err != nil {
+					return nil, err
+				}
+				rs, err := restResources(a)
+				if err != nil {
+					return nil, err
+				}
+				v, err := eng.Extend(ctx, rs, t, d)
+				if err != nil || v <= 0 {
+					return nil, err
+				}
+				return v.Milliseconds(), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Resets the ttl of every resource held with token. Returns the new validity, or nil if any could not be extended on a quorum.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}, {Name: "resource", Type: "key", Multiple: true}},
+			},
+		},
+	}
+}
