@@ -9,9 +9,12 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// All returns every lock command, for the proxy's command table.
+// All returns every lock and semaphore command, for the proxy's command
+// table.
 func All(eng *quorum.Engine, lim Limits) []*proxy.Command {
-	return append(lockCommands(eng, lim), multiLockCommands(eng, lim)...)
+	cmds := lockCommands(eng, lim)
+	cmds = append(cmds, multiLockCommands(eng, lim)...)
+	return append(cmds, semaphoreCommands(eng, lim)...)
 }
 
 // MastersInfo is the "masters" section of INFO: one line per master, as

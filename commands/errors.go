@@ -22,7 +22,10 @@ var (
 // *proxy.Error. It returns nil for an error it does not know.
 func MapError(err error) *proxy.Error {
 	var qe *quorum.QuorumError
+	var le *quorum.LimitError
 	switch {
+	case errors.As(err, &le):
+		return proxy.Errorf("semaphore '%s' has limit %d", le.Name, le.Limit)
 	case errors.As(err, &qe):
 		return &proxy.Error{Code: "NOQUORUM", Msg: fmt.Sprintf("%d of %d masters answered, %d needed", qe.Got, qe.Total, qe.Need)}
 	case errors.Is(err, quorum.ErrReservedResource):

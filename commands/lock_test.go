@@ -180,3 +180,41 @@ func TestMultiLockKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSemAcquire(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		in      []string
+		want    semArgs
+		wantErr string
+	}{
+		{[]string{"api", "5", "1000"}, semArgs{name: "api", limit: 5, count: 1, ttl: 1000 * ms}, ""},
+		{[]string{"api", "5", "1000", "count", "5", "WAIT", "7", "TOKEN", "t"}, semArgs{name: "api", limit: 5, count: 5, ttl: 1000 * ms, wait: 7 * ms, token: "t"}, ""},
+		{[]string{"api", "1000", "1"}, semArgs{name: "api", limit: 1000, count: 1, ttl: ms}, ""},
+		{[]string{"", "5", "1000"}, semArgs{}, "ERR semaphore name must not be empty"},
+		{[]string{"api", "x", "1000"}, semArgs{}, "ERR value is not an integer or out of range"},
+		{[]string{"api", "0", "1000"}, semArgs{}, "ERR limit must be 1 to 1000"},
+		{[]string{"api", "1001", "1000"}, semArgs{}, "ERR limit must be 1 to 1000"},
+		{[]string{"api", "5", "0"}, semArgs{}, "ERR invalid expire time in 'rsemacquire' command"},
+		{[]string{"api", "5", "1000", "COUNT"}, semArgs{}, "ERR syntax error"},
+		{[]string{"api", "5", "1000", "COUNT", "0"}, semArgs{}, "ERR count must be 1 to the limit"},
+		{[]string{"api", "5", "1000", "COUNT", "6"}, semArgs{}, "ERR count must be 1 to the limit"},
+		{[]string{"api", "5", "1000", "COUNT", "x"}, semArgs{}, "ERR value is not an integer or out of range"},
+		{[]string{"api", "5", "1000", "COUNT", "1", "COUNT", "1"}, semArgs{}, "ERR syntax error"},
+		{[]string{"api", "5", "1000", "WAIT", "-1"}, semArgs{}, "ERR timeout is negative"},
+		{[]string{"api", "5", "1000", "TOKEN", ""}, semArgs{}, "ERR token must be 1 to 128 bytes"},
+		{[]string{"api", "5", "1000", "NX"}, semArgs{}, "ERR syntax error"},
+	}
+	for _, tc := range tests {
+		got, err := parseSemAcquire(args(tc.in...), testLimits)
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("parseSemAcquire(%q) error = %v, want %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("parseSemAcquire(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}

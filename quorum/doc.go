@@ -142,6 +142,38 @@
 // once every proxy runs 1.1. Proxies before and after 1.1 must not serve
 // the same masters at once: an old proxy ignores fence-lag.
 //
+// # Semaphores
+//
+// A semaphore of limit L is L numbered slots, and each slot is taken like
+// a lock: a string key under the meta prefix holding the token, with the
+// ttl as expiry, set only where it is free or already the token's. A
+// grant of n permits is n slots, each held with the token on a quorum of
+// masters, within the validity. Two grants that hold the same slot at the
+// same time would each have a quorum of masters holding it, and two
+// quorums share a master, where the key holds one token only: so each slot
+// has at most one live grant, and at most L permits are live, whatever a
+// minority of masters does. (Keeping a set of at most L holders per master
+// and granting on any quorum does not do this: quorums that differ by one
+// master each see at most L, and together more.) A master that restarts
+// empty forgets its slots; as for locks, its votes do not count until
+// every grant it may have voted for has expired (Restarted masters).
+//
+// The masters choose the slots in one script, so an acquisition is one
+// round whatever L is: the token keeps the slots it holds and takes free
+// ones, searching from one random slot per try, which masters in the same
+// state all pick alike. Masters that saw concurrent tries in different
+// orders may give different slots; then a second round asks every master
+// for exactly the n slots that the most of them can give. Anything short
+// of n slots each on a quorum is rolled back. Each master keeps, per
+// token, its record (the slot list, same ttl), so that a release or an
+// extension counts only masters that hold the same slots, and per
+// semaphore its limit, living as long as its longest-lived slot and
+// deleted by the release that frees its last slot: a semaphore not in use
+// leaves nothing on the masters, and users who pass another limit while it
+// is in use are refused (LimitError). A release announces how many permits
+// it freed, and each proxy wakes only that many of its waiters, oldest
+// first.
+//
 // # Restarted masters
 //
 // A master that restarts without persistence forgets its locks and its

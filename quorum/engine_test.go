@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-const testTimeout = 20 * time.Millisecond
+const testTimeout = 50 * time.Millisecond
 
 type cluster struct {
 	nodes []*fakeNode
@@ -318,6 +318,7 @@ func TestReleaseReplyRule(t *testing.T) {
 				if err != nil || lease == nil {
 					t.Fatalf("lock: %v %v", lease, err)
 				}
+				c.eng.bg.Wait() // the acquire has landed on every master
 				for i, st := range tc.masters {
 					switch st {
 					case n:

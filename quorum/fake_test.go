@@ -32,7 +32,7 @@ var luaScripts = scripts.All()
 // out, yet the request still takes effect afterwards.
 type fakeNode struct {
 	addr   string
-	notify atomic.Pointer[func(string)]
+	notify atomic.Pointer[func(string, string)]
 	m      *miniredis.Miniredis
 	sub    *miniredis.Subscriber
 
@@ -60,7 +60,7 @@ var idleFakes = make(chan *fakeNode, 1024)
 
 // newFake returns a fake master for the test, from idleFakes if one is
 // idle; it goes back there when the test ends.
-func newFake(t testing.TB, addr string, notify func(string)) *fakeNode {
+func newFake(t testing.TB, addr string, notify func(string, string)) *fakeNode {
 	t.Helper()
 	f := getFake(t, addr, notify)
 	t.Cleanup(f.recycle)
@@ -68,7 +68,7 @@ func newFake(t testing.TB, addr string, notify func(string)) *fakeNode {
 }
 
 // getFake is newFake for a caller that recycles the fake itself.
-func getFake(t testing.TB, addr string, notify func(string)) *fakeNode {
+func getFake(t testing.TB, addr string, notify func(string, string)) *fakeNode {
 	t.Helper()
 	var f *fakeNode
 	select {
@@ -135,7 +135,7 @@ func startFake(t testing.TB) *fakeNode {
 		for msg := range msgs {
 			// Not under mu: a script publishes while mu is held.
 			if notify := f.notify.Load(); notify != nil {
-				(*notify)(msg.Channel)
+				(*notify)(msg.Channel, msg.Message)
 			}
 		}
 	}()

@@ -323,6 +323,9 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 type flight struct {
 	token            string
 	issued, returned chan struct{}
+	// released is set by a release with the token: follow-ups of the
+	// flight not yet sent (see semConverge) are then not sent at all.
+	released atomic.Bool
 }
 
 // track registers a flight as the latest acquire with token, until its
@@ -331,6 +334,15 @@ func (e *Engine) track(token string) *flight {
 	fl := &flight{token: token, issued: make(chan struct{}), returned: make(chan struct{})}
 	e.inflight.Store(token, fl)
 	return fl
+}
+
+// releaseFlight marks the latest flight with token as released, so that
+// its follow-ups not yet sent are dropped rather than land after the
+// release.
+func (e *Engine) releaseFlight(token string) {
+	if v, ok := e.inflight.Load(token); ok {
+		v.(*flight).released.Store(true)
+	}
 }
 
 // awaitAcquires makes a release or extension through this engine come

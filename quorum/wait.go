@@ -1,8 +1,12 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,21 +18,63 @@ import (
 type Wakeups struct {
 	mu      sync.Mutex
 	waiters map[string]map[*watch]struct{}
+	seq     uint64               // arrival order of watches
+	seen    map[string]time.Time // counted releases already routed, by id
+	pruned  time.Time            // when seen was last pruned
 }
 
 // NewWakeups returns an empty router.
 func NewWakeups() *Wakeups {
-	return &Wakeups{waiters: make(map[string]map[*watch]struct{})}
+	return &Wakeups{waiters: make(map[string]map[*watch]struct{}), seen: make(map[string]time.Time)}
 }
 
-// Notify wakes every local waiter of channel. It never blocks.
-func (w *Wakeups) Notify(channel string) {
+// seenFor is how long a counted release's id is remembered: every master
+// announces the same release, and only the first announcement wakes.
+const seenFor = 2 * time.Second
+
+// Notify routes one message on channel. A lock release ("1") wakes every
+// local waiter of channel. A counted release ("<k>:<id>", from semaphores)
+// wakes the k longest-waiting local waiters not already woken, once per id
+// however many masters announce it. It never blocks.
+func (w *Wakeups) Notify(channel, message string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for wt := range w.waiters[channel] {
-		select {
-		case wt.c <- struct{}{}:
-		default:
+	set := w.waiters[channel]
+	k, id, counted := strings.Cut(message, ":")
+	if !counted {
+		for wt := range set {
+			wt.wake()
+		}
+		return
+	}
+	n, err := strconv.Atoi(k)
+	if err != nil || n < 1 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(w.pruned) > seenFor {
+		for old, at := range w.seen {
+			if now.Sub(at) > seenFor {
+				delete(w.seen, old)
+			}
+		}
+		w.pruned = now
+	}
+	if _, dup := w.seen[id]; dup {
+		return
+	}
+	w.seen[id] = now
+	order := make([]*watch, 0, len(set))
+	for wt := range set {
+		order = append(order, wt)
+	}
+	slices.SortFunc(order, func(a, b *watch) int { return cmp.Compare(a.seq, b.seq) })
+	for _, wt := range order {
+		if n == 0 {
+			break
+		}
+		if wt.wake() {
+			n--
 		}
 	}
 }
@@ -38,13 +84,26 @@ type watch struct {
 	w        *Wakeups
 	channels []string
 	nodes    []Node
+	seq      uint64
 	c        chan struct{}
+}
+
+// wake signals the waiter; false if it was signalled already.
+func (wt *watch) wake() bool {
+	select {
+	case wt.c <- struct{}{}:
+		return true
+	default:
+		return false
+	}
 }
 
 func (w *Wakeups) watch(channels []string, nodes []Node) *watch {
 	wt := &watch{w: w, channels: channels, nodes: nodes, c: make(chan struct{}, 1)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.seq++
+	wt.seq = w.seq
 	for _, ch := range channels {
 		set := w.waiters[ch]
 		if set == nil {

@@ -2,13 +2,15 @@
 // run, on the same Redis masters: closed-loop lock -> unlock cycles with C
 // concurrent workers for a fixed time, each cell repeated, medians
 // reported with the proxy/redsync ratio. It also measures multi-resource
-// locks (one RMULTILOCK over 3 resources beside 3 sequential RLOCKs), the
+// locks (one RMULTILOCK over 3 resources beside 3 sequential RLOCKs),
+// semaphores (RSEMACQUIRE + RSEMRELEASE at limits 1, 10 and 100 beside
+// RLOCK cycles), the
 // proxy's memory with many idle client connections and its throughput as
 // the number of masters grows.
 //
 //	go run ./cmd/redlock-bench                 # everything, 5 local masters
 //	go run ./cmd/redlock-bench -quick          # a short smoke run
-//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, idle or scale
+//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, idle or scale
 //
 // It starts redis-server processes on free loopback ports and the proxy
 // binary it builds from this module (or -proxy-bin), and stops them all.
@@ -50,6 +52,8 @@ type options struct {
 	repeat     int
 	concs      []int
 	multiConcs []int
+	semConc    int
+	semLimits  []int
 	keys       []int
 	ttl        time.Duration
 	idle       int
@@ -57,6 +61,7 @@ type options struct {
 	proxyBin   string
 	skipCycles bool
 	skipMulti  bool
+	skipSem    bool
 	skipIdle   bool
 	skipScale  bool
 
@@ -66,7 +71,7 @@ type options struct {
 
 func main() {
 	var o options
-	var concs, multiConcs, keys, scale, only string
+	var concs, multiConcs, semLimits, keys, scale, only string
 	var quick bool
 	flag.IntVar(&o.masters, "masters", 5, "number of redis-server masters")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "duration of each cell")
@@ -79,6 +84,9 @@ func main() {
 	flag.StringVar(&scale, "scale", "3,5,7,9", "numbers of masters for the scaling measurement (C=64, uncontended)")
 	flag.StringVar(&o.proxyBin, "proxy-bin", "", "redlock-proxy binary (default: go build ./cmd/redlock-proxy)")
 	flag.BoolVar(&o.skipMulti, "skip-multi", false, "skip the multi-resource measurement")
+	flag.IntVar(&o.semConc, "sem-c", 64, "concurrent workers of the semaphore section")
+	flag.StringVar(&semLimits, "sem-limits", "1,10,100", "semaphore limits, comma-separated")
+	flag.BoolVar(&o.skipSem, "skip-sem", false, "skip the semaphore measurement")
 	flag.BoolVar(&o.skipIdle, "skip-idle", false, "skip the idle-connections measurement")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "skip the scaling measurement")
 	flag.StringVar(&o.proxyProfile, "proxy-cpuprofile", "", "have the proxy of the first environment write a CPU profile here")
@@ -86,16 +94,16 @@ func main() {
 	flag.BoolVar(&quick, "quick", false, "short run: 1s cells, 1 repeat, 1000 idle connections, no scaling")
 	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, idle or scale")
 	flag.Parse()
-	o.concs, o.multiConcs, o.keys, o.scale = ints(concs), ints(multiConcs), ints(keys), ints(scale)
+	o.concs, o.multiConcs, o.semLimits, o.keys, o.scale = ints(concs), ints(multiConcs), ints(semLimits), ints(keys), ints(scale)
 	if quick {
 		o.duration, o.repeat, o.idle, o.skipScale = time.Second, 1, 1000, true
 	}
 	if only != "" {
-		if !slices.Contains([]string{"cycles", "multi", "idle", "scale"}, only) {
-			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, idle or scale\n", only)
+		if !slices.Contains([]string{"cycles", "multi", "sem", "idle", "scale"}, only) {
+			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, idle or scale\n", only)
 			os.Exit(2)
 		}
-		o.skipCycles, o.skipMulti, o.skipIdle, o.skipScale = only != "cycles", only != "multi", only != "idle", only != "scale"
+		o.skipCycles, o.skipMulti, o.skipSem, o.skipIdle, o.skipScale = only != "cycles", only != "multi", only != "sem", only != "idle", only != "scale"
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
@@ -181,6 +189,12 @@ func run(o options) error {
 
 	if !o.skipMulti {
 		if err := env.multi(o); err != nil {
+			return err
+		}
+	}
+
+	if !o.skipSem {
+		if err := env.semaphores(o); err != nil {
 			return err
 		}
 	}
@@ -277,6 +291,86 @@ func (e *env) multi(o options) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// semaphores measures RSEMACQUIRE + RSEMRELEASE cycles of one semaphore
+// at each of o.semLimits with o.semConc workers, beside RLOCK + RUNLOCK
+// cycles of one resource (a limit-1 semaphore's peer) and of 100,000
+// resources (uncontended) in the same run. A refused acquire counts as
+// not granted.
+func (e *env) semaphores(o options) error {
+	c := o.semConc
+	fmt.Printf("\n## semaphores: RSEMACQUIRE -> RSEMRELEASE beside RLOCK -> RUNLOCK, C=%d, %d masters, %v per cell, median of %d\n\n",
+		c, o.masters, o.duration, o.repeat)
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "what\tcycles/s\tacq p50\tacq p99\tunl p50\tnot granted\terrors\tkeys left\t")
+	type cell struct {
+		drv driver
+		k   int
+	}
+	var cells []cell
+	for _, l := range o.semLimits {
+		cells = append(cells, cell{e.semDriver(c, l), 1})
+	}
+	cells = append(cells, cell{e.proxyDriver(c), 1}, cell{e.proxyDriver(c), 100000})
+	for i, cl := range cells {
+		var runs []result
+		var left int
+		for range o.repeat {
+			r := cycle(cl.drv, c, cl.k, 1, o.duration, o.ttl)
+			if r.errors > 0 {
+				fmt.Fprintf(os.Stderr, "%s: %d errors, the first: %v\n", cl.drv.name, r.errors, r.firstErr)
+			}
+			n, err := e.keysLeft()
+			if err != nil {
+				return fmt.Errorf("%s: %w", cl.drv.name, err)
+			}
+			left += n
+			runs = append(runs, r)
+		}
+		r := median(runs)
+		name := r.name
+		if i >= len(o.semLimits) {
+			name = fmt.Sprintf("RLOCK, %d resources", cl.k)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t\n", name, r.rate, us(r.acq[0]), us(r.acq[1]), us(r.unl[0]), r.notGranted, r.errors, left)
+		cl.drv.close()
+	}
+	return tw.Flush()
+}
+
+// semDriver takes one permit of a limit-l semaphore named after the
+// cycle's resource with RSEMACQUIRE (reply [token, validity]; nil is "not
+// granted") and gives it back with RSEMRELEASE (reply 1).
+func (e *env) semDriver(c, l int) driver {
+	cl := e.proxyClient(c)
+	ttl := strconv.FormatInt(e.ttl.Milliseconds(), 10)
+	limit := strconv.Itoa(l)
+	return driver{
+		name: "RSEMACQUIRE, limit " + limit,
+		lock: func(ctx context.Context, keys []string) (string, bool, error) {
+			v, err := cl.Do(ctx, "RSEMACQUIRE", "sem"+limit+":"+keys[0], limit, ttl).Slice()
+			if errors.Is(err, redis.Nil) {
+				return "", false, nil
+			}
+			if err != nil || len(v) != 2 {
+				return "", false, fmt.Errorf("RSEMACQUIRE: %v %v", v, err)
+			}
+			token, isString := v[0].(string)
+			if !isString {
+				return "", false, fmt.Errorf("RSEMACQUIRE: token %v", v[0])
+			}
+			return token, true, nil
+		},
+		unlock: func(ctx context.Context, keys []string, token string) error {
+			n, err := cl.Do(ctx, "RSEMRELEASE", "sem"+limit+":"+keys[0], token).Int()
+			if err == nil && n != 1 {
+				err = fmt.Errorf("RSEMRELEASE answered %d", n)
+			}
+			return err
+		},
+		close: func() { cl.Close() },
+	}
 }
 
 func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "us" }
@@ -507,12 +601,16 @@ func (e *env) keysLeft() (int, error) {
 	n := 0
 	for i, c := range e.direct {
 		var keys []string
-		iter := c.Scan(context.Background(), 0, "bench:*", 1000).Iterator()
-		for iter.Next(context.Background()) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			return 0, err
+		// Lock keys, and every key of a semaphore (all under the meta
+		// prefix; a released semaphore leaves none).
+		for _, pattern := range []string{"bench:*", "redlock-proxy:sem:*"} {
+			iter := c.Scan(context.Background(), 0, pattern, 1000).Iterator()
+			for iter.Next(context.Background()) {
+				keys = append(keys, iter.Val())
+			}
+			if err := iter.Err(); err != nil {
+				return 0, err
+			}
 		}
 		n += len(keys)
 		for _, k := range keys {

@@ -57,8 +57,9 @@ type Options struct {
 	// for up to this long before each write (rueidis MaxFlushDelay): fewer
 	// system calls on both sides under load, at most that much latency.
 	FlushDelay time.Duration
-	// Notify is called with the channel of every release notification.
-	Notify func(channel string)
+	// Notify is called with the channel and the message of every release
+	// notification.
+	Notify func(channel, message string)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }

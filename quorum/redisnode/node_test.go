@@ -52,7 +52,7 @@ func release(t *testing.T, n *Node, token string, rs ...string) int64 {
 	return v.(int64)
 }
 
-func setup(t *testing.T, notify func(string)) (*Node, *redis.Client, *redistest.Server) {
+func setup(t *testing.T, notify func(string, string)) (*Node, *redis.Client, *redistest.Server) {
 	t.Helper()
 	srv := redistest.Start(t)
 	n, err := New(Options{Addr: srv.Addr, Notify: notify})
@@ -188,7 +188,7 @@ func TestWrongTypeIsAnError(t *testing.T) {
 
 func TestNotifyAndResubscribe(t *testing.T) {
 	got := make(chan string, 16)
-	n, rc, srv := setup(t, func(ch string) { got <- ch })
+	n, rc, srv := setup(t, func(ch, _ string) { got <- ch })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ch := "meta:released:a"

@@ -127,7 +127,7 @@ func (s *subscriber) session(ctx context.Context) {
 	lost := d.SetPubSubHooks(rueidis.PubSubHooks{
 		OnMessage: func(m rueidis.PubSubMessage) {
 			if s.n.opts.Notify != nil {
-				s.n.opts.Notify(m.Channel)
+				s.n.opts.Notify(m.Channel, m.Message)
 			}
 		},
 	})

@@ -1,0 +1,200 @@
+package commands
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+var (
+	errEmptySemaphore = proxy.Errorf("semaphore name must not be empty")
+	errLimitRange     = proxy.Errorf("limit must be 1 to %d", quorum.MaxSemaphoreLimit)
+	errCountRange     = proxy.Errorf("count must be 1 to the limit")
+)
+
+// semArgs are RSEMACQUIRE's arguments.
+type semArgs struct {
+	name  string
+	limit int
+	count int
+	ttl   time.Duration
+	wait  time.Duration
+	token string
+}
+
+func semaphore(a *proxy.Args) (string, error) {
+	s, err := a.String()
+	if err != nil {
+		return "", err
+	}
+	if s == "" {
+		return "", errEmptySemaphore
+	}
+	return s, nil
+}
+
+// parseSemAcquire parses "semaphore limit ttl [COUNT n] [WAIT wait]
+// [TOKEN token]".
+func parseSemAcquire(args [][]byte, lim Limits) (semArgs, error) {
+	a := proxy.NewArgs(args)
+	out := semArgs{count: 1}
+	var err error
+	if out.name, err = semaphore(a); err != nil {
+		return out, err
+	}
+	l, err := a.Int()
+	if err != nil {
+		return out, err
+	}
+	if l < 1 || l > quorum.MaxSemaphoreLimit {
+		return out, errLimitRange
+	}
+	out.limit = int(l)
+	if out.ttl, err = ttl(a, "rsemacquire", lim); err != nil {
+		return out, err
+	}
+	seen := map[string]bool{}
+	for a.More() {
+		opt := a.Option()
+		if seen[opt] {
+			return out, proxy.ErrSyntax
+		}
+		seen[opt] = true
+		switch opt {
+		case "COUNT":
+			if !a.More() {
+				return out, proxy.ErrSyntax
+			}
+			n, err := a.Int()
+			if err != nil {
+				return out, err
+			}
+			if n < 1 || n > l {
+				return out, errCountRange
+			}
+			out.count = int(n)
+		case "WAIT":
+			if out.wait, err = wait(a, lim); err != nil {
+				return out, err
+			}
+		case "TOKEN":
+			if out.token, err = token(a); err != nil {
+				return out, err
+			}
+		default:
+			return out, proxy.ErrSyntax
+		}
+	}
+	return out, nil
+}
+
+// semaphoreCommands are RSEMACQUIRE, RSEMRELEASE, RSEMEXTEND and RSEMCOUNT.
+func semaphoreCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
+	return []*proxy.Command{
+		{
+			Name: "rsemacquire", Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				sa, err := parseSemAcquire(args, lim)
+				if err != nil {
+					return nil, err
+				}
+				lease, err := eng.SemAcquire(ctx, quorum.SemRequest{Name: sa.name, Limit: sa.limit, Count: sa.count, TTL: sa.ttl, Wait: sa.wait, Token: sa.token})
+				if err != nil || lease == nil {
+					return nil, err
+				}
+				v := lease.ValidityAt(time.Now()).Milliseconds()
+				if v < 1 {
+					eng.SemAbandon(ctx, lease)
+					return nil, nil
+				}
+				return []any{lease.Token, v}, nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Takes permits of a semaphore of limit permits on a quorum of masters. Returns [token, validity], or nil if too few are free.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{
+					{Name: "semaphore", Type: "key"},
+					{Name: "limit", Type: "integer"},
+					{Name: "ttl", Type: "integer"},
+					{Name: "count", Type: "integer", Token: "COUNT", Optional: true},
+					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
+					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+				},
+			},
+		},
+		{
+			Name: "rsemrelease", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				a := proxy.NewArgs(args)
+				s, err := semaphore(a)
+				if err != nil {
+					return nil, err
+				}
+				t, err := token(a)
+				if err != nil {
+					return nil, err
+				}
+				held, err := eng.SemRelease(ctx, s, t)
+				if err != nil {
+					return nil, err
+				}
+				return boolInt(held), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Releases the permits held with token. Returns 1 if they were held on a quorum up to the release, else 0.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "semaphore", Type: "key"}, {Name: "token", Type: "string"}},
+			},
+		},
+		{
+			Name: "rsemextend", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				a := proxy.NewArgs(args)
+				s, err := semaphore(a)
+				if err != nil {
+					return nil, err
+				}
+				t, err := token(a)
+				if err != nil {
+					return nil, err
+				}
+				d, err := ttl(a, "rsemextend", lim)
+				if err != nil {
+					return nil, err
+				}
+				v, err := eng.SemExtend(ctx, s, t, d)
+				if err != nil || v <= 0 {
+					return nil, err
+				}
+				return v.Milliseconds(), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Resets the ttl of the permits held with token. Returns the new validity, or nil if they are lost.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "semaphore", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
+			},
+		},
+		{
+			Name: "rsemcount", Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				a := proxy.NewArgs(args)
+				s, err := semaphore(a)
+				if err != nil {
+					return nil, err
+				}
+				n, err := eng.SemCount(ctx, s)
+				if err != nil {
+					return nil, err
+				}
+				return int64(n), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Returns how many permits of the semaphore have a live grant, as a quorum of masters sees them.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "semaphore", Type: "key"}},
+			},
+		},
+	}
+}

@@ -1,0 +1,27 @@
+-- Reset the ttl of the permits a token holds on a semaphore.
+-- KEYS[1] the limit key, KEYS[2] the token's record. ARGV[1] token,
+-- ARGV[2] ttl ms.
+-- Only if every slot of the record is still the token's: extends them,
+-- the record, and the limit key (which outlives every slot), and returns
+-- the record (the slot list); else 0 and changes nothing.
+local stored = redis.call('GET', KEYS[1])
+local rec = redis.call('GET', KEYS[2])
+if not stored or not rec then
+  return 0
+end
+local base = KEYS[1] .. ':s:'
+local slots = {}
+for s in string.gmatch(rec, '%d+') do
+  if redis.call('GET', base .. s) ~= ARGV[1] then
+    return 0
+  end
+  slots[#slots + 1] = s
+end
+for _, s in ipairs(slots) do
+  redis.call('PEXPIRE', base .. s, ARGV[2])
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return rec

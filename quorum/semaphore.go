@@ -1,0 +1,448 @@
+package quorum
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// MaxSemaphoreLimit is the largest semaphore limit: every operation reads
+// all of a semaphore's slots on each master.
+const MaxSemaphoreLimit = 1000
+
+// LimitError reports that a semaphore is in use with another limit.
+type LimitError struct {
+	Name  string
+	Limit int
+}
+
+// Error implements error.
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("quorum: semaphore %q has limit %d", e.Name, e.Limit)
+}
+
+// SemRequest asks for permits of a semaphore.
+type SemRequest struct {
+	// Name is the semaphore.
+	Name string
+	// Limit is how many permits the semaphore has, 1..MaxSemaphoreLimit;
+	// every user of a semaphore must pass the same.
+	Limit int
+	// Count is how many permits to take, 1..Limit, all or nothing.
+	Count int
+	// TTL is how long the permits live unless extended.
+	TTL time.Duration
+	// Wait is how long to keep retrying while too few permits are free.
+	Wait time.Duration
+	// Token is the caller's token; "" means a fresh random token per try.
+	Token string
+}
+
+// SemLease is a grant of permits.
+type SemLease struct {
+	Name  string
+	Token string
+	// Slots are the semaphore's slots the permits hold, each on a quorum.
+	Slots []int
+	// Validity, Start and Decided are as in Lease.
+	Validity       time.Duration
+	Start, Decided time.Time
+}
+
+// ValidityAt is the validity left at now.
+func (l *SemLease) ValidityAt(now time.Time) time.Duration {
+	return l.Validity - now.Sub(l.Decided)
+}
+
+// semKeys names a semaphore's keys. The name is length-prefixed so that no
+// semaphore's key is another's slot or record key.
+type semKeys struct {
+	name    string
+	base    string // the limit key; slots are base:s:<i>, records base:t:<token>
+	channel string
+}
+
+func (e *Engine) semKeys(name string) (semKeys, error) {
+	if name == "" {
+		return semKeys{}, fmt.Errorf("%w: empty semaphore name", ErrBadRequest)
+	}
+	enc := strconv.Itoa(len(name)) + ":" + name
+	return semKeys{
+		name:    name,
+		base:    e.opts.MetaPrefix + "sem:" + enc,
+		channel: e.opts.MetaPrefix + "semreleased:" + enc,
+	}, nil
+}
+
+func (k semKeys) keys(token string) []string {
+	return []string{k.base, k.base + ":t:" + token}
+}
+
+// semReply is one master's answer to sem_acquire.
+type semReply struct {
+	status int64  // 1 holds the set, 0 refused, -1 other limit
+	states string // per slot: m (the token's), f (free), x (taken)
+	limit  int    // with status -1
+}
+
+func decodeSem(v any) (semReply, bool) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return semReply{}, false
+	}
+	st, ok1 := arr[0].(int64)
+	s, ok2 := arr[1].(string)
+	if !ok1 || !ok2 {
+		return semReply{}, false
+	}
+	r := semReply{status: st, states: s}
+	if st == -1 {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return semReply{}, false
+		}
+		r.limit = n
+	}
+	return r, true
+}
+
+// mine lists the slots the token holds according to states.
+func (r semReply) mine() []int {
+	var out []int
+	for i := range len(r.states) {
+		if r.states[i] == 'm' {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// SemAcquire takes req.Count permits. It returns (lease, nil) when granted,
+// (nil, nil) when a quorum answered but too few permits were free (after
+// Wait ran out), a *LimitError when the semaphore is in use with another
+// limit, and a *QuorumError when fewer than a quorum answered on the last
+// try. A caller that cannot deliver the lease gives it back with
+// SemAbandon.
+func (e *Engine) SemAcquire(ctx context.Context, req SemRequest) (lease *SemLease, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("sem_acquire", t0, lease != nil, err) }()
+	k, err := e.semKeys(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if req.Limit < 1 || req.Limit > MaxSemaphoreLimit || req.Count < 1 || req.Count > req.Limit || req.TTL <= 0 {
+		return nil, fmt.Errorf("%w: limit, count or ttl out of range", ErrBadRequest)
+	}
+	fixed := req.Token != ""
+	tainted := make([]bool, len(e.nodes))
+	return retry(e, ctx, req.Wait, []string{k.channel}, func() (*SemLease, step, error) {
+		token := req.Token
+		if !fixed {
+			token = NewToken()
+		}
+		lease, rb, err := e.semAttempt(ctx, k, req, token, tainted, fixed)
+		var le *LimitError
+		switch {
+		case lease != nil && ctx.Err() != nil:
+			rb()
+			return nil, stepFinal, ctx.Err()
+		case lease != nil, errors.As(err, &le), err != nil && !errors.Is(err, ErrNoQuorum):
+			return lease, stepFinal, err
+		}
+		return nil, stepWait, err
+	})
+}
+
+// semAttempt is one try. Round 1 asks every master for Count slots,
+// searching from one random slot for this try, so that masters in the same
+// state give the same slots. If a quorum of them hold the same slots, that
+// is the grant. If they differ (they saw concurrent tries in different
+// orders), round 2 asks every master for exactly the Count slots that the
+// most masters can give (already the token's, or free); a quorum holding
+// them is the grant. Anything else is rolled back.
+func (e *Engine) semAttempt(ctx context.Context, k semKeys, req SemRequest, token string, tainted []bool, fixed bool) (*SemLease, func(), error) {
+	start := time.Now()
+	keys := k.keys(token)
+	base := []string{token, ms(req.TTL), strconv.Itoa(req.Limit), strconv.Itoa(req.Count), strconv.Itoa(rand.IntN(req.Limit))}
+	r := e.send(ctx, &op{name: "sem_acquire", script: "sem_acquire", keys: keys, args: base}, e.track(token))
+	last := r
+	trusted := func(i int) bool { return !tainted[i] }
+	rollback := func() {
+		rel := &op{name: "sem_release", script: "sem_release", keys: keys, args: []string{token}}
+		e.undo(ctx, last, rel, func(int) bool { return true }, fixed, tainted)
+	}
+	reply := func(r *round, i int) (semReply, bool) {
+		if r.ans[i].err != nil {
+			return semReply{}, false
+		}
+		return decodeSem(r.ans[i].val)
+	}
+	holds := func(r *round) func(i int, _ any) bool {
+		return func(i int, _ any) bool {
+			a, ok := reply(r, i)
+			return ok && a.status == 1 && trusted(i)
+		}
+	}
+	t := r.count(grantRule, holds(r), -1)
+	if le := limitError(r, k.name, reply); le != nil {
+		rollback()
+		return nil, nil, le
+	}
+	if t.verdict != decidedYes {
+		rollback()
+		return nil, nil, t.err(e, "sem_acquire")
+	}
+	// The slots each held by the token on a quorum of the counted masters.
+	votes := make([]int, req.Limit)
+	for i, c := range t.counted {
+		if c {
+			a, _ := reply(r, i)
+			for _, s := range a.mine() {
+				votes[s]++
+			}
+		}
+	}
+	var slots []int
+	for s, v := range votes {
+		if v >= e.quorum {
+			slots = append(slots, s)
+		}
+	}
+	if len(slots) != req.Count {
+		// Round 2: the Count slots that the most answering masters can
+		// give, ties to the lower slot.
+		score := make([]int, req.Limit)
+		for i := range e.nodes {
+			select {
+			case <-r.done[i]:
+			default:
+				continue
+			}
+			if a, ok := reply(r, i); ok && a.status >= 0 && len(a.states) == req.Limit {
+				for s := range req.Limit {
+					if a.states[s] != 'x' {
+						score[s]++
+					}
+				}
+			}
+		}
+		order := make([]int, req.Limit)
+		for s := range order {
+			order[s] = s
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(score[b], score[a]) })
+		slots = slices.Clone(order[:req.Count])
+		slices.Sort(slots)
+		args := slices.Clone(base)
+		for _, s := range slots {
+			args = append(args, strconv.Itoa(s))
+		}
+		// Tracked, so that a release through this proxy comes after it on
+		// every master, stragglers included.
+		r2 := e.follow(ctx, r, &op{name: "sem_acquire", script: "sem_acquire", keys: keys, args: args}, e.track(token), nil)
+		last = r2
+		t2 := r2.count(grantRule, holds(r2), -1)
+		if le := limitError(r2, k.name, reply); le != nil {
+			rollback()
+			return nil, nil, le
+		}
+		if t2.verdict != decidedYes {
+			rollback()
+			return nil, nil, t2.err(e, "sem_acquire")
+		}
+	}
+	decided := time.Now()
+	validity := e.validity(req.TTL, start, decided)
+	if validity <= 0 {
+		rollback()
+		return nil, nil, nil
+	}
+	if last == r {
+		e.semConverge(ctx, r, keys, base, slots, reply)
+	}
+	return &SemLease{Name: k.name, Token: token, Slots: slots, Validity: validity, Start: start, Decided: decided}, rollback, nil
+}
+
+// semConverge makes the masters that gave the token other slots in round
+// r (late ones included) hold exactly the granted slots, or nothing, so
+// that they neither block other tries with a stray slot until its ttl nor
+// answer a release or extension with another slot list. It does not wait
+// for them.
+func (e *Engine) semConverge(ctx context.Context, r *round, keys, base []string, slots []int, reply func(*round, int) (semReply, bool)) {
+	args := slices.Clone(base)
+	for _, s := range slots {
+		args = append(args, strconv.Itoa(s))
+	}
+	skip := answer{}
+	// Tracked like an acquire (under the token, base[0]): a release or an
+	// extension through this proxy is queued behind it on every master,
+	// and a release drops the ones not sent yet (a master slower than
+	// the release's wait would otherwise take the slots after it).
+	fl := e.track(base[0])
+	e.follow(ctx, r, &op{name: "sem_acquire", script: "sem_acquire", keys: keys, args: args, timeout: e.releaseTimeout()}, fl,
+		func(i int) (answer, bool) {
+			if fl.released.Load() {
+				return skip, true
+			}
+			a, ok := reply(r, i)
+			if !ok {
+				return skip, r.ans[i].err == nil // an answer we cannot read: leave it
+			}
+			mine := a.mine()
+			return skip, slices.Equal(mine, slots) || (a.status != 1 && len(mine) == 0)
+		})
+}
+
+// limitError is a *LimitError if a master that answered in r holds the
+// semaphore with another limit.
+func limitError(r *round, name string, reply func(*round, int) (semReply, bool)) error {
+	for i := range r.ans {
+		select {
+		case <-r.done[i]:
+		default:
+			continue
+		}
+		if a, ok := reply(r, i); ok && a.status == -1 {
+			return &LimitError{Name: name, Limit: a.limit}
+		}
+	}
+	return nil
+}
+
+// SemAbandon releases a lease the caller will not use, in the background.
+func (e *Engine) SemAbandon(ctx context.Context, l *SemLease) {
+	k, err := e.semKeys(l.Name)
+	if err != nil {
+		return
+	}
+	e.awaitAcquires(l.Token)
+	e.send(ctx, &op{name: "sem_release", script: "sem_release", keys: k.keys(l.Token), args: []string{l.Token},
+		timeout: e.releaseTimeout()}, nil)
+}
+
+// recordRound counts release and extension answers: a master answers with
+// the token's slot list (its record) where it held every slot of it, else
+// 0. The permits were held only if a quorum of masters name the same
+// slots: masters that hold other slots for the token (a try they saw
+// differently) do not make a grant. They were not held only when no slot
+// list can reach a quorum whatever the masters still silent or failed say;
+// otherwise the answers decide nothing and it is a *QuorumError.
+func (e *Engine) recordRound(r *round, opName string, settle time.Duration) (bool, error) {
+	groups := map[string]int{}
+	best := 0
+	yes := func(_ int, v any) bool {
+		s, ok := v.(string)
+		if !ok || s == "" {
+			return false
+		}
+		groups[s]++
+		best = max(best, groups[s])
+		return true
+	}
+	rule := func(q, _ int, t *tally, final bool) verdict {
+		switch {
+		case best >= q:
+			return decidedYes
+		case best+t.pending+t.failed < q:
+			return decidedNo
+		case final:
+			return noQuorum
+		}
+		return undecided
+	}
+	t := r.count(rule, yes, settle)
+	return t.verdict == decidedYes, t.err(e, opName)
+}
+
+// SemRelease releases the permits held with token. It reports true when
+// they were held on a quorum up to the release, false when at least
+// N - quorum + 1 masters said they were not, and a *QuorumError when the
+// answers that came in time decide neither. Each proxy wakes as many of
+// its waiters as permits were freed.
+func (e *Engine) SemRelease(ctx context.Context, name, token string) (held bool, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("sem_release", t0, held, err) }()
+	k, err := e.semKeys(name)
+	if err != nil {
+		return false, err
+	}
+	if token == "" {
+		return false, fmt.Errorf("%w: empty token", ErrBadRequest)
+	}
+	e.releaseFlight(token)
+	e.awaitAcquires(token)
+	r := e.send(ctx, &op{name: "sem_release", script: "sem_release", keys: k.keys(token),
+		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout()}, nil)
+	return e.recordRound(r, "sem_release", e.straggleGrace())
+}
+
+// SemExtend resets the ttl of the permits held with token; see Extend.
+func (e *Engine) SemExtend(ctx context.Context, name, token string, ttl time.Duration) (validity time.Duration, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("sem_extend", t0, validity > 0, err) }()
+	k, err := e.semKeys(name)
+	if err != nil {
+		return 0, err
+	}
+	if ttl <= 0 || token == "" {
+		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
+	}
+	e.awaitAcquires(token)
+	r := e.send(ctx, &op{name: "sem_extend", script: "sem_extend", keys: k.keys(token), args: []string{token, ms(ttl)}}, nil)
+	held, err := e.recordRound(r, "sem_extend", -1)
+	if !held {
+		return 0, err
+	}
+	return max(e.validity(ttl, t0, time.Now()), 0), nil
+}
+
+// SemCount returns how many permits of the semaphore have a live grant as
+// the masters that answer see them: a slot counts when a quorum of masters
+// name the same token for it. Fewer than a quorum of answers is a
+// *QuorumError.
+func (e *Engine) SemCount(ctx context.Context, name string) (n int, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("sem_count", t0, err == nil, err) }()
+	k, err := e.semKeys(name)
+	if err != nil {
+		return 0, err
+	}
+	r := e.send(ctx, &op{name: "sem_count", script: "sem_count", keys: []string{k.base}}, nil)
+	// Every answer counts; wait (briefly) for all of them, as a slot held
+	// by exactly a quorum is seen only if all of its holders answer.
+	t := r.count(func(q, _ int, t *tally, final bool) verdict {
+		switch {
+		case final && t.yes >= q:
+			return decidedYes
+		case final:
+			return noQuorum
+		}
+		return undecided
+	}, func(i int, v any) bool { _, ok := v.([]any); return ok }, -1)
+	if t.verdict != decidedYes {
+		return 0, t.err(e, "sem_count")
+	}
+	holders := map[string]int{} // "slot token" -> masters
+	for i, c := range t.counted {
+		if !c {
+			continue
+		}
+		arr := r.ans[i].val.([]any)
+		for s, v := range arr[min(1, len(arr)):] {
+			if tok, ok := v.(string); ok && tok != "" {
+				holders[strconv.Itoa(s)+" "+tok]++
+			}
+		}
+	}
+	for _, c := range holders {
+		if c >= e.quorum {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,263 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+func semReq(limit, count int, ttl time.Duration) SemRequest {
+	return SemRequest{Name: "api", Limit: limit, Count: count, TTL: ttl}
+}
+
+func TestSemaphoreBasics(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	var leases []*SemLease
+	for i := range 3 {
+		l, err := c.eng.SemAcquire(ctx, semReq(3, 1, 10*time.Second))
+		if err != nil || l == nil {
+			t.Fatalf("permit %d: %v %v", i, l, err)
+		}
+		leases = append(leases, l)
+	}
+	if l, err := c.eng.SemAcquire(ctx, semReq(3, 1, 10*time.Second)); l != nil || err != nil {
+		t.Fatalf("a 4th permit of 3: %v %v", l, err)
+	}
+	if n, err := c.eng.SemCount(ctx, "api"); n != 3 || err != nil {
+		t.Fatalf("count = %d, %v", n, err)
+	}
+	var le *LimitError
+	if _, err := c.eng.SemAcquire(ctx, semReq(4, 1, time.Second)); !errors.As(err, &le) || le.Limit != 3 {
+		t.Fatalf("other limit: %v", err)
+	}
+	if held, err := c.eng.SemRelease(ctx, "api", "nope"); held || err != nil {
+		t.Fatalf("release with a wrong token = %v, %v", held, err)
+	}
+	if v, err := c.eng.SemExtend(ctx, "api", leases[0].Token, 20*time.Second); v < 10*time.Second || err != nil {
+		t.Fatalf("extend = %v, %v", v, err)
+	}
+	if held, err := c.eng.SemRelease(ctx, "api", leases[0].Token); !held || err != nil {
+		t.Fatalf("release = %v, %v", held, err)
+	}
+	if held, err := c.eng.SemRelease(ctx, "api", leases[0].Token); held || err != nil {
+		t.Fatalf("second release = %v, %v", held, err)
+	}
+	// COUNT: two permits need two free slots, all or nothing.
+	if l, err := c.eng.SemAcquire(ctx, semReq(3, 2, 10*time.Second)); l != nil || err != nil {
+		t.Fatalf("2 permits with 1 free: %v %v", l, err)
+	}
+	two, err := c.eng.SemAcquire(ctx, SemRequest{Name: "api", Limit: 3, Count: 1, TTL: 10 * time.Second, Token: "mine"})
+	if err != nil || two == nil {
+		t.Fatalf("the freed permit: %v %v", two, err)
+	}
+	// A TOKEN retry is idempotent: the same slot, not a second one.
+	again, err := c.eng.SemAcquire(ctx, SemRequest{Name: "api", Limit: 3, Count: 1, TTL: 10 * time.Second, Token: "mine"})
+	if err != nil || again == nil || !slices.Equal(again.Slots, two.Slots) {
+		t.Fatalf("retry with the same token: %+v %v, first %+v", again, err, two)
+	}
+	for _, l := range append(leases[1:], two) {
+		if held, err := c.eng.SemRelease(ctx, "api", l.Token); !held || err != nil {
+			t.Fatalf("release %s = %v, %v", l.Token, held, err)
+		}
+	}
+	if n, err := c.eng.SemCount(ctx, "api"); n != 0 || err != nil {
+		t.Fatalf("count after release = %d, %v", n, err)
+	}
+	// Nothing is left: not the slots, not the records, not the limit.
+	c.settle()
+	for i, f := range c.nodes {
+		if k := f.keys(); len(k) != 0 {
+			t.Errorf("master %d keeps %v", i, k)
+		}
+	}
+}
+
+// TestSemaphoreCounterexample runs PROTOCOL.md's counterexample: 3 masters,
+// limit 2, grants A on {m1,m2}, B on {m2,m3}, C on {m1,m3}. Per-master
+// holder sets of at most 2 would grant all three; slots taken like locks
+// grant at most 2.
+func TestSemaphoreCounterexample(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	granted := 0
+	for _, down := range []int{2, 0, 1} {
+		for i, f := range c.nodes {
+			f.setDown(i == down)
+		}
+		l, err := c.eng.SemAcquire(ctx, semReq(2, 1, 10*time.Second))
+		if err != nil {
+			t.Fatalf("master %d down: %v", down, err)
+		}
+		if l != nil {
+			granted++
+		}
+	}
+	if granted > 2 {
+		t.Fatalf("%d permits of a limit-2 semaphore granted", granted)
+	}
+	// Each master alone holds at most 2 tokens, which is what the naive
+	// design checks; it is not the invariant.
+	for i, f := range c.nodes {
+		n := 0
+		for _, k := range f.keys() {
+			if v, _ := f.value(k); len(v) == 32 {
+				n++
+			}
+		}
+		if n > 2 {
+			t.Errorf("master %d holds %d slots", i, n)
+		}
+	}
+}
+
+// TestSemaphoreRoundTwo: masters in different states give different slots
+// in round 1; a grant still comes (in round 1 or 2) and holds its slots on
+// a quorum.
+func TestSemaphoreRoundTwo(t *testing.T) {
+	for range 20 {
+		c := buildCluster(t, 3, Options{})
+		k, _ := c.eng.semKeys("api")
+		c.nodes[0].set(k.base, "2", time.Minute)
+		c.nodes[1].set(k.base, "2", time.Minute)
+		c.nodes[0].set(k.base+":s:0", "other", time.Minute)
+		c.nodes[1].set(k.base+":s:1", "other", time.Minute)
+		l, err := c.eng.SemAcquire(context.Background(), semReq(2, 1, 10*time.Second))
+		if err != nil || l == nil || len(l.Slots) != 1 {
+			t.Fatalf("lease %+v, %v", l, err)
+		}
+		if h := c.holders(fmt.Sprintf("%s:s:%d", k.base, l.Slots[0]), l.Token); h < 2 {
+			t.Fatalf("slot %d held on %d masters", l.Slots[0], h)
+		}
+		c.close()
+	}
+}
+
+// TestSemaphoreNeverOversubscribes: workers take and give back permits of a
+// limit-3 semaphore on 5 masters while random minorities of masters go
+// down or slow; at no instant may more than 3 grants be valid.
+func TestSemaphoreNeverOversubscribes(t *testing.T) {
+	const limit = 3
+	const timeout = 50 * time.Millisecond
+	c := newCluster(t, 5, Options{MasterTimeout: timeout, RetryDelay: 5 * time.Millisecond, RetryJitter: 2 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	type window struct{ from, to time.Time }
+	var (
+		mu      sync.Mutex
+		windows []window
+		wg      sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(3, 4))
+		for ctx.Err() == nil {
+			for _, f := range c.nodes {
+				f.setDown(false)
+				f.setDelay(0)
+			}
+			for _, j := range rng.Perm(5)[:rng.IntN(3)] {
+				if rng.IntN(2) == 0 {
+					c.nodes[j].setDown(true)
+				} else {
+					c.nodes[j].setDelay(2 * timeout)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, f := range c.nodes {
+			f.setDown(false)
+			f.setDelay(0)
+		}
+	}()
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				l, err := c.eng.SemAcquire(ctx, SemRequest{Name: "api", Limit: limit, Count: 1 + w%2, TTL: 300 * time.Millisecond, Wait: 200 * time.Millisecond})
+				if err != nil || l == nil {
+					continue
+				}
+				time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+				// Live from the decision to the release, or to the end
+				// of its validity if that comes first.
+				end := l.Start.Add(l.Validity)
+				if now := time.Now(); now.Before(end) {
+					end = now
+				}
+				mu.Lock()
+				for range 1 + w%2 {
+					windows = append(windows, window{l.Decided, end})
+				}
+				mu.Unlock()
+				c.eng.SemRelease(context.Background(), "api", l.Token)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(windows) < 10 {
+		t.Fatalf("only %d permits granted", len(windows))
+	}
+	// Sweep: at every grant's start, count the windows that contain it.
+	sort.Slice(windows, func(i, j int) bool { return windows[i].from.Before(windows[j].from) })
+	for i, w := range windows {
+		live := 0
+		for _, o := range windows[:i+1] {
+			if !o.to.Before(w.from) {
+				live++
+			}
+		}
+		if live > limit {
+			t.Fatalf("%d permits valid at once at grant %d of %d", live, i, len(windows))
+		}
+	}
+	t.Logf("%d permits granted", len(windows))
+}
+
+// TestWakeupsCounted: a counted release wakes as many local waiters as it
+// freed permits, oldest first, once however many masters announce it.
+func TestWakeupsCounted(t *testing.T) {
+	w := NewWakeups()
+	var ws []*watch
+	for range 4 {
+		ws = append(ws, w.watch([]string{"ch"}, nil))
+	}
+	woken := func() []int {
+		var out []int
+		for i, wt := range ws {
+			select {
+			case <-wt.c:
+				out = append(out, i)
+			default:
+			}
+		}
+		return out
+	}
+	for range 5 { // five masters announce the same release
+		w.Notify("ch", "1:a")
+	}
+	if got := woken(); !slices.Equal(got, []int{0}) {
+		t.Fatalf("1 permit freed woke %v", got)
+	}
+	w.Notify("ch", "2:b")
+	w.Notify("ch", "2:b")
+	if got := woken(); !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("2 permits freed woke %v", got)
+	}
+	w.Notify("ch", "1")
+	if got := woken(); len(got) != 4 {
+		t.Fatalf("a lock release woke %v, want all", got)
+	}
+	w.Notify("other", "3:c")
+	if got := woken(); len(got) != 0 {
+		t.Fatalf("another channel woke %v", got)
+	}
+}
