@@ -129,7 +129,7 @@ func token(a *proxy.Args) (string, error) {
 	return t, nil
 }
 
-// lockCommands are RLOCK, RUNLOCK and REXTEND.
+// lockCommands are RLOCK, RFAIRLOCK, RUNLOCK and REXTEND.
 func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 	return []*proxy.Command{
 		{
@@ -152,6 +152,34 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 			Doc: proxy.Doc{
 				Summary: "Acquires an exclusive lock on a quorum of masters. Returns [token, validity, fence], or nil if held.",
 				Since:   "1.0.0", Group: "redlock",
+				Args: []proxy.ArgDoc{
+					{Name: "resource", Type: "key"},
+					{Name: "ttl", Type: "integer"},
+					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
+					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+				},
+			},
+		},
+		{
+			Name: "rfairlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				la, err := parseLock("rfairlock", args, lim)
+				if err != nil {
+					return nil, err
+				}
+				lease, err := eng.FairLock(ctx, quorum.LockRequest{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
+				if err != nil || lease == nil {
+					return nil, err
+				}
+				v, ok := validity(ctx, eng, lease)
+				if !ok {
+					return nil, nil
+				}
+				return []any{lease.Token, v, lease.Fences[0]}, nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Acquires a lock like RLOCK, but waiters are granted in arrival order across every proxy. Returns [token, validity, fence], or nil if held.",
+				Since:   "1.1.0", Group: "redlock",
 				Args: []proxy.ArgDoc{
 					{Name: "resource", Type: "key"},
 					{Name: "ttl", Type: "integer"},

@@ -42,6 +42,7 @@ type Config struct {
 	// itself: shared ACL credentials and TLS.
 	MasterDefaults MasterDefaults `yaml:"master_defaults"`
 	Limits         Limits         `yaml:"limits"`
+	Fair           Fair           `yaml:"fair"`
 	Auth           Auth           `yaml:"auth"`
 	TLS            *TLS           `yaml:"tls"`
 	// LogLevel is debug, info, warn or error; default info.
@@ -90,6 +91,16 @@ type Limits struct {
 	// arrive but is not complete after this long (a slowloris), and bounds
 	// the TLS handshake; default 10s.
 	RequestTimeout Duration `yaml:"request_timeout"`
+}
+
+// Fair configures fair locks (RFAIRLOCK).
+type Fair struct {
+	// StaleAfter is how long a waiter stays queued without trying again
+	// before it counts as gone (its proxy died): a dead head blocks its
+	// queue at most this long. Default 10s, or twice retry_delay +
+	// retry_jitter + master_timeout if that is longer (the least it may
+	// be).
+	StaleAfter Duration `yaml:"stale_after"`
 }
 
 // Auth configures client authentication.
@@ -320,6 +331,11 @@ func (c *Config) Validate() error {
 	}
 	if c.RetryJitter < 0 || c.RetryJitter > c.RetryDelay {
 		bad("retry_jitter", "must be between 0 and retry_delay")
+	}
+	if gap := 2 * (c.RetryDelay + c.RetryJitter + c.MasterTimeout); c.Fair.StaleAfter == 0 {
+		c.Fair.StaleAfter = max(Duration(10*time.Second), gap)
+	} else if c.Fair.StaleAfter < gap {
+		bad("fair.stale_after", "%v must be at least twice retry_delay + retry_jitter + master_timeout (%v): a waiter between two tries would count as gone", c.Fair.StaleAfter.D(), gap.D())
 	}
 	if c.Limits.MaxTTL <= 0 {
 		bad("limits.max_ttl", "must be positive")

@@ -27,6 +27,24 @@ func TestDefaultsApply(t *testing.T) {
 	}
 }
 
+// TestFairStaleAfterDefault: 10s, unless two retries take longer; a value
+// that is set is kept.
+func TestFairStaleAfterDefault(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want time.Duration
+	}{
+		{"masters: [{addr: 'a:1'}]\n", 10 * time.Second},
+		{"masters: [{addr: 'a:1'}]\nretry_delay: 10s\nretry_jitter: 0s\n", 20100 * time.Millisecond},
+		{"masters: [{addr: 'a:1'}]\nfair: {stale_after: 1s}\n", time.Second},
+	} {
+		cfg, err := Parse([]byte(tc.yaml))
+		if err != nil || cfg.Fair.StaleAfter.D() != tc.want {
+			t.Errorf("%q: stale_after %v (%v), want %v", tc.yaml, cfg.Fair.StaleAfter.D(), err, tc.want)
+		}
+	}
+}
+
 func TestEnv(t *testing.T) {
 	t.Setenv("RP_TEST_ADDR", "10.0.0.1:6379")
 	t.Setenv("RP_TEST_Q", "2")
@@ -82,6 +100,8 @@ func TestInvalid(t *testing.T) {
 				"auth.users[3].name: \"c\" duplicates auth.users[2]", "auth.users[3].password_sha256: must be 64"}},
 		{"tls", "masters: [{addr: 'a:1', tls: {cert_file: a}}]\ntls: {cert_file: a, min_version: '1.1'}\n",
 			[]string{"tls: cert_file and key_file are both required", "tls.min_version", "masters[0].tls: cert_file and key_file go together"}},
+		{"fair stale_after below two retries", "masters: [{addr: 'a:1'}]\nfair: {stale_after: 300ms}\n",
+			[]string{"fair.stale_after: 300ms must be at least twice retry_delay + retry_jitter + master_timeout (400ms)"}},
 		{"limits", "masters: [{addr: 'a:1'}]\nlimits: {max_command_bytes: 1000, idle_timeout: -1s, request_timeout: 0s}\n",
 			[]string{"limits.max_command_bytes: 1000 must be at least", "limits.idle_timeout", "limits.request_timeout"}},
 	}

@@ -174,6 +174,66 @@
 // it freed, and each proxy wakes only that many of its waiters, oldest
 // first.
 //
+// # Fair locks
+//
+// A fair lock (FairLock, RFAIRLOCK) is a plain lock on one resource, same
+// lock key, same fence, same release: fair and plain locks exclude each
+// other, and mutual exclusion never depends on the queue. The queue only
+// chooses who may try. Each master keeps it as a sorted set of waiting
+// tokens by ticket, and a sorted set of their deadlines by the master's
+// own time; lock_acquire with the queue refuses unless the queue is empty
+// or the token is its head, and takes the token out of the queue when it
+// grants.
+//
+// One order on every master. A refused caller that will wait asks every
+// master for a ticket (max(proposal, the master's sequence + 1), the fence
+// sequence, which tickets share), takes the highest of a quorum's answers
+// and writes that one ticket back to every master, and waits only once a
+// quorum holds it. The score is chosen once, by the enqueuing proxy, and is
+// the same on every master; a per-master order (a list pushed on each
+// master) would let waiters that reach the masters in different orders
+// each be first on some masters, none on a quorum, and stall. If A's
+// ticket Ta is held by a quorum Qa before B asks for a ticket, B's quorum
+// of answers shares a master with Qa whose sequence is at least Ta, so
+// Tb > Ta: arrival order is ticket order.
+//
+// Two waiters never both believe they are first on a quorum: with Ta < Tb,
+// B is the head on a master only where A is absent. A is present on Qa,
+// and any quorum Qb where B is the head shares a master with Qa, where A,
+// with the lower ticket, is ahead of B. A leaves a master's queue only by
+// being granted, leaving (its WAIT ran out, its client left: a dequeue to
+// every master, following its last try on each connection, so it can
+// never be granted afterwards; a grant that raced the caller's exit is
+// rolled back and the new head is told), by going stale, or by a restart.
+//
+// Stale waiters. Every try re-places the token at its ticket and pushes
+// its deadline fair.stale_after ahead. A waiter whose proxy died stops
+// trying; the next try of anyone behind it, after its deadline, removes
+// it: a dead head blocks the queue at most stale_after (plus one retry
+// delay). stale_after must exceed the longest gap between two tries of a
+// live waiter (checked by the configuration). The queue keys expire
+// 2 * stale_after after their last write and are deleted when the last
+// waiter leaves: an idle resource keeps nothing.
+//
+// Hand-off. A release of the resource announces the head of the queue
+// on its release channel ("h:<token>"). Each proxy wakes its plain
+// waiters and only the fair waiter with that token, which tries once a
+// quorum of masters announced the release (or after handOffGrace), so
+// that its try does not reach masters before the release: nobody but the
+// head is woken. Waiters not at the head still try every retry delay, to
+// keep their deadlines and re-place themselves on a restarted master.
+//
+// Restarted masters. A master that restarts empty loses its queue; it is
+// rebuilt, not ignored: the tries of every live waiter re-place it at
+// its ticket, so within one retry delay the master holds the queue again,
+// in the same order, long before its quarantine ends and its votes count
+// again. Its sequence is raised from the others before that, so new
+// tickets stay above every ticket held. Until then it holds a partial
+// queue, but like any single master it cannot make a waiter the head on a
+// quorum by itself; with quarantine off, one restart may let a later
+// waiter overtake an earlier one for up to one retry delay. Exclusion is
+// never at stake: it comes from the lock key.
+//
 // # Restarted masters
 //
 // A master that restarts without persistence forgets its locks and its

@@ -45,6 +45,11 @@ type Options struct {
 	// resource's fence key outlives its lock's ttl (see "Fencing" in the
 	// package doc); default 1s.
 	FenceLag time.Duration
+	// FairStaleAfter is how long a fair-lock waiter stays queued without
+	// trying again before it counts as gone (its proxy died); default
+	// 10s. It must exceed the longest gap between a waiter's tries
+	// (RetryDelay + RetryJitter + a round).
+	FairStaleAfter time.Duration
 	// Wakeups receives release notifications from the nodes; nil means
 	// waiters retry on their timer only.
 	Wakeups *Wakeups
@@ -125,6 +130,9 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	}
 	if opts.FenceLag <= 0 {
 		opts.FenceLag = time.Second
+	}
+	if opts.FairStaleAfter <= 0 {
+		opts.FairStaleAfter = 10 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,8 @@ import (
 )
 
 var errDown = errors.New("fake: connection refused")
+
+var debugFake = os.Getenv("DEBUG_FAKE") != ""
 
 // luaScripts are the real scripts, run by every fake: the engine's unit
 // tests exercise the Lua that production runs, not a Go copy of it.
@@ -50,6 +53,7 @@ type fakeNode struct {
 	gate      chan struct{} // while open (not closed), late requests wait for it
 	queued    sync.WaitGroup
 	evals     map[string]int // script name -> calls that ran
+	evalsBy   map[string]int // script name + " " + first argument -> calls
 	vm        *luaVM
 }
 
@@ -109,6 +113,7 @@ func (f *fakeNode) recycle() {
 	}
 	f.subs = map[string]bool{}
 	f.evals = map[string]int{}
+	f.evalsBy = map[string]int{}
 	f.down, f.delay, f.sendDelay = false, 0, 0
 	f.notify.Store(nil)
 	f.m.FlushAll()
@@ -126,7 +131,7 @@ func startFake(t testing.TB) *fakeNode {
 		t.Fatal(err)
 	}
 	m.ClockTTL(true)
-	f := &fakeNode{m: m, subs: map[string]bool{}, evals: map[string]int{}}
+	f := &fakeNode{m: m, subs: map[string]bool{}, evals: map[string]int{}, evalsBy: map[string]int{}}
 	f.peer = server.NewPeer(bufio.NewWriter(&f.out))
 	f.vm = newLuaVM(f.run)
 	f.sub = m.NewSubscriber()
@@ -227,6 +232,14 @@ func (f *fakeNode) calls(script string) int {
 	return f.evals[script]
 }
 
+// callsWith is how many times script ran with arg as its first argument
+// (a token, for most scripts).
+func (f *fakeNode) callsWith(script, arg string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.evalsBy[script+" "+arg]
+}
+
 // do runs op atomically, now or late. Late requests are applied by one
 // worker per node, in the order they were sent.
 //
@@ -316,7 +329,14 @@ func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (
 	}
 	return do(ctx, f, func() (any, error) {
 		f.evals[name]++
-		return f.vm.run(name, keys, args)
+		if len(args) > 0 {
+			f.evalsBy[name+" "+args[0]]++
+		}
+		v, err := f.vm.run(name, keys, args)
+		if debugFake {
+			fmt.Printf("%s %s %v %v -> %v %v\n", f.addr, name, keys, args, v, err)
+		}
+		return v, err
 	})
 }
 

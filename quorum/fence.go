@@ -44,8 +44,9 @@ func (p *proposals) high() uint64 { return p.last.Load() }
 // other master that may hold the acquisition, stragglers included, gets
 // wb once its request in r returned: the more masters hold the value, the
 // better it survives restarts. The write-backs outlive the call. The tally
-// decides with the grant rule: a quorum of holders, or refused.
-func (e *Engine) spread(ctx context.Context, r *round, counted []bool, holds, mayHold, trusted func(i int) bool, wb *op) *tally {
+// decides with the grant rule: a quorum of holders, or refused. The
+// write-back round is returned too, for a request that must follow it.
+func (e *Engine) spread(ctx context.Context, r *round, counted []bool, holds, mayHold, trusted func(i int) bool, wb *op) (*tally, *round) {
 	yes, no := answer{val: int64(1)}, answer{val: int64(0)}
 	fr := e.follow(ctx, r, wb, nil, func(i int) (answer, bool) {
 		switch {
@@ -58,5 +59,5 @@ func (e *Engine) spread(ctx context.Context, r *round, counted []bool, holds, ma
 		}
 		return answer{}, false
 	})
-	return fr.count(grantRule, func(i int, v any) bool { return v == int64(1) && trusted(i) }, -1)
+	return fr.count(grantRule, func(i int, v any) bool { return v == int64(1) && trusted(i) }, -1), fr
 }

@@ -57,6 +57,8 @@ type lockSet struct {
 	// then the master's lagging fence bound and its fence sequence.
 	keys     []string
 	channels []string // release channels, parallel to the lock keys
+	// fair is set for a fair lock: its tries queue in the resource's queue.
+	fair *fairQueue
 }
 
 func (ls *lockSet) locksAndFences() []string { return ls.keys[:2*ls.n] }
@@ -162,7 +164,7 @@ func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err e
 	// tainted[i]: node i's rollback of an earlier try with the same token
 	// was not acknowledged, so its vote cannot be trusted in this call.
 	tainted := make([]bool, len(e.nodes))
-	return retry(e, ctx, req.Wait, ls.channels, func() (*Lease, step, error) {
+	return retry(e, ctx, req.Wait, ls.channels, "", func() (*Lease, step, error) {
 		token := req.Token
 		if !fixed {
 			token = NewToken()
@@ -189,7 +191,15 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	lag := ms(e.opts.FenceLag)
 	acq := &op{name: "lock", script: "lock_acquire", keys: ls.keys,
 		args: []string{token, ms(ttl), strconv.FormatUint(e.fences.next(), 10), lag}}
-	r := e.send(ctx, acq, e.track(token))
+	var r *round
+	if fq := ls.fair; fq != nil {
+		acq.keys = fq.acquireKeys
+		acq.args = append(acq.args, ms(fq.stale), strconv.FormatUint(fq.ticket, 10))
+		r = e.follow(ctx, fq.last, acq, e.track(token), nil)
+		fq.last = r
+	} else {
+		r = e.send(ctx, acq, e.track(token))
+	}
 	// reply decodes master i's answer; valid once r.done[i] is closed.
 	reply := func(i int) (acquireReply, bool) {
 		if r.ans[i].err != nil {
@@ -203,7 +213,15 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	}
 	mayHold := func(i int) bool {
 		a, ok := reply(i)
-		return r.ans[i].err != nil || !ok || a.ok || fixed
+		if r.ans[i].err != nil || !ok || a.ok {
+			return true
+		}
+		if fq := ls.fair; fq != nil && !fq.callerToken {
+			// A token of this call alone: it may still be held here only
+			// if an earlier try's rollback went unacknowledged.
+			return tainted[i]
+		}
+		return fixed
 	}
 	trusted := func(i int) bool { return !tainted[i] }
 	rollback := func() {
@@ -250,7 +268,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		// Write back to the others, stragglers included; wait only while
 		// fewer than a quorum hold the fences (the usual case: masters
 		// agreed, no wait).
-		ft := e.spread(ctx, r, t.counted, holds, mayHold, trusted, wb)
+		ft, _ := e.spread(ctx, r, t.counted, holds, mayHold, trusted, wb)
 		if holders < e.quorum && ft.verdict != decidedYes {
 			rollback()
 			return nil, nil, ft.err(e, "lock")
@@ -316,7 +334,13 @@ func (e *Engine) Unlock(ctx context.Context, resources []string, token string) (
 	// The answers count only within MasterTimeout (the round's deadline),
 	// but the releases themselves may take releaseTimeout to be sent and
 	// answered.
-	r := e.send(ctx, &op{name: "unlock", script: "lock_release", keys: ls.releaseKeys(), args: args, timeout: e.releaseTimeout()}, nil)
+	keys := ls.releaseKeys()
+	if ls.n == 1 {
+		// The resource may have fair waiters: the release hands off to
+		// the head of their queue.
+		keys = append(keys[:len(keys):len(keys)], e.fairKeys(ls.given[0])[0])
+	}
+	r := e.send(ctx, &op{name: "unlock", script: "lock_release", keys: keys, args: args, timeout: e.releaseTimeout()}, nil)
 	// Once decided, give the other masters a short grace: a caller that
 	// locks again right after a release should not meet a straggler, but a
 	// paused master is not worth a whole MasterTimeout on every release.

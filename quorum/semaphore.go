@@ -140,7 +140,7 @@ func (e *Engine) SemAcquire(ctx context.Context, req SemRequest) (lease *SemLeas
 	}
 	fixed := req.Token != ""
 	tainted := make([]bool, len(e.nodes))
-	return retry(e, ctx, req.Wait, []string{k.channel}, func() (*SemLease, step, error) {
+	return retry(e, ctx, req.Wait, []string{k.channel}, "", func() (*SemLease, step, error) {
 		token := req.Token
 		if !fixed {
 			token = NewToken()

@@ -228,7 +228,7 @@ func TestWakeupsCounted(t *testing.T) {
 	w := NewWakeups()
 	var ws []*watch
 	for range 4 {
-		ws = append(ws, w.watch([]string{"ch"}, nil))
+		ws = append(ws, w.watch([]string{"ch"}, nil, "", 1))
 	}
 	woken := func() []int {
 		var out []int

@@ -33,16 +33,32 @@ func NewWakeups() *Wakeups {
 const seenFor = 2 * time.Second
 
 // Notify routes one message on channel. A lock release ("1") wakes every
-// local waiter of channel. A counted release ("<k>:<id>", from semaphores)
-// wakes the k longest-waiting local waiters not already woken, once per id
-// however many masters announce it. It never blocks.
+// local waiter of channel. A hand-off ("h:<token>", from a resource with
+// fair waiters) wakes the plain waiters and, of the fair waiters, only
+// the one queued with token: the head of the queue, wherever it waits.
+// A counted release ("<k>:<id>", from semaphores) wakes the k
+// longest-waiting local waiters not already woken, once per id however
+// many masters announce it. It never blocks.
 func (w *Wakeups) Notify(channel, message string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	set := w.waiters[channel]
 	k, id, counted := strings.Cut(message, ":")
+	if k == "h" && counted {
+		for wt := range set {
+			switch wt.fair {
+			case "":
+				wt.wake()
+			case id:
+				wt.heard++
+				wt.wake()
+			}
+		}
+		return
+	}
 	if !counted {
 		for wt := range set {
+			wt.heard = wt.need
 			wt.wake()
 		}
 		return
@@ -85,7 +101,12 @@ type watch struct {
 	channels []string
 	nodes    []Node
 	seq      uint64
-	c        chan struct{}
+	fair     string // a fair waiter's token; "" for others
+	// A fair waiter tries once need masters announced its hand-off (a
+	// quorum: the release is through), or handOffGrace after the first
+	// announcement; heard counts them. Both under w.mu.
+	need, heard int
+	c           chan struct{}
 }
 
 // wake signals the waiter; false if it was signalled already.
@@ -98,8 +119,8 @@ func (wt *watch) wake() bool {
 	}
 }
 
-func (w *Wakeups) watch(channels []string, nodes []Node) *watch {
-	wt := &watch{w: w, channels: channels, nodes: nodes, c: make(chan struct{}, 1)}
+func (w *Wakeups) watch(channels []string, nodes []Node, fair string, need int) *watch {
+	wt := &watch{w: w, channels: channels, nodes: nodes, fair: fair, need: need, c: make(chan struct{}, 1)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seq++
@@ -151,6 +172,11 @@ func (wt *watch) sleep(ctx context.Context, d time.Duration) error {
 	defer t.Stop()
 	select {
 	case <-wt.c:
+		if wt.fair != "" {
+			// Woken alone: no one to spread from, but wait for the
+			// release to be through on a quorum before trying.
+			return wt.gather(ctx)
+		}
 		t.Reset(time.Duration(rand.Int64N(int64(wakeJitter))))
 		select {
 		case <-t.C:
@@ -162,6 +188,39 @@ func (wt *watch) sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// handOffGrace is how long a fair waiter woken by the first announcement
+// of its hand-off waits for a quorum of them: a master whose announcement
+// is lost (its subscription is being restored) does not hold it up longer.
+const handOffGrace = 5 * time.Millisecond
+
+// gather waits, after a first hand-off announcement, until a quorum of
+// masters announced it or handOffGrace passed, so that the try does not
+// reach masters before the release did and get refused there.
+func (wt *watch) gather(ctx context.Context) error {
+	t := time.NewTimer(handOffGrace)
+	defer t.Stop()
+	defer func() {
+		wt.w.mu.Lock()
+		wt.heard = 0
+		wt.w.mu.Unlock()
+	}()
+	for {
+		wt.w.mu.Lock()
+		enough := wt.heard >= wt.need
+		wt.w.mu.Unlock()
+		if enough {
+			return nil
+		}
+		select {
+		case <-wt.c:
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -201,7 +260,11 @@ const (
 //
 // A try that is not final and runs out of wait is returned as it is (not
 // granted, or no quorum on the last try).
-func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels []string, try func() (T, step, error)) (T, error) {
+//
+// fair, if not "", makes the waiter a fair-lock waiter queued with that
+// token: a hand-off wakes it only when it is the head of the queue, and it
+// retries at once, without jitter.
+func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels []string, fair string, try func() (T, step, error)) (T, error) {
 	deadline := time.Now().Add(wait)
 	var w *watch
 	defer func() {
@@ -225,7 +288,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			// Subscribe before the next try, so that a release between the
 			// failed try and the subscription is not missed: the next try
 			// runs at once and sees it.
-			w = e.wake.watch(channels, e.nodes)
+			w = e.wake.watch(channels, e.nodes, fair, e.quorum)
 			w.ready(ctx, e.opts.MasterTimeout)
 			continue
 		}

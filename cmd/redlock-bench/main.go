@@ -4,13 +4,14 @@
 // reported with the proxy/redsync ratio. It also measures multi-resource
 // locks (one RMULTILOCK over 3 resources beside 3 sequential RLOCKs),
 // semaphores (RSEMACQUIRE + RSEMRELEASE at limits 1, 10 and 100 beside
-// RLOCK cycles), the
+// RLOCK cycles), fair locks (16 waiters on one resource with RFAIRLOCK
+// beside RLOCK: hand-off latency and how evenly grants go round), the
 // proxy's memory with many idle client connections and its throughput as
 // the number of masters grows.
 //
 //	go run ./cmd/redlock-bench                 # everything, 5 local masters
 //	go run ./cmd/redlock-bench -quick          # a short smoke run
-//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, idle or scale
+//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, fair, idle or scale
 //
 // It starts redis-server processes on free loopback ports and the proxy
 // binary it builds from this module (or -proxy-bin), and stops them all.
@@ -53,6 +54,7 @@ type options struct {
 	concs      []int
 	multiConcs []int
 	semConc    int
+	fairConc   int
 	semLimits  []int
 	keys       []int
 	ttl        time.Duration
@@ -62,6 +64,7 @@ type options struct {
 	skipCycles bool
 	skipMulti  bool
 	skipSem    bool
+	skipFair   bool
 	skipIdle   bool
 	skipScale  bool
 
@@ -87,23 +90,26 @@ func main() {
 	flag.IntVar(&o.semConc, "sem-c", 64, "concurrent workers of the semaphore section")
 	flag.StringVar(&semLimits, "sem-limits", "1,10,100", "semaphore limits, comma-separated")
 	flag.BoolVar(&o.skipSem, "skip-sem", false, "skip the semaphore measurement")
+	flag.IntVar(&o.fairConc, "fair-c", 16, "waiters of the fair-lock section")
+	flag.BoolVar(&o.skipFair, "skip-fair", false, "skip the fair-lock measurement")
 	flag.BoolVar(&o.skipIdle, "skip-idle", false, "skip the idle-connections measurement")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "skip the scaling measurement")
 	flag.StringVar(&o.proxyProfile, "proxy-cpuprofile", "", "have the proxy of the first environment write a CPU profile here")
 	flag.StringVar(&o.proxyYAML, "proxy-config", "", "extra YAML for the proxy's configuration, e.g. 'master_flush_delay: 300us'")
 	flag.BoolVar(&quick, "quick", false, "short run: 1s cells, 1 repeat, 1000 idle connections, no scaling")
-	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, idle or scale")
+	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, sem, fair, idle or scale")
 	flag.Parse()
 	o.concs, o.multiConcs, o.semLimits, o.keys, o.scale = ints(concs), ints(multiConcs), ints(semLimits), ints(keys), ints(scale)
 	if quick {
 		o.duration, o.repeat, o.idle, o.skipScale = time.Second, 1, 1000, true
 	}
 	if only != "" {
-		if !slices.Contains([]string{"cycles", "multi", "sem", "idle", "scale"}, only) {
-			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, idle or scale\n", only)
+		if !slices.Contains([]string{"cycles", "multi", "sem", "fair", "idle", "scale"}, only) {
+			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, fair, idle or scale\n", only)
 			os.Exit(2)
 		}
 		o.skipCycles, o.skipMulti, o.skipSem, o.skipIdle, o.skipScale = only != "cycles", only != "multi", only != "sem", only != "idle", only != "scale"
+		o.skipFair = only != "fair"
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
@@ -195,6 +201,12 @@ func run(o options) error {
 
 	if !o.skipSem {
 		if err := env.semaphores(o); err != nil {
+			return err
+		}
+	}
+
+	if !o.skipFair {
+		if err := env.fairness(o); err != nil {
 			return err
 		}
 	}
@@ -603,7 +615,7 @@ func (e *env) keysLeft() (int, error) {
 		var keys []string
 		// Lock keys, and every key of a semaphore (all under the meta
 		// prefix; a released semaphore leaves none).
-		for _, pattern := range []string{"bench:*", "redlock-proxy:sem:*"} {
+		for _, pattern := range []string{"bench:*", "redlock-proxy:sem:*", "redlock-proxy:fairq*"} {
 			iter := c.Scan(context.Background(), 0, pattern, 1000).Iterator()
 			for iter.Next(context.Background()) {
 				keys = append(keys, iter.Val())

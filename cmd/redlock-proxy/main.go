@@ -170,17 +170,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var eng *quorum.Engine
 	met := metrics.New(func() []quorum.NodeStatus { return eng.Status() })
 	eng, err = quorum.New(nodes, quorum.Options{
-		Quorum:        cfg.Quorum,
-		DriftFactor:   cfg.DriftFactor,
-		MasterTimeout: cfg.MasterTimeout.D(),
-		RetryDelay:    cfg.RetryDelay.D(),
-		RetryJitter:   cfg.RetryJitter.D(),
-		KeyPrefix:     cfg.KeyPrefix,
-		MetaPrefix:    cfg.MetaPrefix,
-		Quarantine:    quarantine,
-		Wakeups:       wake,
-		Observer:      met,
-		Logger:        log,
+		Quorum:         cfg.Quorum,
+		DriftFactor:    cfg.DriftFactor,
+		MasterTimeout:  cfg.MasterTimeout.D(),
+		RetryDelay:     cfg.RetryDelay.D(),
+		RetryJitter:    cfg.RetryJitter.D(),
+		FairStaleAfter: cfg.Fair.StaleAfter.D(),
+		KeyPrefix:      cfg.KeyPrefix,
+		MetaPrefix:     cfg.MetaPrefix,
+		Quarantine:     quarantine,
+		Wakeups:        wake,
+		Observer:       met,
+		Logger:         log,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,143 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// fairQueue is one fair-lock call's place in its resource's queue. Every
+// request of the call follows the one before it on each master (last), so
+// that a try, its rollback and the final dequeue land in order.
+type fairQueue struct {
+	// acquireKeys are lock_acquire's keys for the resource with the queue
+	// and the deadlines appended.
+	acquireKeys []string
+	// queue and deadlines are the queue's keys: tokens by ticket, and by
+	// the master's time after which the waiter counts as gone.
+	queue, deadlines string
+	channel          string
+	stale            time.Duration
+	// callerToken: the caller chose the token, and an earlier call with
+	// it may still hold the lock on a master that refused a try.
+	callerToken bool
+	// ticket is the waiter's place, agreed by a quorum; 0 until queued.
+	ticket uint64
+	last   *round
+}
+
+// fairKeys names a resource's queue and its deadlines.
+func (e *Engine) fairKeys(resource string) [2]string {
+	return [2]string{e.opts.MetaPrefix + "fairq:" + resource, e.opts.MetaPrefix + "fairq-dl:" + resource}
+}
+
+// FairLock acquires a lock on one resource like Lock, but waiters are
+// granted in the order they queued, across every proxy in front of the
+// same masters. A try is refused while others queue ahead; a refused
+// caller with a Wait queues once (see "Fair locks" in the package doc)
+// and leaves the queue when it returns, granted or not. The lease is
+// released with Unlock and extended with Extend, like Lock's.
+func (e *Engine) FairLock(ctx context.Context, req LockRequest) (lease *Lease, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("fairlock", t0, lease != nil, err) }()
+	if len(req.Resources) != 1 {
+		return nil, fmt.Errorf("%w: a fair lock has one resource", ErrBadRequest)
+	}
+	ls, err := e.lockSet(req.Resources)
+	if err != nil {
+		return nil, err
+	}
+	if req.TTL <= 0 {
+		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
+	}
+	token := req.Token
+	if token == "" {
+		token = NewToken()
+	}
+	fk := e.fairKeys(ls.given[0])
+	fq := &fairQueue{queue: fk[0], deadlines: fk[1], channel: ls.channels[0], stale: e.opts.FairStaleAfter, callerToken: req.Token != ""}
+	fq.acquireKeys = append(append(make([]string, 0, len(ls.keys)+2), ls.keys...), fk[0], fk[1])
+	ls.fair = fq
+	// gaveBack: a grant raced the caller's exit and was rolled back, so
+	// the lock is free and the new head must hear of it.
+	gaveBack := false
+	defer func() {
+		if fq.ticket == 0 && !gaveBack {
+			return // never queued: nothing to leave
+		}
+		mode := "1" // gave up: hand off if we were the head
+		switch {
+		case lease != nil:
+			mode = "0" // granted: we hold the lock, nobody to wake
+		case gaveBack:
+			mode = "2"
+		}
+		o := &op{name: "fairlock", script: "fair_dequeue", keys: []string{fq.queue, fq.deadlines},
+			args: []string{token, fq.channel, mode}, timeout: e.releaseTimeout()}
+		e.follow(ctx, fq.last, o, nil, nil)
+	}()
+	// The token is the same for every try, so a master that refused a try
+	// may still hold an earlier one: tries count as with a caller's token.
+	tainted := make([]bool, len(e.nodes))
+	return retry(e, ctx, req.Wait, ls.channels, token, func() (*Lease, step, error) {
+		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, true)
+		switch {
+		case lease != nil && ctx.Err() != nil:
+			// The caller left while we were granting: hold nothing, and
+			// let the next waiter know at once.
+			rb()
+			gaveBack = true
+			return nil, stepFinal, ctx.Err()
+		case lease != nil, err != nil && !errors.Is(err, ErrNoQuorum):
+			return lease, stepFinal, err
+		}
+		if err == nil && fq.ticket == 0 && req.Wait > 0 && time.Since(t0) < req.Wait {
+			// Refused: take a place in the queue before waiting.
+			err = e.enqueue(ctx, fq, token)
+		}
+		return nil, stepWait, err
+	})
+}
+
+// enqueue gives a fair waiter its ticket: it asks every master for one
+// (max(proposal, the master's sequence + 1), or the token's ticket if it
+// is queued there already), takes the highest of a quorum's answers, and
+// writes it back to every master, returning once a quorum holds it. From
+// then on the waiter's tries keep it queued at that ticket.
+func (e *Engine) enqueue(ctx context.Context, fq *fairQueue, token string) error {
+	_, seqKey := e.fenceKeys()
+	keys := []string{fq.queue, fq.deadlines, seqKey}
+	r := e.follow(ctx, fq.last, &op{name: "fairlock", script: "fair_enqueue", keys: keys,
+		args: []string{token, strconv.FormatUint(e.fences.next(), 10), ms(fq.stale)}}, nil, nil)
+	fq.last = r
+	var ticket uint64
+	t := r.count(grantRule, func(_ int, v any) bool {
+		arr, ok := v.([]any)
+		if !ok || len(arr) != 2 {
+			return false
+		}
+		tk, ok1 := arr[0].(int64)
+		seq, ok2 := arr[1].(int64)
+		if !ok1 || !ok2 || tk <= 0 {
+			return false
+		}
+		e.fences.learn(uint64(seq))
+		ticket = max(ticket, uint64(tk))
+		return true
+	}, -1)
+	if t.verdict != decidedYes {
+		return t.err(e, "fairlock")
+	}
+	e.fences.learn(ticket)
+	wr := e.follow(ctx, r, &op{name: "fairlock", script: "fair_ticket", keys: keys,
+		args: []string{token, strconv.FormatUint(ticket, 10), ms(fq.stale)}}, nil, nil)
+	fq.last = wr
+	wt := wr.count(grantRule, func(_ int, v any) bool { return v == int64(1) }, -1)
+	if wt.verdict != decidedYes {
+		return wt.err(e, "fairlock")
+	}
+	fq.ticket = ticket
+	return nil
+}
