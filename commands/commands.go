@@ -9,12 +9,14 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// All returns every lock and semaphore command, for the proxy's command
-// table.
+// All returns every lock, semaphore and latch command, for the proxy's
+// command table.
 func All(eng *quorum.Engine, lim Limits) []*proxy.Command {
 	cmds := lockCommands(eng, lim)
 	cmds = append(cmds, multiLockCommands(eng, lim)...)
-	return append(cmds, semaphoreCommands(eng, lim)...)
+	cmds = append(cmds, rwLockCommands(eng, lim)...)
+	cmds = append(cmds, semaphoreCommands(eng, lim)...)
+	return append(cmds, latchCommands(eng, lim)...)
 }
 
 // MastersInfo is the "masters" section of INFO: one line per master, as

@@ -23,9 +23,14 @@ var (
 func MapError(err error) *proxy.Error {
 	var qe *quorum.QuorumError
 	var le *quorum.LimitError
+	var lce *quorum.LatchCountError
 	switch {
 	case errors.As(err, &le):
 		return proxy.Errorf("semaphore '%s' has limit %d", le.Name, le.Limit)
+	case errors.As(err, &lce):
+		return proxy.Errorf("latch '%s' has count %d", lce.Name, lce.Count)
+	case errors.Is(err, quorum.ErrNoLatch):
+		return errNoLatch
 	case errors.As(err, &qe):
 		return &proxy.Error{Code: "NOQUORUM", Msg: fmt.Sprintf("%d of %d masters answered, %d needed", qe.Got, qe.Total, qe.Need)}
 	case errors.Is(err, quorum.ErrReservedResource):

@@ -17,6 +17,8 @@ type Limits struct {
 	MaxTTL time.Duration
 	// MaxWait is the longest WAIT (limits.max_wait).
 	MaxWait time.Duration
+	// MaxLatchCount is the largest latch count (limits.max_args).
+	MaxLatchCount int
 }
 
 // lockArgs are RLOCK's arguments.
@@ -143,7 +145,7 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 				if err != nil || lease == nil {
 					return nil, err
 				}
-				v, ok := validity(ctx, eng, lease)
+				v, ok := validity(ctx, lease, eng.Abandon)
 				if !ok {
 					return nil, nil
 				}
@@ -171,7 +173,7 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 				if err != nil || lease == nil {
 					return nil, err
 				}
-				v, ok := validity(ctx, eng, lease)
+				v, ok := validity(ctx, lease, eng.FairAbandon)
 				if !ok {
 					return nil, nil
 				}
@@ -236,12 +238,13 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 }
 
 // validity re-computes the lease's validity just before the reply is
-// written. A lease with less than a millisecond left is no grant: it is
-// given back and the caller sees the not-granted reply.
-func validity(ctx context.Context, eng *quorum.Engine, l *quorum.Lease) (int64, bool) {
+// written. A lease with less than a millisecond left, or whose client left
+// while it was granted, is no grant: it is given back with abandon and the
+// caller sees the not-granted reply.
+func validity(ctx context.Context, l *quorum.Lease, abandon func(context.Context, *quorum.Lease)) (int64, bool) {
 	v := l.ValidityAt(time.Now()).Milliseconds()
-	if v < 1 {
-		eng.Abandon(ctx, l)
+	if v < 1 || ctx.Err() != nil {
+		abandon(ctx, l)
 		return 0, false
 	}
 	return v, true

@@ -97,7 +97,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 				if err != nil || lease == nil {
 					return nil, err
 				}
-				v, ok := validity(ctx, eng, lease)
+				v, ok := validity(ctx, lease, eng.Abandon)
 				if !ok {
 					return nil, nil
 				}

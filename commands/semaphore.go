@@ -105,7 +105,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 					return nil, err
 				}
 				v := lease.ValidityAt(time.Now()).Milliseconds()
-				if v < 1 {
+				if v < 1 || ctx.Err() != nil {
 					eng.SemAbandon(ctx, lease)
 					return nil, nil
 				}

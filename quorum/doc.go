@@ -179,11 +179,13 @@
 // A fair lock (FairLock, RFAIRLOCK) is a plain lock on one resource, same
 // lock key, same fence, same release: fair and plain locks exclude each
 // other, and mutual exclusion never depends on the queue. The queue only
-// chooses who may try. Each master keeps it as a sorted set of waiting
-// tokens by ticket, and a sorted set of their deadlines by the master's
-// own time; lock_acquire with the queue refuses unless the queue is empty
-// or the token is its head, and takes the token out of the queue when it
-// grants.
+// chooses who may try. Each master keeps it as a sorted set of waiter ids
+// by ticket (one id per call: the caller's token, or a random id while
+// the lock token is fresh for every try), and a sorted set of their
+// deadlines by the master's own time; lock_acquire with the queue refuses
+// unless the queue is empty, the id is its head, or the lock key holds the
+// token already (a TOKEN retry of the holder), and takes the id out of the
+// queue when it grants.
 //
 // One order on every master. A refused caller that will wait asks every
 // master for a ticket (max(proposal, the master's sequence + 1), the fence
@@ -233,6 +235,48 @@
 // quorum by itself; with quarantine off, one restart may let a later
 // waiter overtake an earlier one for up to one retry delay. Exclusion is
 // never at stake: it comes from the lock key.
+//
+// # Read-write locks
+//
+// A reader (ReadLock, RRLOCK) is recorded in the resource's reader set (a
+// sorted set of tokens by expiry, on the master's clock), and the lock
+// key itself then holds "" (no token is empty) and lives as long as the
+// longest-lived reader: every writer (Lock, FairLock, multi-resource
+// locks) sees the key taken without reading anything else, and a reader
+// is granted only where the lock key is free or "". Both checks are one
+// script on each master, so no writer can take the key between a
+// reader's check and its record (the check-then-act bug of read locks
+// built from two commands). Safety is the lock's intersection argument: a
+// live reader is recorded, with the key holding "", on a quorum Qr until
+// its validity ends; a writer needs a quorum Qw of masters where the key
+// is free; Qr and Qw share a master, which cannot be both. The same holds
+// the other way round. A restarted master forgets its readers and is
+// quarantined as for locks.
+//
+// Writer preference: a writer that will wait and is refused marks the
+// resource that refused it (rw-w:<resource>, the call's id, expiring
+// after two retry delays plus a round: a live writer renews it with each
+// try, a dead one's lapses within that time), and new readers are refused
+// while the mark lives; a reader that holds already may still renew. A
+// grant deletes the call's own marks; a mark left on a master that refused
+// the winning try expires. Releases wake through the resource's release
+// channel: the last reader's release wakes the writers, a writer's
+// release everyone.
+//
+// # Count-down latches
+//
+// A latch is, on each master, its count (a string expiring with the latch)
+// and its arrivals (a set of tokens, bounded by the count, expiring with
+// it). An arrival is SADD of its token, so a retry of a lost reply, on any
+// proxy, counts once on each master (a counter decremented per request
+// counts it twice). A quorum's view of the arrivals still missing is the
+// quorum-th smallest of the masters' answers: a quorum of masters miss at
+// most that many, so "open" (0) means open on a quorum. The arrival that
+// opens a master's latch announces it, and waiters on every proxy
+// recount. A latch that at least N - quorum + 1 masters do not have cannot
+// be on a quorum: "no such latch". A master that restarted empty has no
+// latch; arrivals still count on the others, and a latch created again
+// after a restart starts empty on that master only.
 //
 // # Restarted masters
 //

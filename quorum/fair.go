@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,9 +21,12 @@ type fairQueue struct {
 	queue, deadlines string
 	channel          string
 	stale            time.Duration
-	// callerToken: the caller chose the token, and an earlier call with
-	// it may still hold the lock on a master that refused a try.
-	callerToken bool
+	// id is the waiter's member in the queue, one per call: the caller's
+	// token if it chose one, else random (the lock token is then fresh for
+	// every try).
+	id string
+	// sent: a ticket was asked for, so the id may be queued somewhere.
+	sent bool
 	// ticket is the waiter's place, agreed by a quorum; 0 until queued.
 	ticket uint64
 	last   *round
@@ -52,19 +56,20 @@ func (e *Engine) FairLock(ctx context.Context, req LockRequest) (lease *Lease, e
 	if req.TTL <= 0 {
 		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
 	}
-	token := req.Token
-	if token == "" {
-		token = NewToken()
-	}
+	fixed := req.Token != ""
 	fk := e.fairKeys(ls.given[0])
-	fq := &fairQueue{queue: fk[0], deadlines: fk[1], channel: ls.channels[0], stale: e.opts.FairStaleAfter, callerToken: req.Token != ""}
-	fq.acquireKeys = append(append(make([]string, 0, len(ls.keys)+2), ls.keys...), fk[0], fk[1])
+	// The caller's token, if it chose one, is also its id in the queue.
+	fq := &fairQueue{queue: fk[0], deadlines: fk[1], channel: ls.channels[0], stale: e.opts.FairStaleAfter, id: cmp.Or(req.Token, NewToken())}
+	fq.acquireKeys = append(append(make([]string, 0, len(ls.acquireKeys)+2), ls.acquireKeys...), fk[0], fk[1])
 	ls.fair = fq
+	if req.Wait > 0 {
+		ls.mark = fq.id
+	}
 	// gaveBack: a grant raced the caller's exit and was rolled back, so
 	// the lock is free and the new head must hear of it.
 	gaveBack := false
 	defer func() {
-		if fq.ticket == 0 && !gaveBack {
+		if !fq.sent && !gaveBack {
 			return // never queued: nothing to leave
 		}
 		mode := "1" // gave up: hand off if we were the head
@@ -75,14 +80,16 @@ func (e *Engine) FairLock(ctx context.Context, req LockRequest) (lease *Lease, e
 			mode = "2"
 		}
 		o := &op{name: "fairlock", script: "fair_dequeue", keys: []string{fq.queue, fq.deadlines},
-			args: []string{token, fq.channel, mode}, timeout: e.releaseTimeout()}
+			args: []string{fq.id, fq.channel, mode}, timeout: e.releaseTimeout()}
 		e.follow(ctx, fq.last, o, nil, nil)
 	}()
-	// The token is the same for every try, so a master that refused a try
-	// may still hold an earlier one: tries count as with a caller's token.
 	tainted := make([]bool, len(e.nodes))
-	return retry(e, ctx, req.Wait, ls.channels, token, func() (*Lease, step, error) {
-		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, true)
+	return retry(e, ctx, req.Wait, ls.channels, fq.id, func() (*Lease, step, error) {
+		token := req.Token
+		if !fixed {
+			token = NewToken()
+		}
+		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed)
 		switch {
 		case lease != nil && ctx.Err() != nil:
 			// The caller left while we were granting: hold nothing, and
@@ -95,10 +102,26 @@ func (e *Engine) FairLock(ctx context.Context, req LockRequest) (lease *Lease, e
 		}
 		if err == nil && fq.ticket == 0 && req.Wait > 0 && time.Since(t0) < req.Wait {
 			// Refused: take a place in the queue before waiting.
-			err = e.enqueue(ctx, fq, token)
+			err = e.enqueue(ctx, fq)
 		}
 		return nil, stepWait, err
 	})
+}
+
+// FairAbandon releases a fair lease the caller will not use (its client
+// left before the reply), in the background, and tells the head of the
+// queue at once.
+func (e *Engine) FairAbandon(ctx context.Context, l *Lease) {
+	ls, err := e.lockSet(l.Resources)
+	if err != nil || ls.n != 1 {
+		return
+	}
+	e.awaitAcquires(l.Token)
+	fk := e.fairKeys(ls.given[0])
+	r := e.send(ctx, &op{name: "unlock", script: "lock_release", keys: ls.releaseKeys(), args: []string{l.Token},
+		timeout: e.releaseTimeout()}, nil)
+	e.follow(ctx, r, &op{name: "fairlock", script: "fair_dequeue", keys: fk[:],
+		args: []string{"", ls.channels[0], "2"}, timeout: e.releaseTimeout()}, nil, nil)
 }
 
 // enqueue gives a fair waiter its ticket: it asks every master for one
@@ -106,11 +129,12 @@ func (e *Engine) FairLock(ctx context.Context, req LockRequest) (lease *Lease, e
 // is queued there already), takes the highest of a quorum's answers, and
 // writes it back to every master, returning once a quorum holds it. From
 // then on the waiter's tries keep it queued at that ticket.
-func (e *Engine) enqueue(ctx context.Context, fq *fairQueue, token string) error {
+func (e *Engine) enqueue(ctx context.Context, fq *fairQueue) error {
+	fq.sent = true
 	_, seqKey := e.fenceKeys()
 	keys := []string{fq.queue, fq.deadlines, seqKey}
 	r := e.follow(ctx, fq.last, &op{name: "fairlock", script: "fair_enqueue", keys: keys,
-		args: []string{token, strconv.FormatUint(e.fences.next(), 10), ms(fq.stale)}}, nil, nil)
+		args: []string{fq.id, strconv.FormatUint(e.fences.next(), 10), ms(fq.stale)}}, nil, nil)
 	fq.last = r
 	var ticket uint64
 	t := r.count(grantRule, func(_ int, v any) bool {
@@ -132,7 +156,7 @@ func (e *Engine) enqueue(ctx context.Context, fq *fairQueue, token string) error
 	}
 	e.fences.learn(ticket)
 	wr := e.follow(ctx, r, &op{name: "fairlock", script: "fair_ticket", keys: keys,
-		args: []string{token, strconv.FormatUint(ticket, 10), ms(fq.stale)}}, nil, nil)
+		args: []string{fq.id, strconv.FormatUint(ticket, 10), ms(fq.stale)}}, nil, nil)
 	fq.last = wr
 	wt := wr.count(grantRule, func(_ int, v any) bool { return v == int64(1) }, -1)
 	if wt.verdict != decidedYes {

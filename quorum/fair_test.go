@@ -74,6 +74,33 @@ func TestFairLockOrder(t *testing.T) {
 		t.Fatalf("first fair lock on a free resource: %v %v", holder, err)
 	}
 	c.waitHeld(t, "f", holder.Token)
+	// A retry with the holder's TOKEN while others queue is the same
+	// grant again, not a refusal that drops the held lock.
+	mine, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"g"}, TTL: 10 * time.Second, Token: "mine"})
+	if err != nil || mine == nil {
+		t.Fatalf("fair lock with TOKEN: %v %v", mine, err)
+	}
+	c.waitHeld(t, "g", "mine")
+	gw := make(chan fairResult, 1)
+	go func() {
+		l, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"g"}, TTL: time.Second, Wait: 20 * time.Second})
+		gw <- fairResult{0, l, err}
+	}()
+	if !eventually(2*time.Second, func() bool { return len(c.queued(c.nodes[0], "g")) == 1 }) {
+		t.Fatal("the waiter on g never queued")
+	}
+	if again, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"g"}, TTL: 10 * time.Second, Token: "mine"}); again == nil || err != nil {
+		t.Fatalf("TOKEN retry by the holder: %v %v", again, err)
+	}
+	if h := c.holders("g", "mine"); h != len(c.nodes) {
+		t.Fatalf("the holder's lock is on %d masters after its TOKEN retry", h)
+	}
+	c.eng.Unlock(ctx, []string{"g"}, "mine")
+	r := <-gw
+	if r.lease == nil || r.err != nil {
+		t.Fatalf("the waiter on g: %v %v", r.lease, r.err)
+	}
+	c.eng.Unlock(ctx, r.lease.Resources, r.lease.Token)
 	// Without WAIT a fair lock does not queue.
 	if l, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: time.Second}); l != nil || err != nil {
 		t.Fatalf("no-wait try on a held lock: %v %v", l, err)
@@ -130,9 +157,20 @@ func TestFairLockOrder(t *testing.T) {
 	if total > 2*n {
 		t.Errorf("%d tries after queueing for %d hand-offs: waiters behind the head were woken", total, n)
 	}
+	c.expectOnlyFences(t)
+}
+
+// expectOnlyFences fails unless every master keeps only the fence keys
+// and writer-waiting marks that expire within writerMark (a waiter
+// granted by a quorum leaves its mark on a master that refused it).
+func (c *cluster) expectOnlyFences(t *testing.T) {
+	t.Helper()
 	for i, f := range c.nodes {
 		for _, k := range f.keys() {
-			if !strings.HasSuffix(k, "fence-hwm") && !strings.HasSuffix(k, "fence-lag") {
+			switch {
+			case strings.HasSuffix(k, "fence-hwm"), strings.HasSuffix(k, "fence-lag"):
+			case strings.HasPrefix(k, "redlock-proxy:rw-w:") && f.m.TTL(k) > 0 && f.m.TTL(k) <= c.eng.writerMark():
+			default:
 				t.Errorf("master %d keeps %s", i, k)
 			}
 		}
@@ -238,6 +276,11 @@ func TestFairLockStaleHead(t *testing.T) {
 	for _, f := range c.nodes {
 		f.m.ZAdd(dead[0], 1, "dead")
 		f.m.ZAdd(dead[1], float64(now+stale.Milliseconds()), "dead")
+	}
+	// And one queued ahead without a deadline at all (its deadline key
+	// was lost): it counts as gone at once.
+	for _, f := range c.nodes {
+		f.m.ZAdd(dead[0], 0, "nodeadline")
 	}
 	t0 := time.Now()
 	l, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: time.Second, Wait: 5 * time.Second})

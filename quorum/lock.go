@@ -55,8 +55,14 @@ type lockSet struct {
 	n     int      // len(given)
 	// keys are the lock keys, the fence keys (both sorted by resource),
 	// then the master's lagging fence bound and its fence sequence.
-	keys     []string
-	channels []string // release channels, parallel to the lock keys
+	keys []string
+	// acquireKeys are keys, then the writer-waiting marks of read-write
+	// locks (parallel to the lock keys): lock_acquire's keys.
+	acquireKeys []string
+	channels    []string // release channels, parallel to the lock keys
+	// mark identifies the call in the writer-waiting marks it sets while
+	// it waits ("" when it does not wait).
+	mark string
 	// fair is set for a fair lock: its tries queue in the resource's queue.
 	fair *fairQueue
 }
@@ -95,6 +101,10 @@ func (e *Engine) lockSet(rs []string) (*lockSet, error) {
 		ls.channels[i] = e.opts.MetaPrefix + "released:" + r
 	}
 	ls.keys[2*n], ls.keys[2*n+1] = e.fenceKeys()
+	ls.acquireKeys = append(make([]string, 0, 3*n+4), ls.keys...)
+	for _, r := range sorted {
+		ls.acquireKeys = append(ls.acquireKeys, e.rwKeys(r).mark)
+	}
 	for i, r := range given {
 		ls.pos[i], _ = slices.BinarySearch(sorted, r)
 	}
@@ -161,6 +171,9 @@ func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err e
 		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
 	}
 	fixed := req.Token != ""
+	if req.Wait > 0 {
+		ls.mark = NewToken()
+	}
 	// tainted[i]: node i's rollback of an earlier try with the same token
 	// was not acknowledged, so its vote cannot be trusted in this call.
 	tainted := make([]bool, len(e.nodes))
@@ -189,12 +202,16 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	start := time.Now()
 	n := ls.n
 	lag := ms(e.opts.FenceLag)
-	acq := &op{name: "lock", script: "lock_acquire", keys: ls.keys,
-		args: []string{token, ms(ttl), strconv.FormatUint(e.fences.next(), 10), lag}}
+	markTTL := "0"
+	if ls.mark != "" {
+		markTTL = ms(e.writerMark())
+	}
+	acq := &op{name: "lock", script: "lock_acquire", keys: ls.acquireKeys,
+		args: []string{token, ms(ttl), strconv.FormatUint(e.fences.next(), 10), lag, markTTL, ls.mark}}
 	var r *round
 	if fq := ls.fair; fq != nil {
 		acq.keys = fq.acquireKeys
-		acq.args = append(acq.args, ms(fq.stale), strconv.FormatUint(fq.ticket, 10))
+		acq.args = append(acq.args, ms(fq.stale), strconv.FormatUint(fq.ticket, 10), fq.id)
 		r = e.follow(ctx, fq.last, acq, e.track(token), nil)
 		fq.last = r
 	} else {
@@ -213,15 +230,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	}
 	mayHold := func(i int) bool {
 		a, ok := reply(i)
-		if r.ans[i].err != nil || !ok || a.ok {
-			return true
-		}
-		if fq := ls.fair; fq != nil && !fq.callerToken {
-			// A token of this call alone: it may still be held here only
-			// if an earlier try's rollback went unacknowledged.
-			return tainted[i]
-		}
-		return fixed
+		return r.ans[i].err != nil || !ok || a.ok || fixed
 	}
 	trusted := func(i int) bool { return !tainted[i] }
 	rollback := func() {

@@ -28,15 +28,26 @@ func lockKeys(extra int, rs ...string) []string {
 	if extra >= 2 {
 		k = append(k, "meta:fence-hwm")
 	}
+	if extra >= 3 {
+		for _, r := range rs {
+			k = append(k, "meta:rw-w:"+r)
+		}
+	}
 	return k
+}
+
+// acquireArgs are lock_acquire's arguments for a writer that does not wait
+// (no writer-waiting mark).
+func acquireArgs(token, ttl, proposal string) []string {
+	return []string{token, ttl, proposal, lagMS, "0", ""}
 }
 
 const lagMS = "1000"
 
 func acquire(t *testing.T, n *Node, token string, ttl time.Duration, proposal uint64, rs ...string) []any {
 	t.Helper()
-	v, err := n.Eval(context.Background(), "lock_acquire", lockKeys(2, rs...),
-		[]string{token, strconv.FormatInt(ttl.Milliseconds(), 10), strconv.FormatUint(proposal, 10), lagMS})
+	v, err := n.Eval(context.Background(), "lock_acquire", lockKeys(3, rs...),
+		acquireArgs(token, strconv.FormatInt(ttl.Milliseconds(), 10), strconv.FormatUint(proposal, 10)))
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -178,7 +189,7 @@ func TestWrongTypeIsAnError(t *testing.T) {
 	n, rc, _ := setup(t, nil)
 	ctx := context.Background()
 	rc.HSet(ctx, "h", "f", "v")
-	if _, err := n.Eval(ctx, "lock_acquire", lockKeys(2, "h"), []string{"t", "1000", "1", lagMS}); err == nil {
+	if _, err := n.Eval(ctx, "lock_acquire", lockKeys(3, "h"), acquireArgs("t", "1000", "1")); err == nil {
 		t.Fatal("acquire over a hash did not fail")
 	}
 	if _, err := n.Eval(ctx, "no_such_script", nil, nil); err == nil {
@@ -207,7 +218,7 @@ func TestNotifyAndResubscribe(t *testing.T) {
 	// The master restarts: the node reconnects and subscribes again.
 	srv.Restart()
 	for {
-		if _, err := n.Eval(ctx, "lock_acquire", lockKeys(2, "a"), []string{"t", "60000", "1", lagMS}); err == nil {
+		if _, err := n.Eval(ctx, "lock_acquire", lockKeys(3, "a"), acquireArgs("t", "60000", "1")); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -251,7 +262,7 @@ func TestUnreachableAtStart(t *testing.T) {
 	defer n.Close()
 	ctx := context.Background()
 	eval := func() error {
-		_, err := n.Eval(ctx, "lock_acquire", lockKeys(2, "a"), []string{"t", "60000", "1", lagMS})
+		_, err := n.Eval(ctx, "lock_acquire", lockKeys(3, "a"), acquireArgs("t", "60000", "1"))
 		return err
 	}
 	if err := eval(); !errors.Is(err, ErrNotConnected) {

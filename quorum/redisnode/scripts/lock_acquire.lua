@@ -3,33 +3,40 @@
 -- KEYS[n+1..2n] the resources' fence keys, parallel to the lock keys
 -- KEYS[2n+1]    the master's lagging bound (expires after ARGV[4] ms)
 -- KEYS[2n+2]    the master's fence sequence (high-water mark, no expiry)
+-- KEYS[2n+3..3n+2] the resources' writer-waiting marks (read-write locks)
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] the proxy's proposed fence,
--- ARGV[4] the lag period in ms.
--- A fair lock (one resource) adds KEYS[2n+3] its queue (a sorted set of
--- waiting tokens by ticket) and KEYS[2n+4] the waiters' deadlines (a
--- sorted set of tokens by the master's time in ms), ARGV[5] how long a
--- waiter stays queued without trying again (ms) and ARGV[6] the token's
--- ticket (0: not queued). Waiters whose deadline passed leave the queue
+-- ARGV[4] the lag period in ms, ARGV[5] how long a refused writer that
+-- waits marks the resource that refused it (ms; 0: it does not wait), so
+-- that new readers queue behind it, ARGV[6] the call's mark; a grant
+-- deletes the call's own marks.
+-- A fair lock (one resource) adds KEYS[3n+3] its queue (a sorted set of
+-- waiting tokens by ticket) and KEYS[3n+4] the waiters' deadlines (a
+-- sorted set of tokens by the master's time in ms), ARGV[7] how long a
+-- waiter stays queued without trying again (ms), ARGV[8] the waiter's
+-- ticket (0: not queued) and ARGV[9] its id in the queue (one per call;
+-- the lock token may change from try to try). Waiters whose deadline passed leave the queue
 -- first; a queued token is (re)placed at its ticket with a new deadline,
 -- whether or not the lock is free; then the lock is refused unless the
 -- queue is empty or the token is its head, and the token leaves the queue
--- when it takes the lock. The queue expires 2 * ARGV[5] ms after its last
+-- when it takes the lock. The queue expires 2 * ARGV[7] ms after its last
 -- waiter's last try, and is deleted once empty.
 -- When every lock key is free or already holds the token: sets them, gives
 -- each resource the fence max(proposal, its fence key + 1, lag + 1), keeps
 -- it in the fence key for ttl + lag ms, raises the sequence, and returns
 -- {1, sequence, fence_1, ..., fence_n}. Else changes nothing and returns
 -- {0, sequence}. See quorum/doc.go, "Fencing", for why this is monotonic.
-local fair = ARGV[5] ~= nil
-local n = (#KEYS - 2) / 2
+-- A lock key holding "" is held by readers (no token is empty).
+local fair = ARGV[7] ~= nil
+local n = (#KEYS - 2) / 3
 if fair then
-  n = (#KEYS - 4) / 2
+  n = (#KEYS - 4) / 3
 end
+local mark = tonumber(ARGV[5])
 local seq = tonumber(redis.call('GET', KEYS[2 * n + 2]) or '0')
 local q, qd
 if fair then
-  q, qd = KEYS[2 * n + 3], KEYS[2 * n + 4]
-  local stale = tonumber(ARGV[5])
+  q, qd = KEYS[3 * n + 3], KEYS[3 * n + 4]
+  local stale = tonumber(ARGV[7])
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local gone = redis.call('ZRANGEBYSCORE', qd, '-inf', now, 'LIMIT', 0, 100)
@@ -37,30 +44,42 @@ if fair then
     redis.call('ZREM', q, unpack(gone))
     redis.call('ZREM', qd, unpack(gone))
   end
-  if tonumber(ARGV[6]) > 0 then
-    redis.call('ZADD', q, ARGV[6], ARGV[1])
-    redis.call('ZADD', qd, now + stale, ARGV[1])
+  if tonumber(ARGV[8]) > 0 then
+    redis.call('ZADD', q, ARGV[8], ARGV[9])
+    redis.call('ZADD', qd, now + stale, ARGV[9])
     redis.call('PEXPIRE', q, 2 * stale)
     redis.call('PEXPIRE', qd, 2 * stale)
   end
 end
+local mine = true
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
+  if v ~= ARGV[1] then
+    mine = false
+  end
   if v and v ~= ARGV[1] then
+    if mark > 0 then
+      redis.call('SET', KEYS[2 * n + 2 + i], ARGV[6], 'PX', mark)
+    end
     return {0, seq}
   end
 end
 if fair then
   local head = redis.call('ZRANGE', q, 0, 0)[1]
-  if head and head ~= ARGV[1] then
+  for _ = 1, 100 do
+    if not head or redis.call('ZSCORE', qd, head) then
+      break
+    end
+    redis.call('ZREM', q, head)
+    head = redis.call('ZRANGE', q, 0, 0)[1]
+  end
+  if head and head ~= ARGV[9] and not mine then
     return {0, seq}
   end
-  if head then
-    redis.call('ZREM', q, ARGV[1])
-    redis.call('ZREM', qd, ARGV[1])
-    if redis.call('ZCARD', q) == 0 then
-      redis.call('DEL', q, qd)
-    end
+  redis.call('ZREM', q, ARGV[9])
+  redis.call('ZREM', qd, ARGV[9])
+  if redis.call('ZCARD', q) == 0 then
+    redis.call('DEL', q, qd)
   end
 end
 local lag = redis.call('GET', KEYS[2 * n + 1])
@@ -73,6 +92,12 @@ end
 local base = tonumber(ARGV[3])
 if lag + 1 > base then
   base = lag + 1
+end
+for i = 1, n do
+  local m = KEYS[2 * n + 2 + i]
+  if ARGV[6] ~= '' and redis.call('GET', m) == ARGV[6] then
+    redis.call('DEL', m)
+  end
 end
 local keep = tonumber(ARGV[2]) + tonumber(ARGV[4])
 local top = seq

@@ -1,0 +1,85 @@
+package commands
+
+import (
+	"context"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// rwLockCommands are RRLOCK, RRUNLOCK and RREXTEND.
+func rwLockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
+	return []*proxy.Command{
+		{
+			Name: "rrlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				la, err := parseLock("rrlock", args, lim)
+				if err != nil {
+					return nil, err
+				}
+				lease, err := eng.ReadLock(ctx, quorum.LockRequest{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
+				if err != nil || lease == nil {
+					return nil, err
+				}
+				v, ok := validity(ctx, lease, eng.ReadAbandon)
+				if !ok {
+					return nil, nil
+				}
+				return []any{lease.Token, v}, nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Acquires a shared (read) lock on a quorum of masters: readers share, writers exclude. Returns [token, validity], or nil if a writer holds or waits.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{
+					{Name: "resource", Type: "key"},
+					{Name: "ttl", Type: "integer"},
+					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
+					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+				},
+			},
+		},
+		{
+			Name: "rrunlock", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				r, t, err := resourceToken(proxy.NewArgs(args))
+				if err != nil {
+					return nil, err
+				}
+				held, err := eng.ReadUnlock(ctx, r, t)
+				if err != nil {
+					return nil, err
+				}
+				return boolInt(held), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Releases a read lock held with token. Returns 1 if it was held on a quorum up to the release, else 0.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}},
+			},
+		},
+		{
+			Name: "rrextend", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				a := proxy.NewArgs(args)
+				r, t, err := resourceToken(a)
+				if err != nil {
+					return nil, err
+				}
+				d, err := ttl(a, "rrextend", lim)
+				if err != nil {
+					return nil, err
+				}
+				v, err := eng.ReadExtend(ctx, r, t, d)
+				if err != nil || v <= 0 {
+					return nil, err
+				}
+				return v.Milliseconds(), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Resets the ttl of a read lock held with token. Returns the new validity, or nil if it is lost.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
+			},
+		},
+	}
+}

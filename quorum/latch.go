@@ -1,0 +1,185 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// ErrNoLatch reports that a latch does not exist (or expired) on enough
+// masters that no quorum can have it.
+var ErrNoLatch = errors.New("quorum: no such latch")
+
+// LatchCountError reports that a latch exists with another count.
+type LatchCountError struct {
+	Name  string
+	Count int
+}
+
+// Error implements error.
+func (e *LatchCountError) Error() string {
+	return fmt.Sprintf("quorum: latch %q has count %d", e.Name, e.Count)
+}
+
+// latchKeys names a latch's keys; the name is length-prefixed, as a
+// semaphore's, so that no latch's key is another's arrivals key.
+type latchKeys struct {
+	count, arrivals, channel string
+}
+
+func (e *Engine) latchKeys(name string) (latchKeys, error) {
+	if name == "" {
+		return latchKeys{}, fmt.Errorf("%w: empty latch name", ErrBadRequest)
+	}
+	enc := strconv.Itoa(len(name)) + ":" + name
+	base := e.opts.MetaPrefix + "latch:" + enc
+	return latchKeys{count: base, arrivals: base + ":a", channel: e.opts.MetaPrefix + "latch-open:" + enc}, nil
+}
+
+// LatchCreate creates the latch name waiting for count arrivals and living
+// ttl. It reports true when it created it, false when a quorum of masters
+// had it already with that count. A latch that exists with another count
+// on any master that answers is a *LatchCountError (the masters where
+// this call created it keep it until its ttl).
+func (e *Engine) LatchCreate(ctx context.Context, name string, count int, ttl time.Duration) (created bool, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("latch_create", t0, err == nil, err) }()
+	k, err := e.latchKeys(name)
+	if err != nil {
+		return false, err
+	}
+	if count < 1 || ttl <= 0 {
+		return false, fmt.Errorf("%w: count and ttl must be positive", ErrBadRequest)
+	}
+	r := e.send(ctx, &op{name: "latch_create", script: "latch_create", keys: []string{k.count, k.arrivals},
+		args: []string{strconv.Itoa(count), ms(ttl)}}, nil)
+	existed, other := 0, 0
+	t := r.count(grantRule, func(_ int, v any) bool {
+		arr, ok := v.([]any)
+		if !ok || len(arr) != 2 {
+			return false
+		}
+		st, _ := arr[0].(int64)
+		c, _ := arr[1].(int64)
+		switch st {
+		case 0:
+			existed++
+		case -1:
+			other = int(c)
+			return false
+		}
+		return true
+	}, -1)
+	if other > 0 {
+		return false, &LatchCountError{Name: name, Count: other}
+	}
+	if t.verdict != decidedYes {
+		if err := t.err(e, "latch_create"); err != nil {
+			return false, err
+		}
+		return false, fmt.Errorf("%w: unexpected latch_create answers", ErrNoQuorum)
+	}
+	return existed < e.quorum, nil
+}
+
+// latchRound counts a latch_down or latch_count round: the arrivals still
+// missing as a quorum of masters sees them (the quorum-th smallest of the
+// answers: a quorum of masters miss at most that many), ErrNoLatch when
+// at least N - quorum + 1 masters do not have the latch, else a
+// *QuorumError.
+func (e *Engine) latchRound(r *round, opName string) (int, error) {
+	var left []int
+	missing := 0
+	rule := func(q, n int, t *tally, final bool) verdict {
+		switch {
+		case t.yes >= q:
+			return decidedYes
+		case missing >= n-q+1:
+			return decidedNo
+		case final:
+			return noQuorum
+		}
+		return undecided
+	}
+	t := r.count(rule, func(_ int, v any) bool {
+		n, ok := v.(int64)
+		switch {
+		case !ok:
+			return false
+		case n < 0:
+			missing++
+			return false
+		}
+		left = append(left, int(n))
+		return true
+	}, -1)
+	switch t.verdict {
+	case decidedYes:
+		slices.Sort(left)
+		return left[e.quorum-1], nil
+	case decidedNo:
+		return 0, ErrNoLatch
+	}
+	return 0, t.err(e, opName)
+}
+
+// LatchDown records one arrival, identified by token: the same token
+// counts once, however often it is sent and through whichever proxy. It
+// returns the arrivals still missing as a quorum sees them (0: open). The
+// arrival that opens the latch wakes every LatchWait on any proxy.
+func (e *Engine) LatchDown(ctx context.Context, name, token string) (left int, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("latch_down", t0, err == nil, err) }()
+	k, err := e.latchKeys(name)
+	if err != nil {
+		return 0, err
+	}
+	if token == "" {
+		return 0, fmt.Errorf("%w: empty token", ErrBadRequest)
+	}
+	r := e.send(ctx, &op{name: "latch_down", script: "latch_down", keys: []string{k.count, k.arrivals},
+		args: []string{token, k.channel}}, nil)
+	return e.latchRound(r, "latch_down")
+}
+
+// LatchCount returns the arrivals the latch still misses as a quorum
+// sees them.
+func (e *Engine) LatchCount(ctx context.Context, name string) (left int, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("latch_count", t0, err == nil, err) }()
+	k, err := e.latchKeys(name)
+	if err != nil {
+		return 0, err
+	}
+	return e.latchCount(ctx, k)
+}
+
+func (e *Engine) latchCount(ctx context.Context, k latchKeys) (int, error) {
+	r := e.send(ctx, &op{name: "latch_count", script: "latch_count", keys: []string{k.count, k.arrivals}}, nil)
+	return e.latchRound(r, "latch_count")
+}
+
+// LatchWait waits up to wait until the latch is open on a quorum of
+// masters: true when open, false when the wait ran out, ErrNoLatch when
+// the latch does not exist (or expired while waiting).
+func (e *Engine) LatchWait(ctx context.Context, name string, wait time.Duration) (open bool, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("latch_wait", t0, open, err) }()
+	k, err := e.latchKeys(name)
+	if err != nil {
+		return false, err
+	}
+	return retry(e, ctx, wait, []string{k.channel}, "", func() (bool, step, error) {
+		left, err := e.latchCount(ctx, k)
+		switch {
+		case err == nil && left == 0:
+			return true, stepFinal, nil
+		case errors.Is(err, ErrNoLatch):
+			return false, stepFinal, err
+		}
+		return false, stepWait, err
+	})
+}

@@ -1,0 +1,23 @@
+-- Take a read lock. KEYS[1] the lock key, KEYS[2] the readers (a sorted
+-- set of tokens by the master's time in ms when each expires), KEYS[3]
+-- the writer-waiting mark. ARGV[1] token, ARGV[2] ttl in ms.
+-- Granted when no writer holds the lock key and no writer waits (a
+-- reader that holds already may renew). The lock key then holds "" (no
+-- token is empty: writers see it as taken) and, like the readers, lives
+-- as long as the longest-lived reader. Returns 1 if granted, else 0.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local v = redis.call('GET', KEYS[1])
+if v and v ~= '' then
+  return 0
+end
+local mine = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not (mine and tonumber(mine) > now) and redis.call('EXISTS', KEYS[3]) == 1 then
+  return 0
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
+local last = tonumber(redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2])
+redis.call('SET', KEYS[1], '', 'PX', last - now)
+redis.call('PEXPIRE', KEYS[2], last - now)
+return 1

@@ -1,0 +1,151 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// rwKeys are a resource's read-lock keys; the lock key is the resource's
+// lock key, shared with writers.
+type rwKeys struct {
+	lock    string
+	readers string // sorted set: reader tokens by expiry (master ms)
+	mark    string // a writer waits: new readers queue behind it
+	channel string
+}
+
+func (e *Engine) rwKeys(resource string) rwKeys {
+	return rwKeys{
+		lock:    e.opts.KeyPrefix + resource,
+		readers: e.opts.MetaPrefix + "rw:" + resource,
+		mark:    e.opts.MetaPrefix + "rw-w:" + resource,
+		channel: e.opts.MetaPrefix + "released:" + resource,
+	}
+}
+
+// writerMark is how long a waiting writer's mark keeps new readers out
+// after its latest try: two tries' spacing, so that a live writer renews
+// it in time and a dead one lets readers in again soon.
+func (e *Engine) writerMark() time.Duration {
+	return 2 * (e.opts.RetryDelay + e.opts.RetryJitter + e.opts.MasterTimeout)
+}
+
+// ReadLock takes a shared (read) lock on one resource: any number of
+// readers may hold it at once, no writer (Lock, FairLock) meanwhile, and
+// no new reader while a writer waits. It returns (lease, nil) when
+// granted (the lease has no fences), (nil, nil) when a quorum answered but
+// a writer holds or waits (after Wait ran out), and a *QuorumError when
+// fewer than a quorum answered on the last try. A caller that cannot
+// deliver the lease gives it back with ReadAbandon.
+func (e *Engine) ReadLock(ctx context.Context, req LockRequest) (lease *Lease, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("read_lock", t0, lease != nil, err) }()
+	if len(req.Resources) != 1 {
+		return nil, fmt.Errorf("%w: a read lock has one resource", ErrBadRequest)
+	}
+	ls, err := e.lockSet(req.Resources)
+	if err != nil {
+		return nil, err
+	}
+	if req.TTL <= 0 {
+		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
+	}
+	k := e.rwKeys(ls.given[0])
+	fixed := req.Token != ""
+	tainted := make([]bool, len(e.nodes))
+	return retry(e, ctx, req.Wait, []string{k.channel}, "", func() (*Lease, step, error) {
+		token := req.Token
+		if !fixed {
+			token = NewToken()
+		}
+		lease, rb, err := e.readAttempt(ctx, k, ls.given, token, req.TTL, tainted, fixed)
+		switch {
+		case lease != nil && ctx.Err() != nil:
+			rb()
+			return nil, stepFinal, ctx.Err()
+		case lease != nil, err != nil && !errors.Is(err, ErrNoQuorum):
+			return lease, stepFinal, err
+		}
+		return nil, stepWait, err
+	})
+}
+
+// readAttempt is one try: a quorum of masters record the reader within
+// the validity, or it is rolled back.
+func (e *Engine) readAttempt(ctx context.Context, k rwKeys, resources []string, token string, ttl time.Duration, tainted []bool, fixed bool) (*Lease, func(), error) {
+	start := time.Now()
+	r := e.send(ctx, &op{name: "read_lock", script: "rw_acquire", keys: []string{k.lock, k.readers, k.mark},
+		args: []string{token, ms(ttl)}}, e.track(token))
+	granted := func(i int) bool { return r.ans[i].err == nil && r.ans[i].val == int64(1) }
+	mayHold := func(i int) bool { return r.ans[i].err != nil || granted(i) || fixed }
+	rollback := func() {
+		e.undo(ctx, r, &op{name: "read_lock", script: "rw_release", keys: []string{k.lock, k.readers}, args: []string{token}},
+			mayHold, fixed, tainted)
+	}
+	t := r.count(grantRule, func(i int, _ any) bool { return granted(i) && !tainted[i] }, -1)
+	if t.verdict != decidedYes {
+		rollback()
+		return nil, nil, t.err(e, "read_lock")
+	}
+	decided := time.Now()
+	validity := e.validity(ttl, start, decided)
+	if validity <= 0 {
+		rollback()
+		return nil, nil, nil
+	}
+	return &Lease{Resources: resources, Token: token, Validity: validity, Start: start, Decided: decided}, rollback, nil
+}
+
+// ReadAbandon releases a read lease the caller will not use, in the
+// background and whatever happens to ctx.
+func (e *Engine) ReadAbandon(ctx context.Context, l *Lease) {
+	if len(l.Resources) != 1 {
+		return
+	}
+	k := e.rwKeys(l.Resources[0])
+	e.awaitAcquires(l.Token)
+	e.send(ctx, &op{name: "read_unlock", script: "rw_release", keys: []string{k.lock, k.readers}, args: []string{l.Token, k.channel},
+		timeout: e.releaseTimeout()}, nil)
+}
+
+// ReadUnlock releases a read lock; its answers are those of Unlock. The
+// last reader's release wakes the writers waiting on any proxy.
+func (e *Engine) ReadUnlock(ctx context.Context, resource, token string) (held bool, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("read_unlock", t0, held, err) }()
+	if _, err := e.lockSet([]string{resource}); err != nil {
+		return false, err
+	}
+	if token == "" {
+		return false, fmt.Errorf("%w: empty token", ErrBadRequest)
+	}
+	k := e.rwKeys(resource)
+	e.awaitAcquires(token)
+	r := e.send(ctx, &op{name: "read_unlock", script: "rw_release", keys: []string{k.lock, k.readers},
+		args: []string{token, k.channel}, timeout: e.releaseTimeout()}, nil)
+	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, e.straggleGrace())
+	return t.verdict == decidedYes, t.err(e, "read_unlock")
+}
+
+// ReadExtend resets the ttl of a read lock; its answers are those of
+// Extend.
+func (e *Engine) ReadExtend(ctx context.Context, resource, token string, ttl time.Duration) (validity time.Duration, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("read_extend", t0, validity > 0, err) }()
+	if _, err := e.lockSet([]string{resource}); err != nil {
+		return 0, err
+	}
+	if ttl <= 0 || token == "" {
+		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
+	}
+	k := e.rwKeys(resource)
+	e.awaitAcquires(token)
+	r := e.send(ctx, &op{name: "read_extend", script: "rw_extend", keys: []string{k.lock, k.readers}, args: []string{token, ms(ttl)}}, nil)
+	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
+	if t.verdict != decidedYes {
+		return 0, t.err(e, "read_extend")
+	}
+	return max(e.validity(ttl, t0, time.Now()), 0), nil
+}

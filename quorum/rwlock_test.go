@@ -1,0 +1,304 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestReadWriteLock: readers share, writers exclude them both ways, a
+// waiting writer keeps new readers out and is woken by the last reader's
+// release (the retry delay is far longer than the test), an expired reader
+// stops blocking writers, and nothing is left.
+func TestReadWriteLock(t *testing.T) {
+	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
+	ctx := context.Background()
+	req := func(ttl, wait time.Duration) LockRequest {
+		return LockRequest{Resources: []string{"doc"}, TTL: ttl, Wait: wait}
+	}
+	r1, err := c.eng.ReadLock(ctx, req(10*time.Second, 0))
+	if err != nil || r1 == nil {
+		t.Fatalf("first reader: %v %v", r1, err)
+	}
+	r2, err := c.eng.ReadLock(ctx, req(10*time.Second, 0))
+	if err != nil || r2 == nil {
+		t.Fatalf("second reader beside the first: %v %v", r2, err)
+	}
+	c.waitReaders(t, "doc", 2)
+	if w, err := c.eng.Lock(ctx, req(time.Second, 0)); w != nil || err != nil {
+		t.Fatalf("writer beside readers: %v %v", w, err)
+	}
+	if w, err := c.eng.FairLock(ctx, req(time.Second, 0)); w != nil || err != nil {
+		t.Fatalf("fair writer beside readers: %v %v", w, err)
+	}
+	// A waiting writer: new readers queue behind it.
+	got := make(chan *Lease, 1)
+	go func() {
+		w, err := c.eng.Lock(ctx, req(10*time.Second, 20*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	if !eventually(2*time.Second, func() bool { return c.marked("doc") >= 3 }) {
+		t.Fatal("the waiting writer never marked the resource")
+	}
+	if r, err := c.eng.ReadLock(ctx, req(time.Second, 0)); r != nil || err != nil {
+		t.Fatalf("new reader while a writer waits: %v %v", r, err)
+	}
+	// A reader that holds may still renew.
+	if v, err := c.eng.ReadExtend(ctx, "doc", r1.Token, 20*time.Second); v <= 0 || err != nil {
+		t.Fatalf("extend a held reader: %v %v", v, err)
+	}
+	if held, err := c.eng.ReadUnlock(ctx, "doc", r1.Token); !held || err != nil {
+		t.Fatalf("release r1: %v %v", held, err)
+	}
+	select {
+	case w := <-got:
+		t.Fatalf("writer granted beside r2: %v", w)
+	default:
+	}
+	t1 := time.Now()
+	if held, err := c.eng.ReadUnlock(ctx, "doc", r2.Token); !held || err != nil {
+		t.Fatalf("release r2: %v %v", held, err)
+	}
+	w := <-got
+	if w == nil || time.Since(t1) > time.Second {
+		t.Fatalf("writer after the last reader left: %v after %v", w, time.Since(t1))
+	}
+	if r, err := c.eng.ReadLock(ctx, req(time.Second, 0)); r != nil || err != nil {
+		t.Fatalf("reader beside a writer: %v %v", r, err)
+	}
+	// Readers waiting for the writer are all woken by its release.
+	var wg sync.WaitGroup
+	var woken atomic.Int32
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := c.eng.ReadLock(ctx, req(time.Second, 20*time.Second)); r != nil && err == nil {
+				woken.Add(1)
+			}
+		}()
+	}
+	c.waitSubscribed(t, "redlock-proxy:released:doc")
+	t1 = time.Now()
+	if held, err := c.eng.Unlock(ctx, w.Resources, w.Token); !held || err != nil {
+		t.Fatalf("writer release: %v %v", held, err)
+	}
+	wg.Wait()
+	if woken.Load() != 3 || time.Since(t1) > time.Second {
+		t.Fatalf("%d of 3 readers granted %v after the writer left", woken.Load(), time.Since(t1))
+	}
+	// The three 1 s readers expire by themselves; then a writer gets in.
+	if !eventually(3*time.Second, func() bool {
+		w, _ := c.eng.Lock(ctx, req(time.Second, 0))
+		if w != nil {
+			c.eng.Unlock(ctx, w.Resources, w.Token)
+		}
+		return w != nil
+	}) {
+		t.Fatal("expired readers still block writers")
+	}
+	c.settle()
+	// A reader's record on a master its acquire reached late outlives the
+	// quorum's by as much; it expires by itself within the readers' ttl.
+	eventually(2*time.Second, func() bool {
+		for _, f := range c.nodes {
+			if _, ok := f.value("doc"); ok {
+				return false
+			}
+		}
+		return true
+	})
+	c.expectOnlyFences(t)
+}
+
+// waitReaders waits until n readers are recorded on every master.
+func (c *cluster) waitReaders(t *testing.T, r string, n int) {
+	t.Helper()
+	if !eventually(time.Second, func() bool {
+		for _, f := range c.nodes {
+			if m, _ := f.m.ZMembers("redlock-proxy:rw:" + r); len(m) != n {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("%d readers never on every master", n)
+	}
+}
+
+// marked counts the masters with a writer-waiting mark on r.
+func (c *cluster) marked(r string) int {
+	n := 0
+	for _, f := range c.nodes {
+		if _, ok := f.value("redlock-proxy:rw-w:" + r); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// waitSubscribed waits until every master has a subscriber on ch.
+func (c *cluster) waitSubscribed(t *testing.T, ch string) {
+	t.Helper()
+	if !eventually(time.Second, func() bool {
+		for _, f := range c.nodes {
+			f.mu.Lock()
+			ok := f.subs[ch]
+			f.mu.Unlock()
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("nobody subscribed to %s", ch)
+	}
+}
+
+// TestReadersNeverBesideWriter is the check-then-act bug of read locks
+// built from two commands (look for a writer, then count the reader): a
+// writer that takes the lock between them runs beside a reader. Here 6
+// readers and 2 writers loop on one resource while every master delays
+// requests at random (so that tries interleave differently on each), and
+// a writer is never granted while anyone holds, nor a reader while a
+// writer holds.
+func TestReadersNeverBesideWriter(t *testing.T) {
+	c := newCluster(t, 5, Options{RetryDelay: 5 * time.Millisecond, RetryJitter: 2 * time.Millisecond})
+	for _, f := range c.nodes {
+		f.setSendDelay(time.Duration(rand.IntN(2000)) * time.Microsecond)
+	}
+	ctx := context.Background()
+	var readers, writers atomic.Int32
+	var grants [2]atomic.Int32
+	deadline := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		writer := i < 2
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := LockRequest{Resources: []string{"hot"}, TTL: 5 * time.Second, Wait: 500 * time.Millisecond}
+			for time.Now().Before(deadline) {
+				if writer {
+					l, err := c.eng.Lock(ctx, req)
+					if err != nil || l == nil {
+						continue
+					}
+					if n := writers.Add(1); n != 1 || readers.Load() != 0 {
+						t.Errorf("writer granted with %d writers and %d readers", n, readers.Load())
+					}
+					grants[0].Add(1)
+					time.Sleep(time.Millisecond)
+					writers.Add(-1)
+					c.eng.Unlock(ctx, l.Resources, l.Token)
+					time.Sleep(3 * time.Millisecond) // let readers in, too
+					continue
+				}
+				l, err := c.eng.ReadLock(ctx, req)
+				if err != nil || l == nil {
+					continue
+				}
+				readers.Add(1)
+				if writers.Load() != 0 {
+					t.Errorf("reader granted beside a writer")
+				}
+				grants[1].Add(1)
+				time.Sleep(time.Millisecond)
+				readers.Add(-1)
+				c.eng.ReadUnlock(ctx, "hot", l.Token)
+			}
+		}()
+	}
+	wg.Wait()
+	if grants[0].Load() == 0 || grants[1].Load() == 0 {
+		t.Fatalf("writers %d, readers %d granted: the run shows nothing", grants[0].Load(), grants[1].Load())
+	}
+	t.Logf("%d writer and %d reader grants", grants[0].Load(), grants[1].Load())
+}
+
+// TestLatch: creation is idempotent with a count check, an arrival counts
+// once per token however often it is sent (also when a master missed the
+// first send), a waiter is woken by the opening arrival, and nothing is
+// left after the latch expires.
+func TestLatch(t *testing.T) {
+	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
+	ctx := context.Background()
+	if _, err := c.eng.LatchCount(ctx, "go"); !errors.Is(err, ErrNoLatch) {
+		t.Fatalf("count of a missing latch: %v", err)
+	}
+	if _, err := c.eng.LatchDown(ctx, "go", "a"); !errors.Is(err, ErrNoLatch) {
+		t.Fatalf("down on a missing latch: %v", err)
+	}
+	if created, err := c.eng.LatchCreate(ctx, "go", 3, 2*time.Second); !created || err != nil {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	if created, err := c.eng.LatchCreate(ctx, "go", 3, 2*time.Second); created || err != nil {
+		t.Fatalf("create again: %v %v", created, err)
+	}
+	var lce *LatchCountError
+	if _, err := c.eng.LatchCreate(ctx, "go", 4, time.Second); !errors.As(err, &lce) || lce.Count != 3 {
+		t.Fatalf("create with another count: %v", err)
+	}
+	// A lost reply: two masters miss the first send of a's arrival; the
+	// client sends it again.
+	c.nodes[0].setDown(true)
+	c.nodes[1].setDown(true)
+	if left, err := c.eng.LatchDown(ctx, "go", "a"); left != 2 || err != nil {
+		t.Fatalf("first arrival: %d %v", left, err)
+	}
+	c.nodes[0].setDown(false)
+	c.nodes[1].setDown(false)
+	for range 3 {
+		if left, err := c.eng.LatchDown(ctx, "go", "a"); left != 2 || err != nil {
+			t.Fatalf("a again: %d %v, want 2", left, err)
+		}
+	}
+	got := make(chan error, 1)
+	go func() {
+		open, err := c.eng.LatchWait(ctx, "go", 5*time.Second)
+		if err == nil && !open {
+			err = fmt.Errorf("not open")
+		}
+		got <- err
+	}()
+	if left, err := c.eng.LatchDown(ctx, "go", "b"); left != 1 || err != nil {
+		t.Fatalf("b: %d %v", left, err)
+	}
+	c.waitSubscribed(t, "redlock-proxy:latch-open:2:go")
+	t1 := time.Now()
+	if left, err := c.eng.LatchDown(ctx, "go", "c"); left != 0 || err != nil {
+		t.Fatalf("c: %d %v", left, err)
+	}
+	if err := <-got; err != nil || time.Since(t1) > time.Second {
+		t.Fatalf("waiter: %v after %v", err, time.Since(t1))
+	}
+	if left, err := c.eng.LatchDown(ctx, "go", "d"); left != 0 || err != nil {
+		t.Fatalf("an arrival after it opened: %d %v", left, err)
+	}
+	if open, err := c.eng.LatchWait(ctx, "go", 0); !open || err != nil {
+		t.Fatalf("wait on an open latch: %v %v", open, err)
+	}
+	if !eventually(3*time.Second, func() bool {
+		_, err := c.eng.LatchCount(ctx, "go")
+		return errors.Is(err, ErrNoLatch)
+	}) {
+		t.Fatal("the latch outlived its ttl")
+	}
+	if _, err := c.eng.LatchWait(ctx, "go", time.Second); !errors.Is(err, ErrNoLatch) {
+		t.Fatalf("wait on an expired latch: %v", err)
+	}
+	c.settle()
+	for i, f := range c.nodes {
+		if k := f.keys(); len(k) != 0 {
+			t.Errorf("master %d keeps %v", i, k)
+		}
+	}
+}
