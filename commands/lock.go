@@ -191,6 +191,35 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 			},
 		},
 		{
+			Name: "rlockinfo", Arity: -2, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				a := proxy.NewArgs(args)
+				r, err := resource(a)
+				if err != nil {
+					return nil, err
+				}
+				var tok string
+				if a.More() {
+					if tok, err = token(a); err != nil {
+						return nil, err
+					}
+				}
+				if a.More() {
+					return nil, proxy.ErrSyntax
+				}
+				info, err := eng.LockInfo(ctx, r)
+				if err != nil {
+					return nil, err
+				}
+				return lockInfoReply(info, tok, len(args) > 1), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Reports what a quorum of masters say about a lock now: held, ttl_ms, fence or readers, and with a token whether it is yours.",
+				Since:   "1.1.0", Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string", Optional: true}},
+			},
+		},
+		{
 			Name: "runlock", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
@@ -248,6 +277,26 @@ func validity(ctx context.Context, l *quorum.Lease, abandon func(context.Context
 		return 0, false
 	}
 	return v, true
+}
+
+// lockInfoReply is RLOCKINFO's map: held, ttl_ms, then fence (a writer's)
+// or readers (how many), then with a token mine and autoextend.
+func lockInfoReply(li *quorum.LockInfo, token string, withToken bool) proxy.Map {
+	ttl := int64(-1)
+	if li.Held {
+		ttl = li.TTL.Milliseconds()
+	}
+	m := proxy.Map{{Key: "held", Value: boolInt(li.Held)}, {Key: "ttl_ms", Value: ttl}}
+	switch {
+	case li.Held && li.Readers != nil:
+		m = append(m, proxy.KV{Key: "readers", Value: int64(len(li.Readers))})
+	case li.Held && li.Fence > 0:
+		m = append(m, proxy.KV{Key: "fence", Value: int64(li.Fence)})
+	}
+	if withToken {
+		m = append(m, proxy.KV{Key: "mine", Value: boolInt(li.Mine(token))}, proxy.KV{Key: "autoextend", Value: int64(0)})
+	}
+	return m
 }
 
 func boolInt(b bool) int64 {

@@ -33,6 +33,10 @@ func TestReadWriteLock(t *testing.T) {
 	if w, err := c.eng.Lock(ctx, req(time.Second, 0)); w != nil || err != nil {
 		t.Fatalf("writer beside readers: %v %v", w, err)
 	}
+	li, err := c.eng.LockInfo(ctx, "doc")
+	if err != nil || !li.Held || len(li.Readers) != 2 || li.Holder != "" || !li.Mine(r1.Token) || li.Mine("x") || li.TTL < 9*time.Second {
+		t.Fatalf("LockInfo with 2 readers: %v %v", li, err)
+	}
 	if w, err := c.eng.FairLock(ctx, req(time.Second, 0)); w != nil || err != nil {
 		t.Fatalf("fair writer beside readers: %v %v", w, err)
 	}
@@ -74,6 +78,11 @@ func TestReadWriteLock(t *testing.T) {
 	if r, err := c.eng.ReadLock(ctx, req(time.Second, 0)); r != nil || err != nil {
 		t.Fatalf("reader beside a writer: %v %v", r, err)
 	}
+	c.waitHeld(t, "doc", w.Token)
+	li, err = c.eng.LockInfo(ctx, "doc")
+	if err != nil || !li.Held || li.Holder != w.Token || li.Readers != nil || li.Fence != w.Fences[0] || !li.Mine(w.Token) {
+		t.Fatalf("LockInfo with a writer %s fence %d: %v %v", w.Token, w.Fences[0], li, err)
+	}
 	// Readers waiting for the writer are all woken by its release.
 	var wg sync.WaitGroup
 	var woken atomic.Int32
@@ -104,6 +113,9 @@ func TestReadWriteLock(t *testing.T) {
 		return w != nil
 	}) {
 		t.Fatal("expired readers still block writers")
+	}
+	if li, err := c.eng.LockInfo(ctx, "doc"); err != nil || li.Held || li.TTL >= 0 {
+		t.Fatalf("LockInfo when free: %v %v", li, err)
 	}
 	c.settle()
 	// A reader's record on a master its acquire reached late outlives the

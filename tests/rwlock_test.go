@@ -52,6 +52,34 @@ func TestReadWriteLockReplies(t *testing.T) {
 	if _, ok := rlock(t, b, "doc", 1000); ok {
 		t.Fatal("RLOCK beside readers")
 	}
+	// RLOCKINFO: a map in RESP3 (go-redis's default), a flat array in RESP2.
+	info := func(c *redis.Client, args ...any) map[any]any {
+		t.Helper()
+		v := do(t, c, append([]any{"RLOCKINFO"}, args...)...)
+		switch m := v.(type) {
+		case map[any]any:
+			return m
+		case []any:
+			out := map[any]any{}
+			for i := 0; i+1 < len(m); i += 2 {
+				out[m[i]] = m[i+1]
+			}
+			return out
+		}
+		t.Fatalf("RLOCKINFO reply %#v", v)
+		return nil
+	}
+	resp2 := redis.NewClient(&redis.Options{Addr: startProxy(t, defaults(cl.addrs())).Addr, Protocol: 2})
+	defer resp2.Close()
+	for _, c := range []*redis.Client{a, resp2} {
+		m := info(c, "doc", r1)
+		if m["held"] != int64(1) || m["readers"] != int64(2) || m["mine"] != int64(1) || m["autoextend"] != int64(0) || m["ttl_ms"].(int64) < 9000 {
+			t.Fatalf("RLOCKINFO with 2 readers: %v", m)
+		}
+	}
+	if m := info(b, "doc", "stranger"); m["mine"] != int64(0) {
+		t.Fatalf("RLOCKINFO for a stranger: %v", m)
+	}
 	if _, ok, err := rfairlock(a, "doc", 1000); ok || err != nil {
 		t.Fatalf("RFAIRLOCK beside readers: %v %v", ok, err)
 	}
@@ -82,7 +110,13 @@ func TestReadWriteLockReplies(t *testing.T) {
 	if _, ok, err := rrlock(b, "doc", 1000); ok || err != nil {
 		t.Fatalf("RRLOCK beside a writer: %v %v", ok, err)
 	}
+	if m := info(b, "doc", w.token); m["held"] != int64(1) || m["fence"] != w.fence || m["mine"] != int64(1) || m["readers"] != nil {
+		t.Fatalf("RLOCKINFO with a writer (fence %d): %v", w.fence, m)
+	}
 	do(t, a, "RUNLOCK", "doc", w.token)
+	if m := info(b, "doc"); len(m) != 2 || m["held"] != int64(0) || m["ttl_ms"] != int64(-1) {
+		t.Fatalf("RLOCKINFO when free: %v", m)
+	}
 
 	before := 0
 	if redistest.Real() {
@@ -101,6 +135,9 @@ func TestReadWriteLockReplies(t *testing.T) {
 		{"ERR wrong number of arguments for 'rrunlock' command", []any{"RRUNLOCK", "doc"}},
 		{"ERR token must be 1 to 128 bytes", []any{"RRUNLOCK", "doc", ""}},
 		{"ERR invalid expire time in 'rrextend' command", []any{"RREXTEND", "doc", "t", 0}},
+		{"ERR wrong number of arguments for 'rlockinfo' command", []any{"RLOCKINFO"}},
+		{"ERR token must be 1 to 128 bytes", []any{"RLOCKINFO", "doc", ""}},
+		{"ERR syntax error", []any{"RLOCKINFO", "doc", "t", "x"}},
 		{"ERR wrong number of arguments for 'rlatch' command", []any{"RLATCH", "l", 3}},
 		{"ERR latch name must not be empty", []any{"RLATCH", "", 3, 1000}},
 		{"ERR value is not an integer or out of range", []any{"RLATCH", "l", "x", 1000}},

@@ -1,0 +1,116 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// LockInfo is what a quorum of masters say about a resource.
+type LockInfo struct {
+	// Held: a quorum of masters hold the lock key with the same holder (a
+	// writer's token, or readers).
+	Held bool
+	// Readers is set when readers hold it: the tokens that a quorum of
+	// masters record as live readers.
+	Readers []string
+	// Holder is the writer's token (empty for readers or when not held).
+	Holder string
+	// TTL is how long a quorum still holds it: the quorum-th longest
+	// remaining ttl among the masters that hold it.
+	TTL time.Duration
+	// Fence is the highest fence the holding masters record for the
+	// resource (0 when unknown, e.g. readers).
+	Fence uint64
+}
+
+// Mine reports whether token holds the resource: as its writer, or as one
+// of its readers.
+func (li *LockInfo) Mine(token string) bool {
+	return li.Held && token != "" && (li.Holder == token || slices.Contains(li.Readers, token))
+}
+
+// LockInfo asks every master what it holds for resource and reports what
+// a quorum agrees on. Fewer than a quorum of answers is a *QuorumError.
+func (e *Engine) LockInfo(ctx context.Context, resource string) (info *LockInfo, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("lock_info", t0, err == nil, err) }()
+	ls, err := e.lockSet([]string{resource})
+	if err != nil {
+		return nil, err
+	}
+	k := e.rwKeys(resource)
+	r := e.send(ctx, &op{name: "lock_info", script: "lock_info", keys: []string{ls.keys[0], ls.keys[1], k.readers}}, nil)
+	// Every answer counts: wait (at most MasterTimeout) for all of them.
+	t := r.count(func(q, _ int, t *tally, final bool) verdict {
+		switch {
+		case final && t.yes >= q:
+			return decidedYes
+		case final:
+			return noQuorum
+		}
+		return undecided
+	}, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) >= 3 }, -1)
+	if t.verdict != decidedYes {
+		return nil, t.err(e, "lock_info")
+	}
+	type holding struct {
+		ttls   []time.Duration
+		fence  uint64
+		counts map[string]int // readers
+	}
+	holders := map[string]*holding{}
+	for i, c := range t.counted {
+		if !c {
+			continue
+		}
+		arr := r.ans[i].val.([]any)
+		v, ok := arr[0].(string)
+		if !ok {
+			continue // free on this master
+		}
+		h := holders[v]
+		if h == nil {
+			h = &holding{counts: map[string]int{}}
+			holders[v] = h
+		}
+		pttl, _ := arr[1].(int64)
+		h.ttls = append(h.ttls, time.Duration(pttl)*time.Millisecond)
+		if f, ok := arr[2].(int64); ok {
+			h.fence = max(h.fence, uint64(f))
+		}
+		for _, rd := range arr[3:] {
+			if tok, ok := rd.(string); ok {
+				h.counts[tok]++
+			}
+		}
+	}
+	info = &LockInfo{TTL: -1}
+	for v, h := range holders {
+		if len(h.ttls) < e.quorum {
+			continue
+		}
+		slices.Sort(h.ttls)
+		info.Held = true
+		info.TTL = h.ttls[len(h.ttls)-e.quorum]
+		if v == "" {
+			info.Readers = []string{}
+			for tok, n := range h.counts {
+				if n >= e.quorum {
+					info.Readers = append(info.Readers, tok)
+				}
+			}
+			slices.Sort(info.Readers)
+			continue
+		}
+		info.Holder = v
+		info.Fence = h.fence
+	}
+	return info, nil
+}
+
+// String is for logs and tests.
+func (li *LockInfo) String() string {
+	return fmt.Sprintf("held=%v holder=%q readers=%v ttl=%v fence=%d", li.Held, li.Holder, li.Readers, li.TTL, li.Fence)
+}
