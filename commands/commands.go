@@ -11,12 +11,20 @@ import (
 
 // All returns every lock, semaphore and latch command, for the proxy's
 // command table.
+// AUTOEXTEND leases are kept per connection by one keeper, shared by the
+// commands; a command naming a resource whose lease was lost answers
+// -LOST once.
 func All(eng *quorum.Engine, lim Limits) []*proxy.Command {
-	cmds := lockCommands(eng, lim)
-	cmds = append(cmds, multiLockCommands(eng, lim)...)
-	cmds = append(cmds, rwLockCommands(eng, lim)...)
-	cmds = append(cmds, semaphoreCommands(eng, lim)...)
-	return append(cmds, latchCommands(eng, lim)...)
+	k := newKeeper(eng, lim)
+	cmds := lockCommands(eng, lim, k)
+	cmds = append(cmds, multiLockCommands(eng, lim, k)...)
+	cmds = append(cmds, rwLockCommands(eng, lim, k)...)
+	cmds = append(cmds, semaphoreCommands(eng, lim, k)...)
+	cmds = append(cmds, latchCommands(eng, lim)...)
+	for _, c := range cmds {
+		k.lostGuard(c)
+	}
+	return cmds
 }
 
 // MastersInfo is the "masters" section of INFO: one line per master, as

@@ -19,6 +19,11 @@ type Limits struct {
 	MaxWait time.Duration
 	// MaxLatchCount is the largest latch count (limits.max_args).
 	MaxLatchCount int
+	// MaxAutoExtend caps the AUTOEXTEND leases one connection keeps
+	// (limits.max_autoextend_per_conn).
+	MaxAutoExtend int
+	// Leases, if set, is told about auto-extended leases.
+	Leases LeaseObserver
 }
 
 // lockArgs are RLOCK's arguments.
@@ -27,6 +32,7 @@ type lockArgs struct {
 	ttl      time.Duration
 	wait     time.Duration
 	token    string
+	auto     bool // AUTOEXTEND
 }
 
 // parseLock parses "resource ttl [WAIT wait] [TOKEN token]" for command
@@ -41,34 +47,36 @@ func parseLock(name string, args [][]byte, lim Limits) (lockArgs, error) {
 	if out.ttl, err = ttl(a, name, lim); err != nil {
 		return out, err
 	}
-	out.wait, out.token, err = lockOptions(a, lim)
+	err = lockOptions(a, lim, &out)
 	return out, err
 }
 
 // lockOptions parses the options of an acquire, "[WAIT wait] [TOKEN
-// token]" in any order, each at most once, to the end of a.
-func lockOptions(a *proxy.Args, lim Limits) (w time.Duration, tok string, err error) {
+// token] [AUTOEXTEND]" in any order, each at most once, to the end of a.
+func lockOptions(a *proxy.Args, lim Limits, out *lockArgs) (err error) {
 	seen := map[string]bool{}
 	for a.More() {
 		opt := a.Option()
 		if seen[opt] {
-			return 0, "", proxy.ErrSyntax
+			return proxy.ErrSyntax
 		}
 		seen[opt] = true
 		switch opt {
 		case "WAIT":
-			if w, err = wait(a, lim); err != nil {
-				return 0, "", err
+			if out.wait, err = wait(a, lim); err != nil {
+				return err
 			}
 		case "TOKEN":
-			if tok, err = token(a); err != nil {
-				return 0, "", err
+			if out.token, err = token(a); err != nil {
+				return err
 			}
+		case "AUTOEXTEND":
+			out.auto = true
 		default:
-			return 0, "", proxy.ErrSyntax
+			return proxy.ErrSyntax
 		}
 	}
-	return w, tok, nil
+	return nil
 }
 
 func resource(a *proxy.Args) (string, error) {
@@ -132,13 +140,16 @@ func token(a *proxy.Args) (string, error) {
 }
 
 // lockCommands are RLOCK, RFAIRLOCK, RUNLOCK and REXTEND.
-func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
+func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				la, err := parseLock("rlock", args, lim)
 				if err != nil {
+					return nil, err
+				}
+				if err := k.admitIf(sess, la.auto); err != nil {
 					return nil, err
 				}
 				lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
@@ -149,6 +160,7 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 				if !ok {
 					return nil, nil
 				}
+				k.keepIf(sess, la.auto, kindLock, lease.Resources, lease.Token, la.ttl, v)
 				return []any{lease.Token, v, lease.Fences[0]}, nil
 			},
 			Doc: proxy.Doc{
@@ -159,14 +171,18 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 					{Name: "ttl", Type: "integer"},
 					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
 					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+					{Name: "autoextend", Type: "pure-token", Token: "AUTOEXTEND", Optional: true},
 				},
 			},
 		},
 		{
 			Name: "rfairlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				la, err := parseLock("rfairlock", args, lim)
 				if err != nil {
+					return nil, err
+				}
+				if err := k.admitIf(sess, la.auto); err != nil {
 					return nil, err
 				}
 				lease, err := eng.FairLock(ctx, quorum.LockRequest{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
@@ -177,6 +193,7 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 				if !ok {
 					return nil, nil
 				}
+				k.keepIf(sess, la.auto, kindLock, lease.Resources, lease.Token, la.ttl, v)
 				return []any{lease.Token, v, lease.Fences[0]}, nil
 			},
 			Doc: proxy.Doc{
@@ -187,12 +204,13 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 					{Name: "ttl", Type: "integer"},
 					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
 					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+					{Name: "autoextend", Type: "pure-token", Token: "AUTOEXTEND", Optional: true},
 				},
 			},
 		},
 		{
 			Name: "rlockinfo", Arity: -2, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				r, err := resource(a)
 				if err != nil {
@@ -211,7 +229,7 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				return lockInfoReply(info, tok, len(args) > 1), nil
+				return lockInfoReply(info, tok, len(args) > 1, k.auto(sess, r, tok)), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Reports what a quorum of masters say about a lock now: held, ttl_ms, fence or readers, and with a token whether it is yours.",
@@ -221,12 +239,13 @@ func lockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 		},
 		{
 			Name: "runlock", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				r, t, err := resourceToken(a)
 				if err != nil {
 					return nil, err
 				}
+				k.forget(sess, kindLock, []string{r}, t)
 				held, err := eng.Unlock(ctx, []string{r}, t)
 				if err != nil {
 					return nil, err
@@ -281,7 +300,7 @@ func validity(ctx context.Context, l *quorum.Lease, abandon func(context.Context
 
 // lockInfoReply is RLOCKINFO's map: held, ttl_ms, then fence (a writer's)
 // or readers (how many), then with a token mine and autoextend.
-func lockInfoReply(li *quorum.LockInfo, token string, withToken bool) proxy.Map {
+func lockInfoReply(li *quorum.LockInfo, token string, withToken, auto bool) proxy.Map {
 	ttl := int64(-1)
 	if li.Held {
 		ttl = li.TTL.Milliseconds()
@@ -294,7 +313,8 @@ func lockInfoReply(li *quorum.LockInfo, token string, withToken bool) proxy.Map 
 		m = append(m, proxy.KV{Key: "fence", Value: int64(li.Fence)})
 	}
 	if withToken {
-		m = append(m, proxy.KV{Key: "mine", Value: boolInt(li.Mine(token))}, proxy.KV{Key: "autoextend", Value: int64(0)})
+		mine := li.Mine(token)
+		m = append(m, proxy.KV{Key: "mine", Value: boolInt(mine)}, proxy.KV{Key: "autoextend", Value: boolInt(mine && auto)})
 	}
 	return m
 }

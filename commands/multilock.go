@@ -30,7 +30,7 @@ func parseMultiLock(args [][]byte, lim Limits) (multiLockArgs, error) {
 	if out.resources, err = numkeysResources(a); err != nil {
 		return out, err
 	}
-	out.wait, out.token, err = lockOptions(a, lim)
+	err = lockOptions(a, lim, &out.lockArgs)
 	return out, err
 }
 
@@ -84,13 +84,16 @@ func multiLockKeys(args [][]byte) [][]byte {
 }
 
 // multiLockCommands are RMULTILOCK, RMULTIUNLOCK and RMULTIEXTEND.
-func multiLockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
+func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rmultilock", Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Keys: multiLockKeys,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				ma, err := parseMultiLock(args, lim)
 				if err != nil {
+					return nil, err
+				}
+				if err := k.admitIf(sess, ma.auto); err != nil {
 					return nil, err
 				}
 				lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: ma.resources, TTL: ma.ttl, Wait: ma.wait, Token: ma.token})
@@ -101,6 +104,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 				if !ok {
 					return nil, nil
 				}
+				k.keepIf(sess, ma.auto, kindLock, lease.Resources, lease.Token, ma.ttl, v)
 				fences := make([]any, len(lease.Fences))
 				for i, f := range lease.Fences {
 					fences[i] = f
@@ -116,12 +120,13 @@ func multiLockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 					{Name: "resource", Type: "key", Multiple: true},
 					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
 					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+					{Name: "autoextend", Type: "pure-token", Token: "AUTOEXTEND", Optional: true},
 				},
 			},
 		},
 		{
 			Name: "rmultiunlock", Arity: -3, Flags: proxy.FlagWrite, FirstKey: 2, LastKey: -1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				t, err := token(a)
 				if err != nil {
@@ -131,6 +136,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
+				k.forget(sess, kindLock, rs, t)
 				held, err := eng.Unlock(ctx, rs, t)
 				if err != nil {
 					return nil, err

@@ -8,13 +8,16 @@ import (
 )
 
 // rwLockCommands are RRLOCK, RRUNLOCK and RREXTEND.
-func rwLockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
+func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rrlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				la, err := parseLock("rrlock", args, lim)
 				if err != nil {
+					return nil, err
+				}
+				if err := k.admitIf(sess, la.auto); err != nil {
 					return nil, err
 				}
 				lease, err := eng.ReadLock(ctx, quorum.LockRequest{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
@@ -25,6 +28,7 @@ func rwLockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 				if !ok {
 					return nil, nil
 				}
+				k.keepIf(sess, la.auto, kindRead, lease.Resources, lease.Token, la.ttl, v)
 				return []any{lease.Token, v}, nil
 			},
 			Doc: proxy.Doc{
@@ -35,16 +39,18 @@ func rwLockCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 					{Name: "ttl", Type: "integer"},
 					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
 					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+					{Name: "autoextend", Type: "pure-token", Token: "AUTOEXTEND", Optional: true},
 				},
 			},
 		},
 		{
 			Name: "rrunlock", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				r, t, err := resourceToken(proxy.NewArgs(args))
 				if err != nil {
 					return nil, err
 				}
+				k.forget(sess, kindRead, []string{r}, t)
 				held, err := eng.ReadUnlock(ctx, r, t)
 				if err != nil {
 					return nil, err

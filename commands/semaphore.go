@@ -22,6 +22,7 @@ type semArgs struct {
 	ttl   time.Duration
 	wait  time.Duration
 	token string
+	auto  bool
 }
 
 func semaphore(a *proxy.Args) (string, error) {
@@ -83,6 +84,8 @@ func parseSemAcquire(args [][]byte, lim Limits) (semArgs, error) {
 			if out.token, err = token(a); err != nil {
 				return out, err
 			}
+		case "AUTOEXTEND":
+			out.auto = true
 		default:
 			return out, proxy.ErrSyntax
 		}
@@ -91,13 +94,16 @@ func parseSemAcquire(args [][]byte, lim Limits) (semArgs, error) {
 }
 
 // semaphoreCommands are RSEMACQUIRE, RSEMRELEASE, RSEMEXTEND and RSEMCOUNT.
-func semaphoreCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
+func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rsemacquire", Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				sa, err := parseSemAcquire(args, lim)
 				if err != nil {
+					return nil, err
+				}
+				if err := k.admitIf(sess, sa.auto); err != nil {
 					return nil, err
 				}
 				lease, err := eng.SemAcquire(ctx, quorum.SemRequest{Name: sa.name, Limit: sa.limit, Count: sa.count, TTL: sa.ttl, Wait: sa.wait, Token: sa.token})
@@ -109,6 +115,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 					eng.SemAbandon(ctx, lease)
 					return nil, nil
 				}
+				k.keepIf(sess, sa.auto, kindSem, []string{sa.name}, lease.Token, sa.ttl, v)
 				return []any{lease.Token, v}, nil
 			},
 			Doc: proxy.Doc{
@@ -121,12 +128,13 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 					{Name: "count", Type: "integer", Token: "COUNT", Optional: true},
 					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
 					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+					{Name: "autoextend", Type: "pure-token", Token: "AUTOEXTEND", Optional: true},
 				},
 			},
 		},
 		{
 			Name: "rsemrelease", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				s, err := semaphore(a)
 				if err != nil {
@@ -136,6 +144,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
+				k.forget(sess, kindSem, []string{s}, t)
 				held, err := eng.SemRelease(ctx, s, t)
 				if err != nil {
 					return nil, err

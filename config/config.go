@@ -83,6 +83,9 @@ type Limits struct {
 	MaxArgs     int      `yaml:"max_args"`
 	// MaxCommandBytes caps one command on the wire; default 1 MiB.
 	MaxCommandBytes int `yaml:"max_command_bytes"`
+	// MaxAutoExtendPerConn caps the AUTOEXTEND leases one connection keeps
+	// alive; default 1000.
+	MaxAutoExtendPerConn int `yaml:"max_autoextend_per_conn"`
 	// IdleTimeout closes a connection silent for this long; 0s (the
 	// default) never does, as Redis's "timeout 0": lock clients keep pooled
 	// connections idle for long stretches.
@@ -159,13 +162,14 @@ func Default() *Config {
 		RetryJitter:       Duration(50 * time.Millisecond),
 		RestartQuarantine: true,
 		Limits: Limits{
-			MaxTTL:          Duration(time.Hour),
-			MaxWait:         Duration(5 * time.Minute),
-			MaxClients:      10000,
-			MaxArgBytes:     65536,
-			MaxArgs:         1024,
-			MaxCommandBytes: 1 << 20,
-			RequestTimeout:  Duration(10 * time.Second),
+			MaxTTL:               Duration(time.Hour),
+			MaxWait:              Duration(5 * time.Minute),
+			MaxClients:           10000,
+			MaxArgBytes:          65536,
+			MaxArgs:              1024,
+			MaxCommandBytes:      1 << 20,
+			MaxAutoExtendPerConn: 1000,
+			RequestTimeout:       Duration(10 * time.Second),
 		},
 		LogLevel: "info",
 	}
@@ -348,6 +352,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxArgBytes < 1024 {
 		bad("limits.max_arg_bytes", "must be at least 1024")
+	}
+	if c.Limits.MaxAutoExtendPerConn < 1 {
+		bad("limits.max_autoextend_per_conn", "must be positive")
 	}
 	if c.Limits.MaxArgs < 16 {
 		bad("limits.max_args", "must be at least 16")

@@ -31,6 +31,8 @@ type Metrics struct {
 	rejected        prometheus.Counter
 	dropped         *prometheus.CounterVec
 	authFailures    prometheus.Counter
+	leaseEvents     *prometheus.CounterVec
+	autoLeases      prometheus.Gauge
 
 	perMaster sync.Map // addr -> *masterChildren, resolved once per master
 }
@@ -91,8 +93,17 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 		Name: "redlock_proxy_auth_failures_total",
 		Help: "AUTH and HELLO ... AUTH attempts with a wrong user name or password.",
 	})
+	m.leaseEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redlock_proxy_autoextend_events_total",
+		Help: "AUTOEXTEND leases: extended (an extension reached a quorum), extend_failed (it did not; retried while the validity lasts), lost (the validity ended without one), released_on_disconnect (released because the connection closed).",
+	}, []string{"event"})
+	m.autoLeases = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "redlock_proxy_autoextend_leases",
+		Help: "AUTOEXTEND leases the proxy keeps alive now.",
+	})
 	m.reg.MustRegister(m.commands, m.commandDuration, m.operations, m.opDuration,
 		m.masterRequests, m.masterDuration, m.connections, m.rejected, m.dropped, m.authFailures,
+		m.leaseEvents, m.autoLeases,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if status != nil {
 		m.reg.MustRegister(&masterCollector{status: status})
@@ -143,6 +154,12 @@ func (m *Metrics) Rejected() { m.rejected.Inc() }
 
 // Dropped implements the proxy's Observer.
 func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc() }
+
+// LeaseEvent implements commands.LeaseObserver.
+func (m *Metrics) LeaseEvent(event string) { m.leaseEvents.WithLabelValues(event).Inc() }
+
+// AutoLeases implements commands.LeaseObserver.
+func (m *Metrics) AutoLeases(delta int) { m.autoLeases.Add(float64(delta)) }
 
 // AuthFailed implements the proxy's Observer.
 func (m *Metrics) AuthFailed() { m.authFailures.Inc() }

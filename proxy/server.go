@@ -276,8 +276,11 @@ func (s *Server) accept(nc net.Conn) {
 // closed ends a connection's life: called once its goroutine is done.
 func (s *Server) closed(sess *Session) {
 	sess.cancel()
+	sess.wmu.Lock()
 	sess.nc.Close()
+	sess.wmu.Unlock()
 	sess.out = nil
+	sess.runClosers()
 	s.mu.Lock()
 	delete(s.sessions, sess.id)
 	s.mu.Unlock()

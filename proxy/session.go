@@ -37,6 +37,56 @@ type Session struct {
 	lastCmd string
 	lastAt  time.Time
 	quit    bool
+	closers []func() // run once the connection is closed
+	closed  bool
+
+	// wmu serializes writes to the connection: replies from the
+	// connection's goroutine, push messages from others.
+	wmu sync.Mutex
+}
+
+// OnClose registers f to run once the connection has closed (whatever
+// closed it: the client, a timeout, a protocol error, the server's
+// shutdown), on the goroutine that served it. If it is closed already, f
+// runs at once. f must not block for long.
+func (s *Session) OnClose(f func()) {
+	s.mu.Lock()
+	if !s.closed {
+		s.closers = append(s.closers, f)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	f()
+}
+
+// runClosers runs the OnClose functions, once.
+func (s *Session) runClosers() {
+	s.mu.Lock()
+	fs := s.closers
+	s.closers, s.closed = nil, true
+	s.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// Push sends a RESP3 push message (">N elem...") at once, between
+// replies, if the connection speaks RESP3; it reports whether it did. It
+// is safe to call from any goroutine.
+func (s *Session) Push(elems ...string) bool {
+	if s.Proto() != 3 {
+		return false
+	}
+	b := appendInt(nil, '>', int64(len(elems)))
+	for _, e := range elems {
+		b = appendBulk(b, e)
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.RequestTimeout))
+	_, err := s.nc.Write(b)
+	return err == nil
 }
 
 // ID is the connection's id, as CLIENT ID returns it.
@@ -107,8 +157,10 @@ func (s *Session) flush() error {
 	if s.werr == nil {
 		// A client that does not read its replies is cut after
 		// RequestTimeout, like one that does not send its command.
+		s.wmu.Lock()
 		s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.RequestTimeout))
 		_, s.werr = s.nc.Write(*b)
+		s.wmu.Unlock()
 	}
 	if cap(*b) <= pooledBufSize {
 		*b = (*b)[:pooledBufSize]

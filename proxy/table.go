@@ -178,30 +178,35 @@ func argDocs(args []ArgDoc) []any {
 	return out
 }
 
-// allows reports whether u may use every resource args name (args
-// includes the command name, as key positions count it).
-func (c *Command) allows(u *user, args [][]byte) bool {
-	if u.patterns == nil {
-		return true
-	}
+// KeysOf returns the resources args name (args includes the command
+// name, as key positions count it).
+func (c *Command) KeysOf(args [][]byte) [][]byte {
 	if c.Keys != nil {
-		for _, r := range c.Keys(args) {
-			if !u.allows(r) {
-				return false
-			}
-		}
-		return true
+		return c.Keys(args)
 	}
 	if c.FirstKey <= 0 {
-		return true
+		return nil
 	}
 	last := c.LastKey
 	if last < 0 {
 		last = len(args) + last
 	}
 	step := max(c.Step, 1)
+	var out [][]byte
 	for i := c.FirstKey; i <= last && i < len(args); i += step {
-		if !u.allows(args[i]) {
+		out = append(out, args[i])
+	}
+	return out
+}
+
+// allows reports whether u may use every resource args name (args
+// includes the command name, as key positions count it).
+func (c *Command) allows(u *user, args [][]byte) bool {
+	if u.patterns == nil {
+		return true
+	}
+	for _, r := range c.KeysOf(args) {
+		if !u.allows(r) {
 			return false
 		}
 	}

@@ -193,7 +193,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv, err := proxy.New(proxy.Options{
-		Commands:   commands.All(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL.D(), MaxWait: cfg.Limits.MaxWait.D(), MaxLatchCount: cfg.Limits.MaxArgs}),
+		Commands: commands.All(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL.D(), MaxWait: cfg.Limits.MaxWait.D(), MaxLatchCount: cfg.Limits.MaxArgs,
+			MaxAutoExtend: cfg.Limits.MaxAutoExtendPerConn, Leases: met}),
 		MapError:   commands.MapError,
 		Version:    version,
 		MaxClients: cfg.Limits.MaxClients,
