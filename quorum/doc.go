@@ -284,9 +284,25 @@
 // fence counters. Every new connection to a master reads its run_id before
 // any request is sent on it (Node.Identity), and the engine checks it each
 // time it counts an answer, so a restart is seen before the restarted
-// master's first vote could count. Its votes then do not count for
-// Options.Quarantine (limits.max_ttl: every lock it may have held has
-// expired by then); releases and rollbacks still go to it.
+// master's first vote could count. Its votes then do not count until
+// every grant it may have voted for has expired (at most
+// Options.Quarantine, limits.max_ttl); releases and rollbacks still go to
+// it.
+//
+// How long that is, is learnt from the other masters: every grant and
+// extension raises, on each master that makes it, the master's lease
+// high-water mark (lease-hwm: the expiry of its longest-lived grant, on
+// its own clock; the key expires then). A grant the restarted master i
+// voted for was made by a quorum Q that includes i; any quorum Qr of the
+// N-1 other masters shares a master with Q minus i (q + q-1 > N-1), and
+// that master's mark lives at least as long as the grant. So the longest
+// mark among a quorum of the others' answers, asked once the restart was
+// seen, bounds every grant i voted for (plus drift and a round), and the
+// quarantine is that long. Grants made since do not count i's vote. Only
+// masters that kept their data (not themselves waiting to rejoin) count;
+// with fewer than a quorum of them the quarantine stays
+// Options.Quarantine. With 3 s leases, a rolling restart of every master
+// keeps each one out for about 3 s.
 //
 // Before it votes again its fence sequence is raised: the floor of a
 // restarted master becomes the highest sequence of a quorum of the other

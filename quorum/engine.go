@@ -34,7 +34,7 @@ type Options struct {
 	MetaPrefix string
 	// HealthInterval is how often each master is pinged; default 1s.
 	HealthInterval time.Duration
-	// Quarantine is how long a master whose run_id changed (it restarted,
+	// Quarantine is the longest a master whose run_id changed (it restarted,
 	// and may have lost its locks) does not vote: it should be the longest
 	// ttl any grant may have (limits.max_ttl). 0 turns quarantine off.
 	// Either way a restarted master votes again only after its fence floor

@@ -160,15 +160,15 @@ func TestFairLockOrder(t *testing.T) {
 	c.expectOnlyFences(t)
 }
 
-// expectOnlyFences fails unless every master keeps only the fence keys
-// and writer-waiting marks that expire within writerMark (a waiter
+// expectOnlyFences fails unless every master keeps only the master-wide
+// keys (fences, the lease high-water mark) and writer-waiting marks that expire within writerMark (a waiter
 // granted by a quorum leaves its mark on a master that refused it).
 func (c *cluster) expectOnlyFences(t *testing.T) {
 	t.Helper()
 	for i, f := range c.nodes {
 		for _, k := range f.keys() {
 			switch {
-			case strings.HasSuffix(k, "fence-hwm"), strings.HasSuffix(k, "fence-lag"):
+			case strings.HasSuffix(k, "fence-hwm"), strings.HasSuffix(k, "fence-lag"), strings.HasSuffix(k, "lease-hwm"):
 			case strings.HasPrefix(k, "redlock-proxy:rw-w:") && f.m.TTL(k) > 0 && f.m.TTL(k) <= c.eng.writerMark():
 			default:
 				t.Errorf("master %d keeps %s", i, k)

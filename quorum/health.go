@@ -53,6 +53,7 @@ type nodeHealth struct {
 	conn        uint64    // the Identity.Conn last checked
 	quarantine  time.Time // votes do not count before
 	needsFloor  bool      // restarted: votes do not count until seeded
+	sized       bool      // the quarantine was sized by the others' leases
 	restarts    int
 	restartSeen time.Time
 }
@@ -93,7 +94,10 @@ func (e *Engine) votes(i int) bool {
 				h.restarts++
 				h.restartSeen = now
 				h.needsFloor = true
+				h.sized = false
 				if e.opts.Quarantine > 0 {
+					// At most this long; sizeQuarantine shortens it to the
+					// longest grant still live on the other masters.
 					h.quarantine = now.Add(e.opts.Quarantine)
 				}
 				e.log.Warn("master restarted: its votes do not count until its quarantine ends and its fence floor is raised",
@@ -153,6 +157,7 @@ func (e *Engine) healthLoop(ctx context.Context) {
 	for {
 		e.pingAll(ctx, timeout)
 		for i := range e.nodes {
+			e.sizeQuarantine(ctx, i)
 			e.rejoin(ctx, i)
 		}
 		// Wake at the earliest end of a quarantine too, so that a master
@@ -217,6 +222,81 @@ func (e *Engine) nextQuarantineEnd() (time.Duration, bool) {
 		h.mu.Unlock()
 	}
 	return next, found
+}
+
+// sizeQuarantine shortens the quarantine of restarted master i to what
+// it must be: until every grant it may have voted for has expired.
+//
+// Every grant or extension raises, on each master that makes it, that
+// master's lease high-water mark to its expiry (on the master's clock),
+// and the mark expires then. A grant that i voted for before its restart
+// was made by a quorum Q including i; a quorum Qr of the N-1 other masters
+// shares a master with Q minus i (q + q-1 > N-1), whose mark lives at least
+// until that grant expires. So the longest mark among the answers of a
+// quorum of the others, measured after the restart was seen, bounds every
+// such grant; grants made since do not count i's vote. The quarantine
+// becomes that (plus drift and a round), never more than
+// Options.Quarantine. Only masters that kept their data count; with fewer
+// than a quorum of them the quarantine stays Options.Quarantine.
+func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
+	h := &e.health[i]
+	h.mu.Lock()
+	due := h.needsFloor && !h.sized && time.Now().Before(h.quarantine)
+	conn := h.conn
+	h.mu.Unlock()
+	if !due {
+		return
+	}
+	o := &op{name: "quarantine", script: "lease_left", keys: []string{e.leaseKey()}}
+	type reply struct {
+		left time.Duration
+		ok   bool
+	}
+	ch := make(chan reply, len(e.nodes))
+	for j := range e.nodes {
+		if j == i {
+			continue
+		}
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
+			v, err := e.call(cctx, j, o)
+			cancel()
+			n, isInt := v.(int64)
+			oj := &e.health[j]
+			oj.mu.Lock()
+			intact := !oj.needsFloor
+			oj.mu.Unlock()
+			ch <- reply{time.Duration(n) * time.Millisecond, err == nil && isInt && intact}
+		}()
+	}
+	measured := time.Now()
+	var longest time.Duration
+	got := 0
+	for range len(e.nodes) - 1 {
+		a := <-ch
+		if a.ok {
+			got++
+			longest = max(longest, a.left)
+		}
+	}
+	if got < e.quorum {
+		e.log.Warn("cannot size the quarantine of a restarted master yet: it stays at its longest",
+			"master", e.nodes[i].Addr(), "answers", got, "needed", e.quorum)
+		return
+	}
+	margin := time.Duration(float64(longest)*e.opts.DriftFactor) + 2*e.opts.MasterTimeout + 2*time.Millisecond
+	end := measured.Add(longest + margin)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn != conn || h.sized {
+		return // restarted again meanwhile: measure again
+	}
+	h.sized = true
+	if end.Before(h.quarantine) {
+		h.quarantine = end
+	}
+	e.log.Info("quarantine of a restarted master sized by the longest live grant",
+		"master", e.nodes[i].Addr(), "longest_grant_left", longest, "quarantine_left", time.Until(h.quarantine).Round(time.Millisecond))
 }
 
 // rejoin raises the fence floor of restarted master i once its quarantine

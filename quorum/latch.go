@@ -57,7 +57,21 @@ func (e *Engine) LatchCreate(ctx context.Context, name string, count int, ttl ti
 	r := e.send(ctx, &op{name: "latch_create", script: "latch_create", keys: []string{k.count, k.arrivals},
 		args: []string{strconv.Itoa(count), ms(ttl)}}, nil)
 	existed, other := 0, 0
-	t := r.count(grantRule, func(_ int, v any) bool {
+	// Every answer counts (at most MasterTimeout): "created" means that
+	// no quorum had it already, which the first quorum of answers alone
+	// cannot tell.
+	all := func(q, _ int, t *tally, final bool) verdict {
+		switch {
+		case final && t.yes >= q:
+			return decidedYes
+		case final && t.answered() >= q:
+			return decidedNo
+		case final:
+			return noQuorum
+		}
+		return undecided
+	}
+	t := r.count(all, func(_ int, v any) bool {
 		arr, ok := v.([]any)
 		if !ok || len(arr) != 2 {
 			return false

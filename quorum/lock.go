@@ -56,8 +56,9 @@ type lockSet struct {
 	// keys are the lock keys, the fence keys (both sorted by resource),
 	// then the master's lagging fence bound and its fence sequence.
 	keys []string
-	// acquireKeys are keys, then the writer-waiting marks of read-write
-	// locks (parallel to the lock keys): lock_acquire's keys.
+	// acquireKeys are keys, the master's lease high-water mark, then the
+	// writer-waiting marks of read-write locks (parallel to the lock
+	// keys): lock_acquire's keys.
 	acquireKeys []string
 	channels    []string // release channels, parallel to the lock keys
 	// mark identifies the call in the writer-waiting marks it sets while
@@ -101,7 +102,8 @@ func (e *Engine) lockSet(rs []string) (*lockSet, error) {
 		ls.channels[i] = e.opts.MetaPrefix + "released:" + r
 	}
 	ls.keys[2*n], ls.keys[2*n+1] = e.fenceKeys()
-	ls.acquireKeys = append(make([]string, 0, 3*n+4), ls.keys...)
+	ls.acquireKeys = append(make([]string, 0, 3*n+5), ls.keys...)
+	ls.acquireKeys = append(ls.acquireKeys, e.leaseKey())
 	for _, r := range sorted {
 		ls.acquireKeys = append(ls.acquireKeys, e.rwKeys(r).mark)
 	}
@@ -110,6 +112,10 @@ func (e *Engine) lockSet(rs []string) (*lockSet, error) {
 	}
 	return ls, nil
 }
+
+// leaseKey is the master-wide lease high-water mark: when the
+// longest-lived grant the master holds expires (see "Restarted masters").
+func (e *Engine) leaseKey() string { return e.opts.MetaPrefix + "lease-hwm" }
 
 // fenceKeys are the master-wide lagging fence bound and fence sequence.
 func (e *Engine) fenceKeys() (lag, seq string) {
@@ -372,7 +378,8 @@ func (e *Engine) Extend(ctx context.Context, resources []string, token string, t
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
 	e.awaitAcquires(token)
-	r := e.send(ctx, &op{name: "extend", script: "lock_extend", keys: ls.locksAndFences(),
+	keys := append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey())
+	r := e.send(ctx, &op{name: "extend", script: "lock_extend", keys: keys,
 		args: []string{token, ms(ttl), ms(e.opts.FenceLag)}}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, -1)
 	if t.verdict != decidedYes {

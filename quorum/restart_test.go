@@ -171,3 +171,66 @@ func TestRejoinAtQuarantineEnd(t *testing.T) {
 		t.Fatalf("rejoined %v after the restart was seen, quarantine %v", d, quarantine)
 	}
 }
+
+// TestQuarantineSizedByLeases: a restarted master's quarantine lasts as
+// long as the longest grant still live on the other masters (here an
+// extension made it 1.5 s), not Options.Quarantine; with nothing live it
+// rejoins at once.
+func TestQuarantineSizedByLeases(t *testing.T) {
+	c := newCluster(t, 5, Options{HealthInterval: 5 * time.Millisecond, Quarantine: time.Minute})
+	ctx := context.Background()
+	a, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"short"}, TTL: 300 * time.Millisecond})
+	if err != nil || a == nil {
+		t.Fatal(err)
+	}
+	b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"long"}, TTL: 300 * time.Millisecond})
+	if err != nil || b == nil {
+		t.Fatal(err)
+	}
+	if v, err := c.eng.Extend(ctx, b.Resources, b.Token, 1500*time.Millisecond); v <= 0 || err != nil {
+		t.Fatalf("extend: %v %v", v, err)
+	}
+	extended := time.Now()
+	c.settle0ForHWM(t)
+	c.nodes[0].restart()
+	var st NodeStatus
+	if !eventually(time.Second, func() bool {
+		st = c.eng.Status()[0]
+		return st.Restarts == 1 && st.QuarantineLeft > 0 && st.QuarantineLeft < 10*time.Second
+	}) {
+		t.Fatalf("quarantine not sized: %+v", st)
+	}
+	if st.QuarantineLeft < 1200*time.Millisecond-time.Since(extended) {
+		t.Fatalf("quarantine %v is shorter than the extended grant's %v left", st.QuarantineLeft, 1500*time.Millisecond-time.Since(extended))
+	}
+	waitRejoined(t, c, 0)
+	if d := time.Since(extended); d < 1500*time.Millisecond {
+		t.Fatalf("rejoined %v after the extension, before the 1.5 s grant expired", d)
+	}
+	// Nothing live now: a restart costs only the round that sizes it.
+	c.nodes[1].restart()
+	t0 := time.Now()
+	if !eventually(time.Second, func() bool { return c.eng.Status()[1].Restarts == 1 }) {
+		t.Fatal("restart not seen")
+	}
+	waitRejoined(t, c, 1)
+	if d := time.Since(t0); d > time.Second {
+		t.Fatalf("rejoined %v after a restart with no live grant", d)
+	}
+}
+
+// settle0ForHWM waits until every master holds the lease high-water mark
+// (the grants' stragglers landed).
+func (c *cluster) settle0ForHWM(t *testing.T) {
+	t.Helper()
+	if !eventually(time.Second, func() bool {
+		for _, f := range c.nodes {
+			if _, ok := f.value(c.eng.leaseKey()); !ok {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the lease high-water mark never reached every master")
+	}
+}

@@ -14,6 +14,7 @@ type rwKeys struct {
 	readers string // sorted set: reader tokens by expiry (master ms)
 	mark    string // a writer waits: new readers queue behind it
 	channel string
+	lease   string // the master's lease high-water mark
 }
 
 func (e *Engine) rwKeys(resource string) rwKeys {
@@ -22,6 +23,7 @@ func (e *Engine) rwKeys(resource string) rwKeys {
 		readers: e.opts.MetaPrefix + "rw:" + resource,
 		mark:    e.opts.MetaPrefix + "rw-w:" + resource,
 		channel: e.opts.MetaPrefix + "released:" + resource,
+		lease:   e.leaseKey(),
 	}
 }
 
@@ -76,7 +78,7 @@ func (e *Engine) ReadLock(ctx context.Context, req LockRequest) (lease *Lease, e
 // the validity, or it is rolled back.
 func (e *Engine) readAttempt(ctx context.Context, k rwKeys, resources []string, token string, ttl time.Duration, tainted []bool, fixed bool) (*Lease, func(), error) {
 	start := time.Now()
-	r := e.send(ctx, &op{name: "read_lock", script: "rw_acquire", keys: []string{k.lock, k.readers, k.mark},
+	r := e.send(ctx, &op{name: "read_lock", script: "rw_acquire", keys: []string{k.lock, k.readers, k.mark, k.lease},
 		args: []string{token, ms(ttl)}}, e.track(token))
 	granted := func(i int) bool { return r.ans[i].err == nil && r.ans[i].val == int64(1) }
 	mayHold := func(i int) bool { return r.ans[i].err != nil || granted(i) || fixed }
@@ -142,7 +144,7 @@ func (e *Engine) ReadExtend(ctx context.Context, resource, token string, ttl tim
 	}
 	k := e.rwKeys(resource)
 	e.awaitAcquires(token)
-	r := e.send(ctx, &op{name: "read_extend", script: "rw_extend", keys: []string{k.lock, k.readers}, args: []string{token, ms(ttl)}}, nil)
+	r := e.send(ctx, &op{name: "read_extend", script: "rw_extend", keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
 	if t.verdict != decidedYes {
 		return 0, t.err(e, "read_extend")

@@ -65,6 +65,7 @@ type semKeys struct {
 	name    string
 	base    string // the limit key; slots are base:s:<i>, records base:t:<token>
 	channel string
+	lease   string // the master's lease high-water mark
 }
 
 func (e *Engine) semKeys(name string) (semKeys, error) {
@@ -76,11 +77,12 @@ func (e *Engine) semKeys(name string) (semKeys, error) {
 		name:    name,
 		base:    e.opts.MetaPrefix + "sem:" + enc,
 		channel: e.opts.MetaPrefix + "semreleased:" + enc,
+		lease:   e.leaseKey(),
 	}, nil
 }
 
 func (k semKeys) keys(token string) []string {
-	return []string{k.base, k.base + ":t:" + token}
+	return []string{k.base, k.base + ":t:" + token, k.lease}
 }
 
 // semReply is one master's answer to sem_acquire.

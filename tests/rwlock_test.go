@@ -357,7 +357,7 @@ func TestLatches(t *testing.T) {
 	expectErr(t, a, "ERR no such latch", "RLATCHCOUNT", "start")
 	for i, rc := range cl.direct {
 		for _, k := range rc.Keys(context.Background(), "*").Val() {
-			if k != "redlock-proxy:fence-hwm" && k != "redlock-proxy:fence-lag" {
+			if !masterWide(k) {
 				t.Errorf("master%d keeps %s", i, k)
 			}
 		}

@@ -29,6 +29,7 @@ func lockKeys(extra int, rs ...string) []string {
 		k = append(k, "meta:fence-hwm")
 	}
 	if extra >= 3 {
+		k = append(k, "meta:lease-hwm")
 		for _, r := range rs {
 			k = append(k, "meta:rw-w:"+r)
 		}
@@ -130,7 +131,7 @@ func TestScripts(t *testing.T) {
 	}
 	// Extend: the lock keys and their fence keys.
 	extend := func(token string, ttl string) int64 {
-		v, err := n.Eval(ctx, "lock_extend", lockKeys(0, "a", "b"), []string{token, ttl, lagMS})
+		v, err := n.Eval(ctx, "lock_extend", append(lockKeys(0, "a", "b"), "meta:lease-hwm"), []string{token, ttl, lagMS})
 		if err != nil {
 			t.Fatal(err)
 		}

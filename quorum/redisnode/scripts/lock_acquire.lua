@@ -3,14 +3,15 @@
 -- KEYS[n+1..2n] the resources' fence keys, parallel to the lock keys
 -- KEYS[2n+1]    the master's lagging bound (expires after ARGV[4] ms)
 -- KEYS[2n+2]    the master's fence sequence (high-water mark, no expiry)
--- KEYS[2n+3..3n+2] the resources' writer-waiting marks (read-write locks)
+-- KEYS[2n+3]    the master's lease high-water mark (see raise)
+-- KEYS[2n+4..3n+3] the resources' writer-waiting marks (read-write locks)
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] the proxy's proposed fence,
 -- ARGV[4] the lag period in ms, ARGV[5] how long a refused writer that
 -- waits marks the resource that refused it (ms; 0: it does not wait), so
 -- that new readers queue behind it, ARGV[6] the call's mark; a grant
 -- deletes the call's own marks.
--- A fair lock (one resource) adds KEYS[3n+3] its queue (a sorted set of
--- waiting tokens by ticket) and KEYS[3n+4] the waiters' deadlines (a
+-- A fair lock (one resource) adds KEYS[3n+4] its queue (a sorted set of
+-- waiting tokens by ticket) and KEYS[3n+5] the waiters' deadlines (a
 -- sorted set of tokens by the master's time in ms), ARGV[7] how long a
 -- waiter stays queued without trying again (ms), ARGV[8] the waiter's
 -- ticket (0: not queued) and ARGV[9] its id in the queue (one per call;
@@ -26,16 +27,26 @@
 -- {1, sequence, fence_1, ..., fence_n}. Else changes nothing and returns
 -- {0, sequence}. See quorum/doc.go, "Fencing", for why this is monotonic.
 -- A lock key holding "" is held by readers (no token is empty).
+-- raise sets the master's lease high-water mark (the master's time in ms
+-- at which the longest-lived grant it holds expires) to now + ttl if that
+-- is later; it expires with that grant.
+local function raise(key, ttl)
+  local t = redis.call('TIME')
+  local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl
+  if at > tonumber(redis.call('GET', key) or '0') then
+    redis.call('SET', key, string.format('%d', at), 'PX', ttl)
+  end
+end
 local fair = ARGV[7] ~= nil
-local n = (#KEYS - 2) / 3
+local n = (#KEYS - 3) / 3
 if fair then
-  n = (#KEYS - 4) / 3
+  n = (#KEYS - 5) / 3
 end
 local mark = tonumber(ARGV[5])
 local seq = tonumber(redis.call('GET', KEYS[2 * n + 2]) or '0')
 local q, qd
 if fair then
-  q, qd = KEYS[3 * n + 3], KEYS[3 * n + 4]
+  q, qd = KEYS[3 * n + 4], KEYS[3 * n + 5]
   local stale = tonumber(ARGV[7])
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -59,7 +70,7 @@ for i = 1, n do
   end
   if v and v ~= ARGV[1] then
     if mark > 0 then
-      redis.call('SET', KEYS[2 * n + 2 + i], ARGV[6], 'PX', mark)
+      redis.call('SET', KEYS[2 * n + 3 + i], ARGV[6], 'PX', mark)
     end
     return {0, seq}
   end
@@ -94,7 +105,7 @@ if lag + 1 > base then
   base = lag + 1
 end
 for i = 1, n do
-  local m = KEYS[2 * n + 2 + i]
+  local m = KEYS[2 * n + 3 + i]
   if ARGV[6] ~= '' and redis.call('GET', m) == ARGV[6] then
     redis.call('DEL', m)
   end
@@ -118,5 +129,6 @@ end
 if top > seq then
   redis.call('SET', KEYS[2 * n + 2], string.format('%d', top))
 end
+raise(KEYS[2 * n + 3], tonumber(ARGV[2]))
 out[2] = top
 return out

@@ -2,7 +2,7 @@
 -- Each slot is a lock key (the token, with the ttl as expiry); the grant is
 -- the set of slots, each held on a quorum (see quorum/doc.go, Semaphores).
 -- KEYS[1] the semaphore's limit key, KEYS[2] the token's record (its slot
--- list). The slot keys are KEYS[1] .. ':s:' .. i for i in 0..limit-1:
+-- list), KEYS[3] the master's lease high-water mark. The slot keys are KEYS[1] .. ':s:' .. i for i in 0..limit-1:
 -- built here rather than passed, as there may be hundreds (the masters are
 -- independent Redis servers, never a cluster).
 -- ARGV[1] token, ARGV[2] ttl ms, ARGV[3] limit, ARGV[4] n, ARGV[5] the
@@ -17,6 +17,16 @@
 -- Returns {1, states} or {0, states}, states one character per slot after
 -- the script: m (the token's), f (free), x (another token's); or
 -- {-1, limit} when the semaphore has another limit here.
+-- raise sets the master's lease high-water mark (the master's time in ms
+-- at which the longest-lived grant it holds expires) to now + ttl if that
+-- is later; it expires with that grant.
+local function raise(key, ttl)
+  local t = redis.call('TIME')
+  local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl
+  if at > tonumber(redis.call('GET', key) or '0') then
+    redis.call('SET', key, string.format('%d', at), 'PX', ttl)
+  end
+end
 local limit = tonumber(ARGV[3])
 local stored = redis.call('GET', KEYS[1])
 if stored and tonumber(stored) ~= limit then
@@ -83,4 +93,5 @@ redis.call('SET', KEYS[2], table.concat(slots, ','), 'PX', ARGV[2])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
 end
+raise(KEYS[3], tonumber(ARGV[2]))
 return {1, table.concat(st)}
