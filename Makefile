@@ -28,7 +28,7 @@ vet:
 	$(GO) vet $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
-# Node.js clients (ioredis, node-redis v4/v5/v6) for the real-client tests.
+# Node.js clients (ioredis, node-redis v4/v5/v6, node-redlock v5) for the real-client tests.
 clients:
 	cd tests/clients && npm install --no-audit --no-fund --no-package-lock
 

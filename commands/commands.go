@@ -15,16 +15,29 @@ import (
 // commands; a command naming a resource whose lease was lost answers
 // -LOST once.
 func All(eng *quorum.Engine, lim Limits) []*proxy.Command {
+	cmds, _ := AllWithInfo(eng, lim)
+	return cmds
+}
+
+// AllWithInfo is All, and the INFO sections of the commands (drop-in
+// mode's script counts when lim.DropIn).
+func AllWithInfo(eng *quorum.Engine, lim Limits) ([]*proxy.Command, []proxy.InfoSection) {
+	var info []proxy.InfoSection
 	k := newKeeper(eng, lim)
 	cmds := lockCommands(eng, lim, k)
 	cmds = append(cmds, multiLockCommands(eng, lim, k)...)
 	cmds = append(cmds, rwLockCommands(eng, lim, k)...)
 	cmds = append(cmds, semaphoreCommands(eng, lim, k)...)
 	cmds = append(cmds, latchCommands(eng, lim)...)
+	if lim.DropIn {
+		d := newDropin(eng, lim)
+		cmds = append(cmds, dropinCommands(eng, lim, d)...)
+		info = append(info, d.info())
+	}
 	for _, c := range cmds {
 		k.lostGuard(c)
 	}
-	return cmds
+	return cmds, info
 }
 
 // MastersInfo is the "masters" section of INFO: one line per master, as

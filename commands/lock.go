@@ -24,6 +24,9 @@ type Limits struct {
 	MaxAutoExtend int
 	// Leases, if set, is told about auto-extended leases.
 	Leases LeaseObserver
+	// DropIn serves the Redis commands of lock libraries written for one
+	// Redis (config dropin).
+	DropIn bool
 }
 
 // lockArgs are RLOCK's arguments.

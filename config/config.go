@@ -38,6 +38,9 @@ type Config struct {
 	RetryDelay        Duration `yaml:"retry_delay"`
 	RetryJitter       Duration `yaml:"retry_jitter"`
 	RestartQuarantine bool     `yaml:"restart_quarantine"`
+	// DropIn serves lock libraries written for one Redis unchanged (SET
+	// NX PX, their lock scripts) as quorum operations; default false.
+	DropIn bool `yaml:"dropin"`
 	// MasterDefaults apply to every master that does not set the field
 	// itself: shared ACL credentials and TLS.
 	MasterDefaults MasterDefaults `yaml:"master_defaults"`

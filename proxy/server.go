@@ -46,6 +46,9 @@ type Options struct {
 	TLS *tls.Config
 	// Info adds sections to INFO (for example "masters").
 	Info []InfoSection
+	// Unknown, if set, is the error for a command not in the table,
+	// instead of Redis's "unknown command" (drop-in mode explains itself).
+	Unknown func(args [][]byte) *Error
 	// Observer is told about commands and connections; nil means none.
 	Observer Observer
 	// Logger defaults to slog.Default().
@@ -324,6 +327,9 @@ func (s *Server) run(sess *Session, args [][]byte, name *string) (reply any, err
 	}()
 	cmd := s.table.Lookup(args[0])
 	if cmd == nil {
+		if s.opts.Unknown != nil {
+			return nil, s.opts.Unknown(args)
+		}
 		return nil, unknownCommand(args)
 	}
 	*name = cmd.Name

@@ -114,3 +114,52 @@ func (e *Engine) LockInfo(ctx context.Context, resource string) (info *LockInfo,
 func (li *LockInfo) String() string {
 	return fmt.Sprintf("held=%v holder=%q readers=%v ttl=%v fence=%d", li.Held, li.Holder, li.Readers, li.TTL, li.Fence)
 }
+
+// Delete removes the lock keys of resources whatever token holds them
+// (drop-in mode's DEL and UNLINK), on every master, with the release
+// announcement. It returns how many of them a quorum of masters held;
+// fewer than a quorum of answers is a *QuorumError.
+func (e *Engine) Delete(ctx context.Context, resources []string) (n int, err error) {
+	t0 := time.Now()
+	defer func() { e.observe("delete", t0, err == nil, err) }()
+	if len(resources) == 0 {
+		return 0, fmt.Errorf("%w: no resources", ErrBadRequest)
+	}
+	counts := make([]int, len(resources))
+	// One key at a time: the answers are per resource, in the given order.
+	rounds := make([]*round, len(resources))
+	for j, r := range resources {
+		ls, err := e.lockSet([]string{r})
+		if err != nil {
+			return 0, err
+		}
+		rounds[j] = e.send(ctx, &op{name: "delete", script: "lock_delete", keys: ls.releaseKeys(), args: ls.channels,
+			timeout: e.releaseTimeout()}, nil)
+	}
+	for j, r := range rounds {
+		t := r.count(func(q, _ int, t *tally, final bool) verdict {
+			switch {
+			case final && t.answered() >= q:
+				return decidedYes
+			case final:
+				return noQuorum
+			}
+			return undecided
+		}, func(_ int, v any) bool {
+			arr, ok := v.([]any)
+			if ok && len(arr) == 1 && arr[0] == int64(1) {
+				counts[j]++
+			}
+			return ok
+		}, -1)
+		if t.verdict != decidedYes {
+			return 0, t.err(e, "delete")
+		}
+	}
+	for _, c := range counts {
+		if c >= e.quorum {
+			n++
+		}
+	}
+	return n, nil
+}

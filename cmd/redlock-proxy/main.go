@@ -192,9 +192,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cmds, cmdInfo := commands.AllWithInfo(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL.D(), MaxWait: cfg.Limits.MaxWait.D(), MaxLatchCount: cfg.Limits.MaxArgs,
+		MaxAutoExtend: cfg.Limits.MaxAutoExtendPerConn, Leases: met, DropIn: cfg.DropIn})
+	var unknown func([][]byte) *proxy.Error
+	if cfg.DropIn {
+		unknown = commands.DropinUnknown
+	}
 	srv, err := proxy.New(proxy.Options{
-		Commands: commands.All(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL.D(), MaxWait: cfg.Limits.MaxWait.D(), MaxLatchCount: cfg.Limits.MaxArgs,
-			MaxAutoExtend: cfg.Limits.MaxAutoExtendPerConn, Leases: met}),
+		Commands:   cmds,
+		Unknown:    unknown,
 		MapError:   commands.MapError,
 		Version:    version,
 		MaxClients: cfg.Limits.MaxClients,
@@ -207,7 +213,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		RequestTimeout: cfg.Limits.RequestTimeout.D(),
 		Auth:           authOptions(cfg.Auth),
 		TLS:            listenTLS,
-		Info:           []proxy.InfoSection{commands.MastersInfo(eng)},
+		Info:           append([]proxy.InfoSection{commands.MastersInfo(eng)}, cmdInfo...),
 		Observer:       met,
 		Logger:         log,
 	})

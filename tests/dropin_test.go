@@ -1,0 +1,410 @@
+package tests
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// dropinProxies starts two proxies with dropin: true on 5 real masters.
+func dropinProxies(t *testing.T) (*cluster, *Proxy, *Proxy) {
+	t.Helper()
+	cl := newCluster(t, 5)
+	cfg := defaults(cl.addrs())
+	cfg.extra = "dropin: true\n"
+	return cl, startProxy(t, cfg), startProxy(t, cfg)
+}
+
+// onQuorum waits until key holds value on at least 3 of the 5 masters.
+func (c *cluster) onQuorum(t *testing.T, key, value string) {
+	t.Helper()
+	waitFor(t, time.Second, key+" held on a quorum of masters", func() bool { return c.holders(key, value) >= 3 })
+}
+
+// recorded reads a recorded library script.
+func recorded(t *testing.T, name string) (text, sha string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "commands", "dropin", name+".lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha1.Sum(b)
+	return string(b), hex.EncodeToString(sum[:])
+}
+
+// TestDropinScripts feeds every recorded script through EVALSHA and EVAL
+// and checks the replies each library expects, and the masters.
+func TestDropinScripts(t *testing.T) {
+	cl, pa, pb := dropinProxies(t)
+	a, b := pa.Client(), pb.Client()
+	ctx := context.Background()
+	// run sends the script by SHA, then by text, alternating proxies.
+	i := 0
+	run := func(name string, keys []string, args ...any) any {
+		t.Helper()
+		text, sha := recorded(t, name)
+		c := []*redis.Client{a, b}[i%2]
+		i++
+		var v any
+		var err error
+		if i%2 == 0 {
+			v, err = c.EvalSha(ctx, sha, keys, args...).Result()
+		} else {
+			v, err = c.Eval(ctx, text, keys, args...).Result()
+		}
+		if err == redis.Nil {
+			return nil
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return v
+	}
+	set := func(key, value string) {
+		t.Helper()
+		if v := do(t, a, "SET", key, value, "NX", "PX", 10000); v != "OK" {
+			t.Fatalf("SET %s NX PX: %v", key, v)
+		}
+		cl.onQuorum(t, key, value)
+	}
+	for _, tc := range []struct {
+		name   string
+		keys   []string
+		args   []any
+		before func()
+		want   any
+		after  func()
+	}{
+		{"redis-py@4.3.4/release", []string{"py"}, []any{"tok"}, func() { set("py", "tok") }, int64(1), func() { waitFor(t, time.Second, "released", func() bool { return cl.holders("py", "tok") == 0 }) }},
+		{"redis-py@4.3.4/release", []string{"py"}, []any{"tok"}, nil, int64(0), nil},
+		{"redis-py@4.3.4/extend", []string{"py2"}, []any{"tok", 20000, "1"}, func() { set("py2", "tok") }, int64(1), func() { expectTTLAbove(t, cl, "py2", 15*time.Second) }},
+		{"redis-py@4.3.4/extend", []string{"py2"}, []any{"tok", 5000, "0"}, nil, int64(1), func() { expectTTLAbove(t, cl, "py2", 21*time.Second) }},
+		{"redis-py@4.3.4/extend", []string{"py2"}, []any{"other", 5000, "0"}, nil, int64(0), nil},
+		{"redis-py@4.3.4/reacquire", []string{"py2"}, []any{"tok", 30000}, nil, int64(1), func() { expectTTLAbove(t, cl, "py2", 25*time.Second) }},
+		{"go-redsync@v4.18.1/touch", []string{"py2"}, []any{"tok", 40000}, nil, int64(1), func() { expectTTLAbove(t, cl, "py2", 35*time.Second) }},
+		{"go-redsync@v4.18.1/delete", []string{"py2"}, []any{"other"}, nil, int64(0), nil},
+		{"go-redsync@v4.18.1/delete", []string{"py2"}, []any{"tok"}, nil, int64(1), nil},
+		{"go-redsync@v4.18.1/delete", []string{"py2"}, []any{"tok"}, nil, int64(-1), nil},
+		{"go-redsync@v4.18.1/touch_setnx", []string{"rs"}, []any{"tok", 5000}, nil, int64(1), func() { cl.onQuorum(t, "rs", "tok") }},
+		{"go-redsync@v4.18.1/touch_setnx", []string{"rs"}, []any{"other", 5000}, nil, int64(0), nil},
+		{"bsm-redislock@v0.9.4/obtain", []string{"rs"}, []any{"other", 5, 5000}, nil, nil, nil},
+		{"bsm-redislock@v0.9.4/obtain", []string{"bsm"}, []any{"tokmeta", 3, 5000}, nil, "OK", func() { cl.onQuorum(t, "bsm", "tokmeta") }},
+		{"bsm-redislock@v0.9.4/pttl", []string{"bsm"}, []any{"tokmeta"}, nil, "ttl>0", nil},
+		{"bsm-redislock@v0.9.4/pttl", []string{"bsm"}, []any{"x"}, nil, int64(-3), nil},
+		{"bsm-redislock@v0.9.4/refresh", []string{"bsm"}, []any{"tokmeta", 20000}, nil, int64(1), func() { expectTTLAbove(t, cl, "bsm", 15*time.Second) }},
+		{"bsm-redislock@v0.9.4/release", []string{"bsm"}, []any{"tokmeta"}, nil, int64(1), nil},
+		{"bsm-redislock@v0.9.4/release", []string{"bsm"}, []any{"tokmeta"}, nil, int64(0), nil},
+		{"node-redlock@5.0.0-beta.2/acquire", []string{"n1", "n2", "rs"}, []any{"nv", 5000}, nil, int64(0), nil},
+		{"node-redlock@5.0.0-beta.2/acquire", []string{"n1", "n2"}, []any{"nv", 5000}, nil, int64(2), func() { cl.onQuorum(t, "n1", "nv"); cl.onQuorum(t, "n2", "nv") }},
+		{"node-redlock@5.0.0-beta.2/extend", []string{"n1", "n2"}, []any{"nv", 20000}, nil, int64(2), func() { expectTTLAbove(t, cl, "n2", 15*time.Second) }},
+		{"node-redlock@5.0.0-beta.2/extend", []string{"n1", "n2"}, []any{"x", 20000}, nil, int64(0), nil},
+		{"node-redlock@5.0.0-beta.2/release", []string{"n1", "n2"}, []any{"nv", 20000}, nil, int64(2), nil},
+	} {
+		if tc.before != nil {
+			tc.before()
+		}
+		v := run(tc.name, tc.keys, tc.args...)
+		switch tc.want {
+		case "ttl>0":
+			if n, ok := v.(int64); !ok || n <= 0 {
+				t.Fatalf("%s %v: %v, want a ttl", tc.name, tc.args, v)
+			}
+		default:
+			if v != tc.want {
+				t.Fatalf("%s %v: %#v, want %#v", tc.name, tc.args, v, tc.want)
+			}
+		}
+		if tc.after != nil {
+			tc.after()
+		}
+	}
+	do(t, a, "DEL", "rs")
+	// SCRIPT LOAD and EXISTS, for the libraries that load first.
+	text, sha := recorded(t, "bsm-redislock@v0.9.4/release")
+	if v := do(t, b, "SCRIPT", "LOAD", text); v != sha {
+		t.Fatalf("SCRIPT LOAD = %v, want %s", v, sha)
+	}
+	if v := do(t, b, "SCRIPT", "EXISTS", sha, "0000000000000000000000000000000000000000"); len(v.([]any)) != 2 || v.([]any)[0] != int64(1) || v.([]any)[1] != int64(0) {
+		t.Fatalf("SCRIPT EXISTS = %v", v)
+	}
+	cl.expectOnlyFences(t)
+}
+
+func expectTTLAbove(t *testing.T, cl *cluster, key string, d time.Duration) {
+	t.Helper()
+	waitFor(t, time.Second, key+"'s ttl above "+d.String()+" on a quorum", func() bool { return cl.ttlAbove(key, d) >= 3 })
+}
+
+// TestDropinPlainCommands: SET NX PX/EX, GET, PTTL, TTL, EXISTS, DEL and
+// UNLINK as quorum operations on the lock keys (RLOCK excluded, both
+// ways); every other form or command refused, naming drop-in mode, with
+// nothing sent to the masters.
+func TestDropinPlainCommands(t *testing.T) {
+	cl, pa, pb := dropinProxies(t)
+	a, b := pa.Client(), pb.Client()
+	if v := do(t, a, "SET", "k", "v1", "NX", "PX", 10000); v != "OK" {
+		t.Fatalf("SET NX PX = %v", v)
+	}
+	if v := do(t, b, "SET", "k", "v2", "PX", 10000, "NX"); v != nil {
+		t.Fatalf("SET NX on a held key = %v", v)
+	}
+	if _, ok := rlock(t, b, "k", 1000); ok {
+		t.Fatal("RLOCK granted over a drop-in lock")
+	}
+	cl.onQuorum(t, "k", "v1")
+	if v := do(t, b, "GET", "k"); v != "v1" {
+		t.Fatalf("GET = %v", v)
+	}
+	if v := do(t, b, "PTTL", "k").(int64); v <= 9000 || v > 10000 {
+		t.Fatalf("PTTL = %v", v)
+	}
+	if v := do(t, b, "TTL", "k"); v != int64(10) {
+		t.Fatalf("TTL = %v", v)
+	}
+	if v := do(t, b, "EXISTS", "k", "nothing"); v != int64(1) {
+		t.Fatalf("EXISTS = %v", v)
+	}
+	if v := do(t, b, "DEL", "k", "nothing"); v != int64(1) {
+		t.Fatalf("DEL = %v", v)
+	}
+	if v := do(t, b, "GET", "k"); v != nil {
+		t.Fatalf("GET after DEL = %v", v)
+	}
+	if v := do(t, b, "PTTL", "k"); v != int64(-2) {
+		t.Fatalf("PTTL after DEL = %v", v)
+	}
+	if v := do(t, a, "SET", "k2", "v", "NX", "EX", 5); v != "OK" {
+		t.Fatalf("SET NX EX = %v", v)
+	}
+	if v := do(t, a, "UNLINK", "k2"); v != int64(1) {
+		t.Fatalf("UNLINK = %v", v)
+	}
+	g, _ := rlock(t, a, "k3", 10000)
+	if v := do(t, b, "SET", "k3", "v", "NX", "PX", 1000); v != nil {
+		t.Fatalf("SET NX over an RLOCK = %v", v)
+	}
+	if v := do(t, b, "GET", "k3"); v != g.token {
+		t.Fatalf("GET of an RLOCK = %v", v)
+	}
+	do(t, a, "RUNLOCK", "k3", g.token)
+
+	before := 0
+	if redistest.Real() {
+		before = cl.scriptCalls(t)
+	}
+	setErr := "ERR drop-in mode: SET must be SET key value NX PX|EX ttl, a lock (see docs/PROTOCOL.md, Drop-in mode)"
+	for _, tc := range []struct {
+		want string
+		args []any
+	}{
+		{setErr, []any{"SET", "x", "v"}},
+		{setErr, []any{"SET", "x", "v", "PX", 1000}},
+		{setErr, []any{"SET", "x", "v", "NX"}},
+		{setErr, []any{"SET", "x", "v", "XX", "PX", 1000}},
+		{setErr, []any{"SET", "x", "v", "NX", "PX", 1000, "GET"}},
+		{setErr, []any{"SET", "x", "v", "NX", "KEEPTTL"}},
+		{"ERR invalid expire time in 'set' command", []any{"SET", "x", "v", "NX", "PX", 0}},
+		{"ERR drop-in mode serves lock operations only: 'HSET' is not one (see docs/PROTOCOL.md, Drop-in mode)", []any{"HSET", "h", "f", "v"}},
+		{"ERR drop-in mode runs only known lock scripts (see docs/PROTOCOL.md, Drop-in mode)", []any{"EVAL", "return redis.call('flushall')", 0}},
+		{"NOSCRIPT No matching script. Please use EVAL.", []any{"EVALSHA", "0000000000000000000000000000000000000000", 0}},
+		{"ERR drop-in mode runs only known lock scripts (see docs/PROTOCOL.md, Drop-in mode)", []any{"SCRIPT", "LOAD", "return 1"}},
+		{"ERR drop-in mode: SCRIPT FLUSH is not served (see docs/PROTOCOL.md, Drop-in mode)", []any{"SCRIPT", "FLUSH"}},
+	} {
+		expectErr(t, a, tc.want, tc.args...)
+	}
+	if redistest.Real() {
+		if after := cl.scriptCalls(t); after != before {
+			t.Errorf("refused commands reached the masters: %d script calls, was %d", after, before)
+		}
+	}
+	if !strings.Contains(do(t, a, "INFO", "dropin").(string), "script:redis-py@4.3.4/release") {
+		t.Fatal("INFO dropin does not list the scripts")
+	}
+	cl.expectOnlyFences(t)
+}
+
+// TestDropinGoLibraries: go-redsync v4 and bsm/redislock, each given one
+// client connected to the proxy, lock, contend, extend and unlock
+// unchanged, and the locks are on a quorum of the real masters.
+func TestDropinGoLibraries(t *testing.T) {
+	cl, pa, pb := dropinProxies(t)
+	ctx := context.Background()
+	ca := redis.NewClient(&redis.Options{Addr: pa.Addr})
+	cb := redis.NewClient(&redis.Options{Addr: pb.Addr})
+	defer ca.Close()
+	defer cb.Close()
+
+	t.Run("go-redsync", func(t *testing.T) {
+		rsA, rsB := redsync.New(goredis.NewPool(ca)), redsync.New(goredis.NewPool(cb))
+		m := rsA.NewMutex("rs-job", redsync.WithExpiry(5*time.Second))
+		if err := m.LockContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cl.onQuorum(t, "rs-job", m.Value())
+		other := rsB.NewMutex("rs-job", redsync.WithTries(1))
+		if err := other.LockContext(ctx); err == nil {
+			t.Fatal("a second go-redsync mutex took a held lock")
+		}
+		if ok, err := m.ExtendContext(ctx); !ok || err != nil {
+			t.Fatalf("extend: %v %v", ok, err)
+		}
+		if time.Until(m.Until()) < 4*time.Second {
+			t.Fatalf("validity after the extension ends in %v", time.Until(m.Until()))
+		}
+		if ok, err := m.UnlockContext(ctx); !ok || err != nil {
+			t.Fatalf("unlock: %v %v", ok, err)
+		}
+		if ok, err := m.UnlockContext(ctx); ok || err == nil {
+			t.Fatalf("second unlock: %v %v", ok, err)
+		}
+		if err := other.LockContext(ctx); err != nil {
+			t.Fatalf("the second mutex after the unlock: %v", err)
+		}
+		other.UnlockContext(ctx)
+	})
+	t.Run("bsm-redislock", func(t *testing.T) {
+		la, lb := redislock.New(ca), redislock.New(cb)
+		l, err := la.Obtain(ctx, "bsm-job", 5*time.Second, &redislock.Options{Metadata: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.onQuorum(t, "bsm-job", l.Token()+"m")
+		if _, err := lb.Obtain(ctx, "bsm-job", time.Second, nil); !errors.Is(err, redislock.ErrNotObtained) {
+			t.Fatalf("second obtain: %v", err)
+		}
+		if d, err := l.TTL(ctx); err != nil || d <= 0 || d > 5*time.Second {
+			t.Fatalf("TTL: %v %v", d, err)
+		}
+		if err := l.Refresh(ctx, 20*time.Second, nil); err != nil {
+			t.Fatal(err)
+		}
+		expectTTLAbove(t, cl, "bsm-job", 15*time.Second)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); !errors.Is(err, redislock.ErrLockNotHeld) {
+			t.Fatalf("second release: %v", err)
+		}
+		l2, err := lb.Obtain(ctx, "bsm-job", time.Second, nil)
+		if err != nil {
+			t.Fatalf("obtain after the release: %v", err)
+		}
+		l2.Release(ctx)
+	})
+	cl.expectOnlyFences(t)
+}
+
+// TestDropinRedisPy: redis-py's Lock, unchanged, through the proxy.
+func TestDropinRedisPy(t *testing.T) {
+	python := requirePython(t)
+	cl, pa, pb := dropinProxies(t)
+	_, portA, _ := strings.Cut(pa.Addr, ":")
+	_, portB, _ := strings.Cut(pb.Addr, ":")
+	script := `import redis, sys, threading, time
+from redis.exceptions import LockError, LockNotOwnedError
+a = redis.Redis(port=int(sys.argv[1]))
+b = redis.Redis(port=int(sys.argv[2]))
+lock = a.lock("py-job", timeout=5)
+assert lock.acquire(blocking=False)
+lock_token = lock.local.token
+print("token", lock_token.decode(), flush=True)
+other = b.lock("py-job", timeout=5)
+assert not other.acquire(blocking=False), "contention"
+assert lock.owned()
+assert lock.extend(10)
+assert lock.reacquire()
+got = []
+def waiter():
+    l = b.lock("py-job", timeout=5, sleep=0.05)
+    got.append(l.acquire(blocking=True, blocking_timeout=5))
+    got.append(time.time())
+    l.release()
+th = threading.Thread(target=waiter)
+th.start()
+time.sleep(0.3)
+released = time.time()
+lock.release()
+th.join()
+assert got[0], "the blocking acquire was not granted"
+print("woken after", round(got[1] - released, 3), flush=True)
+try:
+    lock.release()
+    raise SystemExit("releasing a released lock did not raise")
+except LockError:
+    pass
+# The server's answer too: the release script of a token that no longer
+# holds the lock says 0, which redis-py raises as LockNotOwnedError.
+stale = a.lock("py-job", timeout=5)
+stale.local.token = lock_token
+try:
+    stale.release()
+    raise SystemExit("releasing a stale token did not raise")
+except LockNotOwnedError:
+    pass
+print("ok")
+`
+	cmd := exec.Command(python, "-c", script, portA, portB)
+	out, err := cmd.CombinedOutput()
+	t.Logf("redis-py:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.expectOnlyFences(t)
+}
+
+// TestDropinNodeRedlock: node-redlock v5 given one ioredis client,
+// unchanged: multi-key acquire, contention, extend, release.
+func TestDropinNodeRedlock(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		skipOrFail(t, "node", "node is not installed")
+	}
+	if _, err := os.Stat("clients/node_modules/redlock"); err != nil {
+		skipOrFail(t, "node", "node-redlock is not installed (make clients)")
+	}
+	cl, pa, _ := dropinProxies(t)
+	_, port, _ := strings.Cut(pa.Addr, ":")
+	script := `const Redis = require("ioredis");
+const Redlock = require("redlock").default;
+(async () => {
+  const client = new Redis({ port: Number(process.argv[1]) });
+  const redlock = new Redlock([client], { retryCount: 0 });
+  const lock = await redlock.acquire(["nr-a", "nr-b"], 5000);
+  console.log("value", lock.value);
+  let refused = false;
+  try { await redlock.acquire(["nr-b", "nr-c"], 5000); } catch (e) { refused = true; }
+  if (!refused) throw new Error("contention: a second lock on nr-b was granted");
+  const extended = await lock.extend(20000);
+  await extended.release();
+  const again = await redlock.acquire(["nr-b", "nr-c"], 5000);
+  await again.release();
+  client.disconnect();
+  console.log("ok");
+})().catch((e) => { console.error(e); process.exit(1); });
+`
+	done := make(chan error, 1)
+	go func() {
+		cmd := exec.Command("node", "-e", script, port)
+		cmd.Dir = "clients"
+		out, err := cmd.CombinedOutput()
+		t.Logf("node-redlock:\n%s", out)
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cl.expectOnlyFences(t)
+}
