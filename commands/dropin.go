@@ -30,7 +30,8 @@ var dropinScripts embed.FS
 type dropinHandler func(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error)
 
 // dropinOps maps each recorded script (<library>@<version>/<operation>)
-// to its quorum operation. Adding a library: record its scripts under
+// to its quorum operation. redis-py 5.x (checked up to v5.3.1) sends the
+// same three scripts as 4.3.4, byte for byte. Adding a library: record its scripts under
 // dropin/, map each here, and add it to the drop-in test table.
 func dropinOps() map[string]dropinHandler {
 	return map[string]dropinHandler{
@@ -47,6 +48,15 @@ func dropinOps() map[string]dropinHandler {
 		"node-redlock@5.0.0-beta.2/acquire": redlockAcquire,
 		"node-redlock@5.0.0-beta.2/extend":  redlockExtend,
 		"node-redlock@5.0.0-beta.2/release": redlockRelease,
+		// Spring's lock type SPIN_LOCK (its default); PUB_SUB_LOCK's
+		// unlock scripts are served too, but its waiters SUBSCRIBE, which
+		// the proxy does not serve.
+		"spring-integration@6.5.10/obtain":               luaBool(touchOrAcquire),
+		"spring-integration@6.5.10/renew":                luaBool(extendOne),
+		"spring-integration@6.5.10/spin_unlink_unlock":   luaBool(releaseOne(0)),
+		"spring-integration@6.5.10/spin_delete_unlock":   luaBool(releaseOne(0)),
+		"spring-integration@6.5.10/pubsub_unlink_unlock": luaBool(releaseOne(0)),
+		"spring-integration@6.5.10/pubsub_delete_unlock": luaBool(releaseOne(0)),
 	}
 }
 
@@ -127,6 +137,9 @@ func (d *dropin) run(ctx context.Context, s *knownScript, args [][]byte) (any, e
 		argv = append(argv, v)
 	}
 	s.n.Add(1)
+	if d.lim.DropinScripts != nil {
+		d.lim.DropinScripts(s.name)
+	}
 	return s.run(ctx, d.eng, keys, argv)
 }
 
@@ -522,4 +535,16 @@ func redlockRelease(ctx context.Context, eng *quorum.Engine, keys, argv []string
 		return int64(0), err
 	}
 	return int64(len(keys)), nil
+}
+
+// luaBool turns a 1/0 answer into what a script returning Lua true/false
+// gives a client: 1, or null.
+func luaBool(h dropinHandler) dropinHandler {
+	return func(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
+		v, err := h(ctx, eng, keys, argv)
+		if err != nil || v != int64(1) {
+			return nil, err
+		}
+		return int64(1), nil
+	}
 }

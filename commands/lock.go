@@ -27,6 +27,9 @@ type Limits struct {
 	// DropIn serves the Redis commands of lock libraries written for one
 	// Redis (config dropin).
 	DropIn bool
+	// DropinScripts, if set, is told each time a recorded script runs,
+	// by its name (<library>@<version>/<operation>).
+	DropinScripts func(name string)
 }
 
 // lockArgs are RLOCK's arguments.

@@ -32,6 +32,7 @@ type Metrics struct {
 	dropped         *prometheus.CounterVec
 	authFailures    prometheus.Counter
 	leaseEvents     *prometheus.CounterVec
+	dropinScripts   *prometheus.CounterVec
 	autoLeases      prometheus.Gauge
 
 	perMaster sync.Map // addr -> *masterChildren, resolved once per master
@@ -101,9 +102,13 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 		Name: "redlock_proxy_autoextend_leases",
 		Help: "AUTOEXTEND leases the proxy keeps alive now.",
 	})
+	m.dropinScripts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redlock_proxy_dropin_scripts_total",
+		Help: "Drop-in mode: runs of each recorded library lock script, by script (<library>@<version>/<operation>).",
+	}, []string{"script"})
 	m.reg.MustRegister(m.commands, m.commandDuration, m.operations, m.opDuration,
 		m.masterRequests, m.masterDuration, m.connections, m.rejected, m.dropped, m.authFailures,
-		m.leaseEvents, m.autoLeases,
+		m.leaseEvents, m.autoLeases, m.dropinScripts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if status != nil {
 		m.reg.MustRegister(&masterCollector{status: status})
@@ -157,6 +162,9 @@ func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc
 
 // LeaseEvent implements commands.LeaseObserver.
 func (m *Metrics) LeaseEvent(event string) { m.leaseEvents.WithLabelValues(event).Inc() }
+
+// DropinScript counts one run of a drop-in script.
+func (m *Metrics) DropinScript(name string) { m.dropinScripts.WithLabelValues(name).Inc() }
 
 // AutoLeases implements commands.LeaseObserver.
 func (m *Metrics) AutoLeases(delta int) { m.autoLeases.Add(float64(delta)) }

@@ -113,6 +113,18 @@ func TestDropinScripts(t *testing.T) {
 		{"node-redlock@5.0.0-beta.2/extend", []string{"n1", "n2"}, []any{"nv", 20000}, nil, int64(2), func() { expectTTLAbove(t, cl, "n2", 15*time.Second) }},
 		{"node-redlock@5.0.0-beta.2/extend", []string{"n1", "n2"}, []any{"x", 20000}, nil, int64(0), nil},
 		{"node-redlock@5.0.0-beta.2/release", []string{"n1", "n2"}, []any{"nv", 20000}, nil, int64(2), nil},
+		{"spring-integration@6.5.10/obtain", []string{"sp"}, []any{"client-1", 5000}, nil, int64(1), func() { cl.onQuorum(t, "sp", "client-1") }},
+		{"spring-integration@6.5.10/obtain", []string{"sp"}, []any{"client-2", 5000}, nil, nil, nil},
+		{"spring-integration@6.5.10/obtain", []string{"sp"}, []any{"client-1", 20000}, nil, int64(1), func() { expectTTLAbove(t, cl, "sp", 15*time.Second) }},
+		{"spring-integration@6.5.10/renew", []string{"sp"}, []any{"client-1", 30000}, nil, int64(1), func() { expectTTLAbove(t, cl, "sp", 25*time.Second) }},
+		{"spring-integration@6.5.10/renew", []string{"sp"}, []any{"client-2", 30000}, nil, nil, nil},
+		{"spring-integration@6.5.10/spin_unlink_unlock", []string{"sp"}, []any{"client-2"}, nil, nil, nil},
+		{"spring-integration@6.5.10/spin_unlink_unlock", []string{"sp"}, []any{"client-1"}, nil, int64(1), nil},
+		{"spring-integration@6.5.10/spin_delete_unlock", []string{"sp"}, []any{"client-1"}, nil, nil, nil},
+		{"spring-integration@6.5.10/obtain", []string{"sp"}, []any{"client-1", 5000}, nil, int64(1), nil},
+		{"spring-integration@6.5.10/pubsub_unlink_unlock", []string{"sp"}, []any{"client-1", "channel:sp"}, nil, int64(1), nil},
+		{"spring-integration@6.5.10/obtain", []string{"sp"}, []any{"client-1", 5000}, nil, int64(1), nil},
+		{"spring-integration@6.5.10/pubsub_delete_unlock", []string{"sp"}, []any{"client-1", "channel:sp"}, nil, int64(1), nil},
 	} {
 		if tc.before != nil {
 			tc.before()
