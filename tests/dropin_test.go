@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -334,6 +336,7 @@ lock = a.lock("py-job", timeout=5)
 assert lock.acquire(blocking=False)
 lock_token = lock.local.token
 print("token", lock_token.decode(), flush=True)
+sys.stdin.readline()  # the test reads the masters meanwhile
 other = b.lock("py-job", timeout=5)
 assert not other.acquire(blocking=False), "contention"
 assert lock.owned()
@@ -370,12 +373,45 @@ except LockNotOwnedError:
 print("ok")
 `
 	cmd := exec.Command(python, "-c", script, portA, portB)
-	out, err := cmd.CombinedOutput()
-	t.Logf("redis-py:\n%s", out)
+	holdAndCheck(t, cl, cmd, "py-job")
+	cl.expectOnlyFences(t)
+}
+
+// holdAndCheck runs a client program that prints "<word> <token>" once it
+// holds keys, then waits for a line on its stdin: meanwhile the test
+// checks that every key holds the token on a quorum of the real masters.
+func holdAndCheck(t *testing.T, cl *cluster, cmd *exec.Cmd, keys ...string) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl.expectOnlyFences(t)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(stdout)
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		cmd.Wait()
+		t.Fatalf("the client did not lock: %v\n%s", err, stderr.String())
+	}
+	_, token, _ := strings.Cut(strings.TrimSpace(line), " ")
+	for _, k := range keys {
+		cl.onQuorum(t, k, token)
+	}
+	io.WriteString(stdin, "\n")
+	rest, _ := io.ReadAll(rd)
+	err = cmd.Wait()
+	t.Logf("%s%s%s", line, rest, stderr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestDropinNodeRedlock: node-redlock v5 given one ioredis client,
@@ -396,6 +432,8 @@ const Redlock = require("redlock").default;
   const redlock = new Redlock([client], { retryCount: 0 });
   const lock = await redlock.acquire(["nr-a", "nr-b"], 5000);
   console.log("value", lock.value);
+  await new Promise((resolve) => process.stdin.once("data", resolve)); // the test reads the masters
+  process.stdin.pause();
   let refused = false;
   try { await redlock.acquire(["nr-b", "nr-c"], 5000); } catch (e) { refused = true; }
   if (!refused) throw new Error("contention: a second lock on nr-b was granted");
@@ -407,16 +445,8 @@ const Redlock = require("redlock").default;
   console.log("ok");
 })().catch((e) => { console.error(e); process.exit(1); });
 `
-	done := make(chan error, 1)
-	go func() {
-		cmd := exec.Command("node", "-e", script, port)
-		cmd.Dir = "clients"
-		out, err := cmd.CombinedOutput()
-		t.Logf("node-redlock:\n%s", out)
-		done <- err
-	}()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	cmd := exec.Command("node", "-e", script, port)
+	cmd.Dir = "clients"
+	holdAndCheck(t, cl, cmd, "nr-a", "nr-b")
 	cl.expectOnlyFences(t)
 }
