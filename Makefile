@@ -6,7 +6,7 @@ GO      ?= go
 PKGS    := ./...
 FUZZTIME ?= 60s
 
-.PHONY: run test build vet fmt check fuzz soak clients bench bench-quick clean
+.PHONY: run test build vet fmt check fuzz soak clients bench bench-quick clean examples
 
 run:
 	$(GO) run ./cmd/redlock-proxy --dev
@@ -23,6 +23,11 @@ test:
 
 build:
 	$(GO) build -o bin/redlock-proxy ./cmd/redlock-proxy
+
+# Every example (examples/python, examples/node, examples/go) against a
+# --dev proxy on a free port; fails if any of them does.
+examples:
+	GO=$(GO) bash examples/run.sh
 
 vet:
 	$(GO) vet $(PKGS)
