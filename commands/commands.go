@@ -9,6 +9,10 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
+// since is the proxy version every command of this package first
+// appeared in, for COMMAND DOCS.
+const since = "0.1.0"
+
 // All returns every lock, semaphore and latch command, for the proxy's
 // command table.
 // AUTOEXTEND leases are kept per connection by one keeper, shared by the

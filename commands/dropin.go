@@ -215,7 +215,7 @@ func dropinCommands(eng *quorum.Engine, lim Limits, d *dropin) []*proxy.Command 
 				}
 				return proxy.OK, nil
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: SET key value NX PX|EX ttl is a quorum lock acquire with token value.", Since: "1.1.0", Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: SET key value NX PX|EX ttl is a quorum lock acquire with token value.", Since: since, Group: "redlock"},
 		},
 		{
 			Name: "get", Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
@@ -226,7 +226,7 @@ func dropinCommands(eng *quorum.Engine, lim Limits, d *dropin) []*proxy.Command 
 				}
 				return li.Holder, nil
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: the token that holds the lock on a quorum, or nil.", Since: "1.1.0", Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: the token that holds the lock on a quorum, or nil.", Since: since, Group: "redlock"},
 		},
 		ttlCommand("pttl", info, time.Millisecond),
 		ttlCommand("ttl", info, time.Second),
@@ -245,7 +245,7 @@ func dropinCommands(eng *quorum.Engine, lim Limits, d *dropin) []*proxy.Command 
 				}
 				return n, nil
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: how many of the locks are held on a quorum.", Since: "1.1.0", Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: how many of the locks are held on a quorum.", Since: since, Group: "redlock"},
 		},
 		deleteCommand("del", eng, keys),
 		deleteCommand("unlink", eng, keys),
@@ -259,7 +259,7 @@ func dropinCommands(eng *quorum.Engine, lim Limits, d *dropin) []*proxy.Command 
 				}
 				return d.run(ctx, s, args[1:])
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: runs a known lock script of a supported library as the matching quorum operation.", Since: "1.1.0", Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: runs a known lock script of a supported library as the matching quorum operation.", Since: since, Group: "redlock"},
 		},
 		{
 			Name: "evalsha", Arity: -3, Flags: proxy.FlagWrite, Keys: evalKeys,
@@ -270,7 +270,7 @@ func dropinCommands(eng *quorum.Engine, lim Limits, d *dropin) []*proxy.Command 
 				}
 				return d.run(ctx, s, args[1:])
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: EVAL of a known lock script by its SHA1.", Since: "1.1.0", Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: EVAL of a known lock script by its SHA1.", Since: since, Group: "redlock"},
 		},
 		{
 			Name: "script", Arity: -2, Flags: proxy.FlagFast,
@@ -300,7 +300,7 @@ func dropinCommands(eng *quorum.Engine, lim Limits, d *dropin) []*proxy.Command 
 				}
 				return nil, proxy.Errorf("drop-in mode: SCRIPT %s is not served (see docs/PROTOCOL.md, Drop-in mode)", strings.ToUpper(string(args[0])))
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: SCRIPT LOAD and SCRIPT EXISTS for the known lock scripts.", Since: "1.1.0", Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: SCRIPT LOAD and SCRIPT EXISTS for the known lock scripts.", Since: since, Group: "redlock"},
 		},
 	}
 }
@@ -318,7 +318,7 @@ func ttlCommand(name string, info func(context.Context, string) (*quorum.LockInf
 			}
 			return int64((li.TTL + unit/2) / unit), nil
 		},
-		Doc: proxy.Doc{Summary: "Drop-in mode: the lock's remaining time as a quorum sees it, -2 if not held.", Since: "1.1.0", Group: "redlock"},
+		Doc: proxy.Doc{Summary: "Drop-in mode: the lock's remaining time as a quorum sees it, -2 if not held.", Since: since, Group: "redlock"},
 	}
 }
 
@@ -332,7 +332,7 @@ func deleteCommand(name string, eng *quorum.Engine, keys func([][]byte) []string
 			}
 			return int64(n), nil
 		},
-		Doc: proxy.Doc{Summary: "Drop-in mode: deletes the locks whatever token holds them; the number a quorum held.", Since: "1.1.0", Group: "redlock"},
+		Doc: proxy.Doc{Summary: "Drop-in mode: deletes the locks whatever token holds them; the number a quorum held.", Since: since, Group: "redlock"},
 	}
 }
 

@@ -55,7 +55,7 @@ func latchCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Creates a count-down latch waiting for count arrivals, living ttl. Returns 1 if created, 0 if it exists with that count.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "count", Type: "integer"}, {Name: "ttl", Type: "integer"}},
 			},
 		},
@@ -79,7 +79,7 @@ func latchCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Records one arrival at a latch, once per token. Returns the arrivals still missing as a quorum sees them (0: open).",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "token", Type: "string"}},
 			},
 		},
@@ -103,7 +103,7 @@ func latchCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Waits up to wait ms until the latch is open on a quorum. Returns 1 if open, 0 if the wait ran out.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "wait", Type: "integer"}},
 			},
 		},
@@ -122,7 +122,7 @@ func latchCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Returns the arrivals the latch still misses, as a quorum of masters sees them.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "latch", Type: "key"}},
 			},
 		},

@@ -171,7 +171,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Acquires an exclusive lock on a quorum of masters. Returns [token, validity, fence], or nil if held.",
-				Since:   "1.0.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{
 					{Name: "resource", Type: "key"},
 					{Name: "ttl", Type: "integer"},
@@ -204,7 +204,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Acquires a lock like RLOCK, but waiters are granted in arrival order across every proxy. Returns [token, validity, fence], or nil if held.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{
 					{Name: "resource", Type: "key"},
 					{Name: "ttl", Type: "integer"},
@@ -239,7 +239,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Reports what a quorum of masters say about a lock now: held, ttl_ms, fence or readers, and with a token whether it is yours.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string", Optional: true}},
 			},
 		},
@@ -260,7 +260,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Releases a lock held with token. Returns 1 if it was held on a quorum up to the release, else 0.",
-				Since:   "1.0.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}},
 			},
 		},
@@ -284,7 +284,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of a lock held with token. Returns the new validity, or nil if the lock is lost.",
-				Since:   "1.0.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
 			},
 		},

@@ -113,7 +113,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 			Doc: proxy.Doc{
 				Summary: "Acquires every resource as one lock, all or nothing, on a quorum of masters. Returns [token, validity, [fence, ...]], or nil if any is held.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{
 					{Name: "ttl", Type: "integer"},
 					{Name: "numkeys", Type: "integer"},
@@ -145,7 +145,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 			Doc: proxy.Doc{
 				Summary: "Releases every resource held with token. Returns 1 if all were held on a quorum up to the release, else 0.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "token", Type: "string"}, {Name: "resource", Type: "key", Multiple: true}},
 			},
 		},
@@ -173,7 +173,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of every resource held with token. Returns the new validity, or nil if any could not be extended on a quorum.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}, {Name: "resource", Type: "key", Multiple: true}},
 			},
 		},

@@ -33,7 +33,7 @@ func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command 
 			},
 			Doc: proxy.Doc{
 				Summary: "Acquires a shared (read) lock on a quorum of masters: readers share, writers exclude. Returns [token, validity], or nil if a writer holds or waits.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{
 					{Name: "resource", Type: "key"},
 					{Name: "ttl", Type: "integer"},
@@ -59,7 +59,7 @@ func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command 
 			},
 			Doc: proxy.Doc{
 				Summary: "Releases a read lock held with token. Returns 1 if it was held on a quorum up to the release, else 0.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}},
 			},
 		},
@@ -83,7 +83,7 @@ func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command 
 			},
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of a read lock held with token. Returns the new validity, or nil if it is lost.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
 			},
 		},

@@ -120,7 +120,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 			Doc: proxy.Doc{
 				Summary: "Takes permits of a semaphore of limit permits on a quorum of masters. Returns [token, validity], or nil if too few are free.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{
 					{Name: "semaphore", Type: "key"},
 					{Name: "limit", Type: "integer"},
@@ -153,7 +153,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 			Doc: proxy.Doc{
 				Summary: "Releases the permits held with token. Returns 1 if they were held on a quorum up to the release, else 0.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "semaphore", Type: "key"}, {Name: "token", Type: "string"}},
 			},
 		},
@@ -181,7 +181,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of the permits held with token. Returns the new validity, or nil if they are lost.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "semaphore", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
 			},
 		},
@@ -201,7 +201,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 			Doc: proxy.Doc{
 				Summary: "Returns how many permits of the semaphore have a live grant, as a quorum of masters sees them.",
-				Since:   "1.1.0", Group: "redlock",
+				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{{Name: "semaphore", Type: "key"}},
 			},
 		},

@@ -270,6 +270,26 @@ func (s *Server) client(_ context.Context, sess *Session, args [][]byte) (any, e
 			return nil, err
 		}
 		return OK, nil
+	case "help":
+		return []string{
+			"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"ID",
+			"    Return the ID of the current connection.",
+			"INFO",
+			"    Return information about the current client connection.",
+			"LIST",
+			"    Return information about client connections.",
+			"SETNAME <name>",
+			"    Assign the name <name> to the current connection.",
+			"GETNAME",
+			"    Return the name of the current connection.",
+			"SETINFO <LIB-NAME|LIB-VER> <value>",
+			"    Set client library name or version.",
+			"TRACKING, NO-EVICT, NO-TOUCH",
+			"    Accepted and ignored: the proxy serves no cached keys.",
+			"HELP",
+			"    Print this help.",
+		}, nil
 	}
 	return nil, Errorf("unknown subcommand '%s'. Try CLIENT HELP.", args[0])
 }
@@ -320,6 +340,22 @@ func (s *Server) command(_ context.Context, _ *Session, args [][]byte) (any, err
 			out = append(out, KV{c.Name, c.docs()})
 		}
 		return out, nil
+	case "help":
+		return []string{
+			"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"(no subcommand)",
+			"    Return details about all commands the proxy serves.",
+			"COUNT",
+			"    Return the number of commands.",
+			"LIST",
+			"    Return the names of all commands.",
+			"INFO [<command-name> ...]",
+			"    Return details about the given commands, or all of them.",
+			"DOCS [<command-name> ...]",
+			"    Return documentation details about the given commands, or all of them.",
+			"HELP",
+			"    Print this help.",
+		}, nil
 	}
 	return nil, Errorf("unknown subcommand '%s'. Try COMMAND HELP.", args[0])
 }

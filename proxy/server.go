@@ -335,6 +335,7 @@ func (s *Server) run(sess *Session, args [][]byte, name *string) (reply any, err
 	*name = cmd.Name
 	sess.mu.Lock()
 	u := sess.user
+	sess.lastCmd = cmd.Name // CLIENT LIST shows a blocked client's command
 	sess.mu.Unlock()
 	if u == nil && cmd.Flags&FlagNoAuth == 0 {
 		return nil, &Error{Code: "NOAUTH", Msg: "Authentication required."}
@@ -365,6 +366,8 @@ func (s *Server) run(sess *Session, args [][]byte, name *string) (reply any, err
 		defer stop()
 		s.blocked.Add(1)
 		defer s.blocked.Add(-1)
+		sess.setBlocked(true)
+		defer sess.setBlocked(false)
 		ctx = cctx
 	}
 	return cmd.Handler(ctx, sess, args[1:])

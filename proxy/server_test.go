@@ -390,3 +390,36 @@ func TestRepliesNotHeldBehindWaiting(t *testing.T) {
 		t.Fatalf("reply to HOLD: %q, %v", line, err)
 	}
 }
+
+// TestHelpAndBlockedClients: COMMAND HELP and CLIENT HELP answer help
+// text, and CLIENT LIST shows a blocked client's command with flags=b.
+func TestHelpAndBlockedClients(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	c := ts.client(t, redis.Options{})
+	ctx := context.Background()
+	for _, cmd := range []string{"COMMAND", "CLIENT"} {
+		lines, err := c.Do(ctx, cmd, "HELP").StringSlice()
+		if err != nil || len(lines) < 4 || !strings.HasPrefix(lines[0], cmd+" <subcommand>") {
+			t.Fatalf("%s HELP: %q %v", cmd, lines, err)
+		}
+	}
+	blocked := ts.client(t, redis.Options{})
+	go blocked.Do(ctx, "BLOCK", "2s")
+	var line string
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		list := c.Do(ctx, "CLIENT", "LIST").String()
+		for _, l := range strings.Split(list, "\n") {
+			if strings.Contains(l, "cmd=block") {
+				line = l
+			}
+		}
+		if line != "" {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(line, "flags=b") {
+		t.Fatalf("CLIENT LIST of a blocked client: %q", line)
+	}
+}

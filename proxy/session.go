@@ -36,6 +36,7 @@ type Session struct {
 	user    *user // nil: not authenticated
 	lastCmd string
 	lastAt  time.Time
+	blocked bool // a command that may block is running
 	quit    bool
 	closers []func() // run once the connection is closed
 	closed  bool
@@ -119,6 +120,12 @@ func (s *Session) setName(name string) {
 	s.mu.Unlock()
 }
 
+func (s *Session) setBlocked(b bool) {
+	s.mu.Lock()
+	s.blocked = b
+	s.mu.Unlock()
+}
+
 func (s *Session) quitting() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -181,7 +188,11 @@ func (s *Session) line(now time.Time) string {
 	if s.user != nil {
 		name = s.user.name
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s",
-		s.id, s.addr, s.laddr, s.name, int(now.Sub(s.created).Seconds()), int(now.Sub(s.lastAt).Seconds()),
+	flags := "N"
+	if s.blocked {
+		flags = "b"
+	}
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s",
+		s.id, s.addr, s.laddr, s.name, int(now.Sub(s.created).Seconds()), int(now.Sub(s.lastAt).Seconds()), flags,
 		strings.ToLower(last), name, s.proto, s.libName, s.libVer)
 }

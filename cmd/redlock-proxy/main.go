@@ -39,9 +39,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h / --help: the usage was printed, as asked
 		}
+		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
 		os.Exit(2)
 	}
 }
