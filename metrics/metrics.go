@@ -62,7 +62,7 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 	}, []string{"command"})
 	m.operations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redlock_proxy_operations_total",
-		Help: "Engine operations (lock, unlock, extend) by outcome: ok, refused, no_quorum, canceled, error.",
+		Help: "Engine operations by op (lock, fairlock, unlock, extend, read_lock, read_unlock, read_extend, sem_acquire, sem_release, sem_extend, sem_count, latch_create, latch_down, latch_count, latch_wait, lock_info, delete) and outcome: ok, refused, no_quorum, canceled, error.",
 	}, []string{"op", "outcome"})
 	m.opDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "redlock_proxy_operation_duration_seconds",
@@ -162,6 +162,18 @@ func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc
 
 // LeaseEvent implements commands.LeaseObserver.
 func (m *Metrics) LeaseEvent(event string) { m.leaseEvents.WithLabelValues(event).Inc() }
+
+// Registry is the registry /metrics serves.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Waiting registers redlock_proxy_blocked_clients, read from f: the
+// clients waiting in a blocking command (WAIT) now.
+func (m *Metrics) Waiting(f func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "redlock_proxy_blocked_clients",
+		Help: "Clients waiting in a blocking command (a WAIT) now.",
+	}, func() float64 { return float64(f()) }))
+}
 
 // DropinScript counts one run of a drop-in script.
 func (m *Metrics) DropinScript(name string) { m.dropinScripts.WithLabelValues(name).Inc() }

@@ -165,6 +165,9 @@ func New(opts Options) (*Server, error) {
 // Table is the server's command table.
 func (s *Server) Table() *Table { return s.table }
 
+// Blocked is how many clients wait in a blocking command (WAIT) now.
+func (s *Server) Blocked() int { return int(s.blocked.Load()) }
+
 // Serve accepts connections on ln until Shutdown, each served by its own
 // goroutine. It returns nil after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {

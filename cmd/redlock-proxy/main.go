@@ -65,9 +65,9 @@ func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) 
 	fs.StringVar(&f.config, "config", "", "configuration file (YAML)")
 	fs.BoolVar(&f.dev, "dev", false, "run with embedded in-process masters (not for production)")
 	fs.IntVar(&f.devMasters, "dev-masters", 3, "number of embedded masters with --dev")
-	fs.StringVar(&f.listen, "listen", "", "override listen (host:port)")
+	fs.StringVar(&f.listen, "listen", os.Getenv("REDLOCK_PROXY_LISTEN"), "override listen (host:port); default $REDLOCK_PROXY_LISTEN")
 	fs.IntVar(&f.listenFD, "listen-fd", 0, "serve on an inherited listening socket with this file descriptor")
-	fs.StringVar(&f.metricsListen, "metrics-listen", "", `override metrics_listen (host:port, or "off")`)
+	fs.StringVar(&f.metricsListen, "metrics-listen", os.Getenv("REDLOCK_PROXY_METRICS_LISTEN"), `override metrics_listen (host:port, or "off"); default $REDLOCK_PROXY_METRICS_LISTEN`)
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until the proxy stops")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -221,6 +221,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	met.Waiting(srv.Blocked)
 
 	var ln net.Listener
 	if f.listenFD > 0 {
