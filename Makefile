@@ -40,8 +40,8 @@ clients:
 # The proxy beside go-redsync on the same 5 local redis-server masters
 # (needs redis-server): cycles/s, latencies, multi-resource locks (RMULTILOCK
 # over 3 resources beside 3 sequential RLOCKs), idle-connection memory, cost
-# of masters, semaphores. About 11 minutes; one section alone with
-# `go run ./cmd/redlock-bench -only multi` (cycles, multi, sem, idle or scale);
+# of masters, semaphores, fair locks. About 8 minutes; one section alone with
+# `go run ./cmd/redlock-bench -only multi` (cycles, multi, sem, fair, idle or scale);
 # see cmd/redlock-bench -h for the knobs.
 bench:
 	$(GO) run ./cmd/redlock-bench

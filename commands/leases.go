@@ -156,26 +156,57 @@ func (k *keeper) keep(sess *proxy.Session, kind leaseKind, resources []string, t
 	go k.extend(sess, l)
 }
 
-// forget stops extending the lease (a release through this connection),
-// and reports whether there was one.
+// forget stops extending the leases of this connection with token and
+// kind that include any of resources (a release through this connection:
+// a multi-lock released in part is no longer whole), and reports whether
+// there was one.
 func (k *keeper) forget(sess *proxy.Session, kind leaseKind, resources []string, token string) bool {
-	key := leaseKey(kind, resources, token)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	cl := k.conns[sess]
 	if cl == nil {
 		return false
 	}
-	l := cl.leases[key]
-	if l == nil {
-		return false
+	found := false
+	for key, l := range cl.leases {
+		if l.kind != kind || l.token != token || !overlaps(l.resources, resources) {
+			continue
+		}
+		delete(cl.leases, key)
+		close(l.stop)
+		found = true
+		if k.obs != nil {
+			k.obs.AutoLeases(-1)
+		}
 	}
-	delete(cl.leases, key)
-	close(l.stop)
-	if k.obs != nil {
-		k.obs.AutoLeases(-1)
+	return found
+}
+
+func overlaps(a, b []string) bool {
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
 	}
-	return true
+	return false
+}
+
+// extended records an extension the client made itself (REXTEND and the
+// like) on the connection that keeps the lease: the keeper extends with
+// the longer ttl from then on, and knows the new validity.
+func (k *keeper) extended(sess *proxy.Session, kind leaseKind, resources []string, token string, ttl, validity time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cl := k.conns[sess]
+	if cl == nil {
+		return
+	}
+	if l := cl.leases[leaseKey(kind, resources, token)]; l != nil {
+		l.mu.Lock()
+		l.ttl = max(l.ttl, ttl)
+		l.end = time.Now().Add(validity)
+		l.mu.Unlock()
+	}
 }
 
 // auto reports whether the connection keeps alive a lock or read lock
@@ -196,7 +227,8 @@ func (k *keeper) auto(sess *proxy.Session, resource, token string) bool {
 }
 
 // takeLost reports, once, the first of resources whose lease on this
-// connection was lost.
+// connection was lost, and forgets every one of them it names (one -LOST
+// per command).
 func (k *keeper) takeLost(sess *proxy.Session, resources [][]byte) (string, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -204,19 +236,37 @@ func (k *keeper) takeLost(sess *proxy.Session, resources [][]byte) (string, bool
 	if cl == nil || len(cl.lost) == 0 {
 		return "", false
 	}
+	first, found := "", false
 	for _, r := range resources {
 		if cl.lost[string(r)] {
 			delete(cl.lost, string(r))
-			return string(r), true
+			if !found {
+				first, found = string(r), true
+			}
 		}
 	}
-	return "", false
+	return first, found
+}
+
+// anyLost reports whether the connection has a lost lease not yet
+// reported: the cheap check before a command's keys are looked at.
+func (k *keeper) anyLost(sess *proxy.Session) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cl := k.conns[sess]
+	return cl != nil && len(cl.lost) > 0
 }
 
 // extend keeps l alive until it is stopped or lost.
 func (k *keeper) extend(sess *proxy.Session, l *autoLease) {
-	every := max(l.ttl/3, time.Millisecond)
-	t := time.NewTimer(every)
+	// next is when to try: every ttl/3, but never later than half the
+	// validity left, so that a slow grant still gets its extension.
+	next := func() time.Duration {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return max(min(l.ttl/3, time.Until(l.end)/2), time.Millisecond)
+	}
+	t := time.NewTimer(next())
 	defer t.Stop()
 	for {
 		select {
@@ -224,17 +274,20 @@ func (k *keeper) extend(sess *proxy.Session, l *autoLease) {
 			return
 		case <-t.C:
 		}
+		select {
+		case <-l.stop: // released while the timer fired
+			return
+		default:
+		}
 		end := l.validUntil()
-		left := time.Until(end)
-		if left <= 0 {
+		if time.Until(end) <= 0 {
 			k.lose(sess, l)
 			return
 		}
 		// Not the connection's context: a close while extending must not
 		// cut the round halfway; the release that follows comes after it.
-		ctx, cancel := context.WithTimeout(context.Background(), left)
-		v, err := k.extendOnce(ctx, l)
-		cancel()
+		// Each round is bounded by master_timeout.
+		v, err := k.extendOnce(context.Background(), l)
 		select {
 		case <-l.stop:
 			return // released meanwhile: nothing to report
@@ -245,29 +298,35 @@ func (k *keeper) extend(sess *proxy.Session, l *autoLease) {
 			l.end = time.Now().Add(v)
 			l.mu.Unlock()
 			k.event(eventExtended)
-			t.Reset(every)
+			t.Reset(next())
 			continue
 		}
 		k.event(eventExtendFailed)
-		left = time.Until(end)
+		left := time.Until(end)
 		if err == nil || left <= 0 {
 			// Known not held by a quorum, or the validity ran out.
 			k.lose(sess, l)
 			return
 		}
 		// No quorum yet: try again while the validity lasts.
+		l.mu.Lock()
+		every := l.ttl / 3
+		l.mu.Unlock()
 		t.Reset(max(min(every/4, left/2), 5*time.Millisecond))
 	}
 }
 
 func (k *keeper) extendOnce(ctx context.Context, l *autoLease) (time.Duration, error) {
+	l.mu.Lock()
+	ttl := l.ttl
+	l.mu.Unlock()
 	switch l.kind {
 	case kindSem:
-		return k.eng.SemExtend(ctx, l.resources[0], l.token, l.ttl)
+		return k.eng.SemExtend(ctx, l.resources[0], l.token, ttl)
 	case kindRead:
-		return k.eng.ReadExtend(ctx, l.resources[0], l.token, l.ttl)
+		return k.eng.ReadExtend(ctx, l.resources[0], l.token, ttl)
 	}
-	return k.eng.Extend(ctx, l.resources, l.token, l.ttl)
+	return k.eng.Extend(ctx, l.resources, l.token, ttl)
 }
 
 // release gives l back on every master and wakes its waiters.
@@ -305,6 +364,10 @@ func (k *keeper) lose(sess *proxy.Session, l *autoLease) {
 	for _, r := range l.resources {
 		sess.Push("lost", r, l.token)
 	}
+	// Lost to timeouts, the keys may still be held on some masters, or
+	// even a quorum: give them back so that waiters need not wait out the
+	// ttl (the client has been told it holds nothing).
+	go k.release(l)
 }
 
 // closed releases every lease of a connection that closed, all at once,
@@ -346,6 +409,9 @@ func (k *keeper) lostGuard(cmd *proxy.Command) {
 	}
 	h := cmd.Handler
 	cmd.Handler = func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+		if !k.anyLost(sess) {
+			return h(ctx, sess, args)
+		}
 		full := make([][]byte, 0, len(args)+1)
 		full = append(append(full, []byte(cmd.Name)), args...)
 		if r, ok := k.takeLost(sess, cmd.KeysOf(full)); ok {

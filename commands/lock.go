@@ -266,7 +266,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 		},
 		{
 			Name: "rextend", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				r, t, err := resourceToken(a)
 				if err != nil {
@@ -280,6 +280,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil || v <= 0 {
 					return nil, err
 				}
+				k.extended(sess, kindLock, []string{r}, t, d, v)
 				return v.Milliseconds(), nil
 			},
 			Doc: proxy.Doc{

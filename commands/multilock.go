@@ -151,7 +151,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 		},
 		{
 			Name: "rmultiextend", Arity: -4, Flags: proxy.FlagWrite, FirstKey: 3, LastKey: -1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				t, err := token(a)
 				if err != nil {
@@ -169,6 +169,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 				if err != nil || v <= 0 {
 					return nil, err
 				}
+				k.extended(sess, kindLock, rs, t, d, v)
 				return v.Milliseconds(), nil
 			},
 			Doc: proxy.Doc{

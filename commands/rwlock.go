@@ -65,7 +65,7 @@ func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command 
 		},
 		{
 			Name: "rrextend", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				r, t, err := resourceToken(a)
 				if err != nil {
@@ -79,6 +79,7 @@ func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command 
 				if err != nil || v <= 0 {
 					return nil, err
 				}
+				k.extended(sess, kindRead, []string{r}, t, d, v)
 				return v.Milliseconds(), nil
 			},
 			Doc: proxy.Doc{

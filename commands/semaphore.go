@@ -159,7 +159,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 		},
 		{
 			Name: "rsemextend", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				s, err := semaphore(a)
 				if err != nil {
@@ -177,6 +177,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 				if err != nil || v <= 0 {
 					return nil, err
 				}
+				k.extended(sess, kindSem, []string{s}, t, d, v)
 				return v.Milliseconds(), nil
 			},
 			Doc: proxy.Doc{

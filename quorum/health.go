@@ -249,8 +249,9 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 	}
 	o := &op{name: "quarantine", script: "lease_left", keys: []string{e.leaseKey()}}
 	type reply struct {
-		left time.Duration
-		ok   bool
+		until time.Time // the answer's arrival plus the time it gave
+		left  time.Duration
+		ok    bool
 	}
 	ch := make(chan reply, len(e.nodes))
 	for j := range e.nodes {
@@ -261,15 +262,16 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 			cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
 			v, err := e.call(cctx, j, o)
 			cancel()
+			arrived := time.Now()
 			n, isInt := v.(int64)
-			oj := &e.health[j]
-			oj.mu.Lock()
-			intact := !oj.needsFloor
-			oj.mu.Unlock()
-			ch <- reply{time.Duration(n) * time.Millisecond, err == nil && isInt && intact}
+			// votes checks the run_id of the connection that answered: a
+			// master that restarted unseen is not intact.
+			intact := e.votes(j)
+			left := time.Duration(n) * time.Millisecond
+			ch <- reply{arrived.Add(left), left, err == nil && isInt && intact}
 		}()
 	}
-	measured := time.Now()
+	var until time.Time
 	var longest time.Duration
 	got := 0
 	for range len(e.nodes) - 1 {
@@ -277,6 +279,9 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 		if a.ok {
 			got++
 			longest = max(longest, a.left)
+			if a.until.After(until) {
+				until = a.until
+			}
 		}
 	}
 	if got < e.quorum {
@@ -285,7 +290,7 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 		return
 	}
 	margin := time.Duration(float64(longest)*e.opts.DriftFactor) + 2*e.opts.MasterTimeout + 2*time.Millisecond
-	end := measured.Add(longest + margin)
+	end := until.Add(margin)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.conn != conn || h.sized {
@@ -371,10 +376,9 @@ func (e *Engine) floorFromOthers(ctx context.Context, i int) (uint64, error) {
 			if err == nil && (!ok || n < 0) {
 				err = fmt.Errorf("%s: fence_highwater answered %v", e.nodes[j].Addr(), v)
 			}
-			h := &e.health[j]
-			h.mu.Lock()
-			intact := !h.needsFloor
-			h.mu.Unlock()
+			// votes checks the run_id of the connection that answered: a
+			// master that restarted unseen is not intact.
+			intact := e.votes(j)
 			ch <- reply{uint64(n), intact, err}
 		}()
 	}

@@ -355,3 +355,25 @@ print("ok")
 		runScript(t, "node", "-e", script, port)
 	})
 }
+
+// TestAutoExtendHonoursClientExtension: a client's own REXTEND of an
+// AUTOEXTEND lease on its connection is kept: the proxy extends with the
+// longer ttl from then on instead of cutting it back.
+func TestAutoExtendHonoursClientExtension(t *testing.T) {
+	cl := newCluster(t, 3)
+	p := startProxy(t, defaults(cl.addrs()))
+	owner := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: 1, MaxRetries: -1})
+	defer owner.Close()
+	g, ok := rlock(t, owner, "long", 600, "AUTOEXTEND")
+	if !ok {
+		t.Fatal("RLOCK AUTOEXTEND")
+	}
+	if v := do(t, owner, "REXTEND", "long", g.token, 60000).(int64); v < 59000 {
+		t.Fatalf("REXTEND = %d", v)
+	}
+	time.Sleep(time.Second) // several of the proxy's own extensions
+	if n := cl.ttlAbove("long", 50*time.Second); n < 2 {
+		t.Fatalf("the lock's ttl was cut back after the client extended it to 60 s (%d masters above 50 s)", n)
+	}
+	do(t, owner, "RUNLOCK", "long", g.token)
+}

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -116,6 +117,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	case f.config != "":
 		if cfg, err = config.Load(f.config); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("no configuration at %s: write one (config.yaml in the repository is a commented sample), or mount it there in a container", f.config)
+			}
 			return fmt.Errorf("%s: %w", f.config, err)
 		}
 	default:
