@@ -11,7 +11,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -200,6 +204,15 @@ func Parse(b []byte) (*Config, error) {
 	if err := expandEnv(&root); err != nil {
 		return nil, err
 	}
+	// Every unknown key and every value of the wrong type, each with its
+	// key, before decoding (which would stop at the first).
+	var problems []error
+	if len(root.Content) == 1 {
+		checkNode(root.Content[0], reflect.TypeOf(Config{}), "", &problems)
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
 	expanded, err := yaml.Marshal(&root)
 	if err != nil {
 		return nil, err
@@ -210,6 +223,85 @@ func Parse(b []byte) (*Config, error) {
 		return nil, err
 	}
 	return cfg, cfg.Validate()
+}
+
+// checkNode checks a YAML node against the Go type it decodes into,
+// appending one "key: problem (line n)" per unknown key or value of the
+// wrong kind.
+func checkNode(n *yaml.Node, t reflect.Type, path string, problems *[]error) {
+	bad := func(format string, args ...any) {
+		key := path
+		if key == "" {
+			key = "configuration"
+		}
+		*problems = append(*problems, fmt.Errorf("%s: %s (line %d)", key, fmt.Sprintf(format, args...), n.Line))
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Tag == "!!null" {
+		return
+	}
+	switch {
+	case t == reflect.TypeOf(Duration(0)):
+		if n.Kind != yaml.ScalarNode {
+			bad("want a duration such as 50ms, 30s, 1h")
+		} else if _, err := time.ParseDuration(n.Value); err != nil {
+			bad("invalid duration %q (use Go syntax such as 50ms, 30s, 1h)", n.Value)
+		}
+	case t.Kind() == reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			bad("want a mapping of keys")
+			return
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+				fields[name] = f.Type
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			key := k.Value
+			if path != "" {
+				key = path + "." + k.Value
+			}
+			ft, ok := fields[k.Value]
+			if !ok {
+				*problems = append(*problems, fmt.Errorf("%s: unknown key (line %d)", key, k.Line))
+				continue
+			}
+			checkNode(v, ft, key, problems)
+		}
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			bad("want a list")
+			return
+		}
+		for i, e := range n.Content {
+			checkNode(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), problems)
+		}
+	case t.Kind() == reflect.Bool:
+		if n.Kind != yaml.ScalarNode || (n.Tag != "!!bool" && !slices.Contains([]string{"true", "false"}, strings.ToLower(n.Value))) {
+			bad("want true or false, not %q", n.Value)
+		}
+	case t.Kind() == reflect.Int, t.Kind() == reflect.Int64:
+		if _, err := strconv.ParseInt(n.Value, 0, 64); n.Kind != yaml.ScalarNode || err != nil {
+			bad("want an integer, not %q", n.Value)
+		}
+	case t.Kind() == reflect.Float64:
+		if _, err := strconv.ParseFloat(n.Value, 64); n.Kind != yaml.ScalarNode || err != nil {
+			bad("want a number, not %q", n.Value)
+		}
+	case t.Kind() == reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			bad("want a string")
+		}
+	}
 }
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)

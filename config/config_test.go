@@ -82,14 +82,18 @@ func TestInvalid(t *testing.T) {
 		yaml string
 		want []string // every one must appear in the error
 	}{
-		{"unknown key", "masters: [{addr: 'a:1'}]\nfoo: 1\n", []string{"field foo not found"}},
-		{"unknown nested key", "masters: [{addr: 'a:1', port: 3}]\n", []string{"field port not found"}},
+		{"unknown key", "masters: [{addr: 'a:1'}]\nfoo: 1\n", []string{"foo: unknown key (line 2)"}},
+		{"unknown nested key", "masters: [{addr: 'a:1', port: 3}]\n", []string{"masters[0].port: unknown key (line 1)"}},
 		{"no masters", "listen: ':1'\n", []string{"masters: at least one"}},
 		{"empty and duplicate addr", "masters: [{addr: ''}, {addr: 'a:1'}, {addr: 'a:1'}]\n",
 			[]string{"masters[0].addr: empty", "masters[2].addr: a:1 duplicates masters[1].addr"}},
 		{"quorum below majority", "masters: [{addr: 'a:1'}, {addr: 'b:1'}, {addr: 'c:1'}]\nquorum: 1\n", []string{"quorum: 1 is below the majority (2 of 3"}},
 		{"quorum above N", "masters: [{addr: 'a:1'}]\nquorum: 2\n", []string{"quorum: 2 is more than"}},
 		{"bad duration", "masters: [{addr: 'a:1'}]\nmaster_timeout: fast\n", []string{"invalid duration \"fast\""}},
+		{"every reading problem at once, with its key", "masters: [{addr: 'a:1', tls: 3}]\nfoo: 1\nquorum: two\nmaster_timeout: fast\nlimits: {max_ttl: xx, bogus: 2}\nrestart_quarantine: maybe\n",
+			[]string{"masters[0].tls: want a mapping of keys (line 1)", "foo: unknown key (line 2)", "quorum: want an integer, not \"two\" (line 3)",
+				"master_timeout: invalid duration \"fast\"", "limits.max_ttl: invalid duration \"xx\"", "limits.bogus: unknown key (line 5)",
+				"restart_quarantine: want true or false, not \"maybe\" (line 6)"}},
 		{"timeout vs max_ttl", "masters: [{addr: 'a:1'}]\nmaster_timeout: 1s\nlimits: {max_ttl: 5s}\n", []string{"master_timeout: 1s must be well below limits.max_ttl"}},
 		{"several at once", "masters: [{addr: 'nohost'}]\ndrift_factor: 0.9\nmeta_prefix: ''\nretry_delay: 0s\n",
 			[]string{"masters[0].addr", "drift_factor", "meta_prefix: empty", "retry_delay"}},
