@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,7 +232,10 @@ func TestSlowClientsCut(t *testing.T) {
 		t0 := time.Now()
 		c.SetReadDeadline(t0.Add(5 * time.Second))
 		_, err := io.ReadAll(c)
-		if err != nil {
+		// A reset is the server's close too: the slowloris writes a byte
+		// after the server closed, and the server's kernel answers RST,
+		// which may reach the reader before the FIN does.
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("connection not closed by the server: %v", err)
 		}
 		return time.Since(t0)
