@@ -41,7 +41,7 @@ clients:
 # (needs redis-server): cycles/s, latencies, multi-resource locks (RMULTILOCK
 # over 3 resources beside 3 sequential RLOCKs), idle-connection memory, cost
 # of masters, semaphores, fair locks. About 8 minutes; one section alone with
-# `go run ./cmd/redlock-bench -only multi` (cycles, multi, sem, fair, idle or scale);
+# `go run ./cmd/redlock-bench -only multi` (cycles, multi, sem, fair, pipeline, idle or scale);
 # see cmd/redlock-bench -h for the knobs.
 bench:
 	$(GO) run ./cmd/redlock-bench

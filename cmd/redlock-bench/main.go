@@ -11,7 +11,7 @@
 //
 //	go run ./cmd/redlock-bench                 # everything, 5 local masters
 //	go run ./cmd/redlock-bench -quick          # a short smoke run
-//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, fair, idle or scale
+//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, fair, pipeline, idle or scale
 //
 // It starts redis-server processes on free loopback ports and the proxy
 // binary it builds from this module (or -proxy-bin), and stops them all.
@@ -48,25 +48,27 @@ import (
 )
 
 type options struct {
-	masters    int
-	duration   time.Duration
-	repeat     int
-	concs      []int
-	multiConcs []int
-	semConc    int
-	fairConc   int
-	semLimits  []int
-	keys       []int
-	ttl        time.Duration
-	idle       int
-	scale      []int
-	proxyBin   string
-	skipCycles bool
-	skipMulti  bool
-	skipSem    bool
-	skipFair   bool
-	skipIdle   bool
-	skipScale  bool
+	masters      int
+	duration     time.Duration
+	repeat       int
+	concs        []int
+	contended    []int
+	multiConcs   []int
+	semConc      int
+	fairConc     int
+	semLimits    []int
+	keys         []int
+	ttl          time.Duration
+	idle         int
+	scale        []int
+	proxyBin     string
+	skipCycles   bool
+	skipMulti    bool
+	skipSem      bool
+	skipFair     bool
+	skipIdle     bool
+	skipScale    bool
+	skipPipeline bool
 
 	proxyProfile string
 	proxyYAML    string
@@ -74,14 +76,15 @@ type options struct {
 
 func main() {
 	var o options
-	var concs, multiConcs, semLimits, keys, scale, only string
+	var concs, contended, multiConcs, semLimits, keys, scale, only string
 	var quick bool
 	flag.IntVar(&o.masters, "masters", 5, "number of redis-server masters")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "duration of each cell")
 	flag.IntVar(&o.repeat, "repeat", 3, "runs of each cell (the median is reported)")
-	flag.StringVar(&concs, "c", "1,64", "concurrent workers, comma-separated")
+	flag.StringVar(&concs, "c", "1,16,64", "concurrent workers of the uncontended cycles, comma-separated")
+	flag.StringVar(&contended, "contended-c", "64", "concurrent workers of the contended cycles (K=10), comma-separated")
 	flag.StringVar(&multiConcs, "multi-c", "16,64", "concurrent workers of the multi-resource section, comma-separated")
-	flag.StringVar(&keys, "k", "100000,10", "number of distinct resources, comma-separated (100000 = uncontended, 10 = contended)")
+	flag.StringVar(&keys, "k", "100000,10", "number of distinct resources of the multi-resource section, comma-separated (100000 = uncontended, 10 = contended)")
 	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "lock ttl")
 	flag.IntVar(&o.idle, "idle", 10000, "idle client connections for the memory measurement")
 	flag.StringVar(&scale, "scale", "3,5,7,9", "numbers of masters for the scaling measurement (C=64, uncontended)")
@@ -94,22 +97,24 @@ func main() {
 	flag.BoolVar(&o.skipFair, "skip-fair", false, "skip the fair-lock measurement")
 	flag.BoolVar(&o.skipIdle, "skip-idle", false, "skip the idle-connections measurement")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "skip the scaling measurement")
+	flag.BoolVar(&o.skipPipeline, "skip-pipeline", false, "skip the pipelined-clients measurement (redis-benchmark)")
 	flag.StringVar(&o.proxyProfile, "proxy-cpuprofile", "", "have the proxy of the first environment write a CPU profile here")
 	flag.StringVar(&o.proxyYAML, "proxy-config", "", "extra YAML for the proxy's configuration, e.g. 'master_flush_delay: 300us'")
 	flag.BoolVar(&quick, "quick", false, "short run: 1s cells, 1 repeat, 1000 idle connections, no scaling")
-	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, sem, fair, idle or scale")
+	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, sem, fair, pipeline, idle or scale")
 	flag.Parse()
+	o.contended = ints(contended)
 	o.concs, o.multiConcs, o.semLimits, o.keys, o.scale = ints(concs), ints(multiConcs), ints(semLimits), ints(keys), ints(scale)
 	if quick {
 		o.duration, o.repeat, o.idle, o.skipScale = time.Second, 1, 1000, true
 	}
 	if only != "" {
 		if !slices.Contains([]string{"cycles", "multi", "sem", "fair", "idle", "scale"}, only) {
-			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, fair, idle or scale\n", only)
+			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, fair, pipeline, idle or scale\n", only)
 			os.Exit(2)
 		}
 		o.skipCycles, o.skipMulti, o.skipSem, o.skipIdle, o.skipScale = only != "cycles", only != "multi", only != "sem", only != "idle", only != "scale"
-		o.skipFair = only != "fair"
+		o.skipFair, o.skipPipeline = only != "fair", only != "pipeline"
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
@@ -155,42 +160,9 @@ func run(o options) error {
 	}
 	defer env.stop()
 	if !o.skipCycles {
-		fmt.Printf("## lock -> unlock cycles, %d masters, %v per cell, median of %d\n\n", o.masters, o.duration, o.repeat)
-		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "K\tC\tdriver\tcycles/s\tacq p50\tacq p99\tacq p999\tunl p50\tunl p99\tnot granted\terrors\tkeys left\tproxy/redsync\t")
-		for _, k := range o.keys {
-			for _, c := range o.concs {
-				var rows [2]result
-				for d, drv := range []driver{env.proxyDriver(c), env.redsyncDriver(c)} {
-					var runs []result
-					var left int
-					for range o.repeat {
-						r := cycle(drv, c, k, 1, o.duration, o.ttl)
-						n, err := env.keysLeft()
-						if err != nil {
-							return fmt.Errorf("%s K=%d C=%d: %w", drv.name, k, c, err)
-						}
-						left += n
-						runs = append(runs, r)
-					}
-					rows[d] = median(runs)
-					rows[d].left = left
-					drv.close()
-				}
-				for d, r := range rows {
-					ratio := ""
-					if d == 0 && rows[1].rate > 0 {
-						ratio = fmt.Sprintf("%.2fx", r.rate/rows[1].rate)
-					}
-					fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", k, c, r.name, r.rate,
-						us(r.acq[0]), us(r.acq[1]), us(r.acq[2]), us(r.unl[0]), us(r.unl[1]), r.notGranted, r.errors, r.left, ratio)
-				}
-				if rows[0].rate > 0 && rows[1].rate > 0 {
-					fmt.Fprintf(tw, "\t\t\tacq p50 proxy/redsync\t\t%.2fx\t\t\t\t\t\t\t\t\t\n", float64(rows[0].acq[0])/float64(rows[1].acq[0]))
-				}
-			}
+		if err := env.cycles(o); err != nil {
+			return err
 		}
-		tw.Flush()
 	}
 
 	if !o.skipMulti {
@@ -207,6 +179,12 @@ func run(o options) error {
 
 	if !o.skipFair {
 		if err := env.fairness(o); err != nil {
+			return err
+		}
+	}
+
+	if !o.skipPipeline {
+		if err := env.pipelined(o); err != nil {
 			return err
 		}
 	}
@@ -405,8 +383,9 @@ type result struct {
 	unl        [2]time.Duration // p50, p99
 	notGranted int64
 	errors     int64
-	firstErr   error // one of the errors, if any
-	left       int   // lock keys left on the masters after the cells (all repeats)
+	firstErr   error     // one of the errors, if any
+	cpu        cpuSample // CPU per 1000 cycles (set by the cycles section)
+	left       int       // lock keys left on the masters after the cells (all repeats)
 }
 
 // cycle runs c workers doing lock -> unlock on k resources for d, each
@@ -644,20 +623,7 @@ func (e *env) proxyClient(c int) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: e.addr, PoolSize: 2 * c, MinIdleConns: c, MaxRetries: -1})
 }
 
-func (e *env) proxyDriver(c int) driver {
-	cl := e.proxyClient(c)
-	ttl := strconv.FormatInt(e.ttl.Milliseconds(), 10)
-	return driver{
-		name: "proxy",
-		lock: func(ctx context.Context, keys []string) (string, bool, error) {
-			return rlock(ctx, cl, keys[0], ttl)
-		},
-		unlock: func(ctx context.Context, keys []string, token string) error {
-			return runlock(ctx, cl, keys[0], token)
-		},
-		close: func() { cl.Close() },
-	}
-}
+func (e *env) proxyDriver(c int) driver { return e.proxyDriverClient(e.proxyClient(c)) }
 
 // rlock is RLOCK key ttl: the token, or ok false if the lock is held.
 func rlock(ctx context.Context, cl *redis.Client, key, ttl string) (token string, ok bool, err error) {

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// cycles measures lock -> unlock cycles of one resource drawn from K: at
+// each of o.concs workers with K=100000 (uncontended) and each of
+// o.contended with K=10, every driver in turn within each repeat
+// (interleaved, so that a drift of the machine hits them alike): the proxy
+// with one client connection per worker, the proxy through go-redis's
+// default pool (at 64 workers), go-redsync, and Redlock written directly on
+// rueidis. It prints the median run of each, its ratios to go-redsync and
+// to direct rueidis, and the CPU per 1000 cycles of the proxy, of this
+// process (the load generator, and the lock client itself for go-redsync
+// and rueidis) and of the masters, read from /proc around each run.
+func (e *env) cycles(o options) error {
+	fmt.Printf("## lock -> unlock cycles, %d masters, %v per cell, median of %d, drivers interleaved\n\n", len(e.addrs), o.duration, o.repeat)
+	type cellSpec struct{ k, c int }
+	var cells []cellSpec
+	for _, c := range o.concs {
+		if c > 0 {
+			cells = append(cells, cellSpec{100000, c})
+		}
+	}
+	for _, c := range o.contended {
+		if c > 0 {
+			cells = append(cells, cellSpec{10, c})
+		}
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "K\tC\tdriver\tcycles/s\tacq p50\tacq p99\tacq p999\tunl p50\tunl p99\tnot granted\terrors\tkeys left\tx redsync\tx rueidis\tCPU ms/1000: proxy\tclient\tmasters\t")
+	for _, cell := range cells {
+		k, c := cell.k, cell.c
+		drvs := []driver{e.proxyDriver(c)}
+		if c == 64 && k == 100000 {
+			d := e.proxyDriverClient(redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1}))
+			d.name = "proxy, go-redis pool"
+			drvs = append(drvs, d)
+		}
+		drvs = append(drvs, e.redsyncDriver(c))
+		direct, err := e.directDriver()
+		if err != nil {
+			return err
+		}
+		drvs = append(drvs, direct)
+		runs := make([][]result, len(drvs))
+		left := make([]int, len(drvs))
+		for range o.repeat {
+			for d, drv := range drvs {
+				before := e.cpu()
+				r := cycle(drv, c, k, 1, o.duration, o.ttl)
+				r.cpu = e.cpu().perK(before, r.rate*o.duration.Seconds())
+				if r.errors > 0 {
+					fmt.Fprintf(os.Stderr, "%s K=%d C=%d: %d errors, the first: %v\n", drv.name, k, c, r.errors, r.firstErr)
+				}
+				n, err := e.keysLeft()
+				if err != nil {
+					return fmt.Errorf("%s K=%d C=%d: %w", drv.name, k, c, err)
+				}
+				left[d] += n
+				runs[d] = append(runs[d], r)
+			}
+		}
+		rows := make([]result, len(drvs))
+		for d := range drvs {
+			rows[d] = median(runs[d])
+			rows[d].left = left[d]
+			drvs[d].close()
+		}
+		redsyncRow, directRow := rows[len(rows)-2], rows[len(rows)-1]
+		ratio := func(a, b float64) string {
+			if b <= 0 {
+				return ""
+			}
+			return fmt.Sprintf("%.2fx", a/b)
+		}
+		ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 0, 64) }
+		for _, r := range rows {
+			proxyCPU := ms(r.cpu.proxy)
+			if !strings.HasPrefix(r.name, "proxy") {
+				proxyCPU = "-"
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", k, c, r.name, r.rate,
+				us(r.acq[0]), us(r.acq[1]), us(r.acq[2]), us(r.unl[0]), us(r.unl[1]), r.notGranted, r.errors, r.left,
+				ratio(r.rate, redsyncRow.rate), ratio(r.rate, directRow.rate), proxyCPU, ms(r.cpu.client), ms(r.cpu.masters))
+		}
+		if rows[0].rate > 0 && redsyncRow.rate > 0 {
+			fmt.Fprintf(tw, "\t\t\tacq p50 proxy/redsync\t%.2fx\t\t\t\t\t\t\t\t\t\t\t\t\t\n", float64(rows[0].acq[0])/float64(redsyncRow.acq[0]))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Println("\n(CPU ms/1000: CPU time per 1000 cycles; client is this process: the load generator, and for redsync and rueidis the lock client itself)")
+	return nil
+}
+
+// proxyDriverClient is the proxy driver on a given go-redis client.
+func (e *env) proxyDriverClient(cl *redis.Client) driver {
+	ttl := strconv.FormatInt(e.ttl.Milliseconds(), 10)
+	return driver{
+		name: "proxy",
+		lock: func(ctx context.Context, keys []string) (string, bool, error) {
+			return rlock(ctx, cl, keys[0], ttl)
+		},
+		unlock: func(ctx context.Context, keys []string, token string) error {
+			return runlock(ctx, cl, keys[0], token)
+		},
+		close: func() { cl.Close() },
+	}
+}
+
+// pipelined runs redis-benchmark against the proxy: 50 connections sending
+// RLOCK on random resources (1 s ttl, never released), one command at a
+// time and 16 pipelined, each o.repeat times, interleaved, and prints the
+// median rates and their ratio.
+func (e *env) pipelined(o options) error {
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		return errors.New("redis-benchmark not found (it comes with redis-server)")
+	}
+	host, port, _ := strings.Cut(e.addr, ":")
+	n := int(o.duration.Seconds() * 8000)
+	fmt.Printf("\n## pipelined clients: redis-benchmark -c 50 -n %d -r 100000 RLOCK bench:__rand_int__ 1000, median of %d\n\n", n, o.repeat)
+	rates := map[int][]float64{}
+	for range o.repeat {
+		for _, p := range []int{1, 16} {
+			out, err := exec.Command("redis-benchmark", "-h", host, "-p", port, "-c", "50", "-n", strconv.Itoa(n),
+				"-r", "100000", "-P", strconv.Itoa(p), "--csv", "RLOCK", "bench:__rand_int__", "1000").Output()
+			if err != nil {
+				return fmt.Errorf("redis-benchmark -P %d: %w", p, err)
+			}
+			rows, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
+			if err != nil || len(rows) < 2 || len(rows[1]) < 2 {
+				return fmt.Errorf("redis-benchmark -P %d: unexpected output %q", p, out)
+			}
+			rate, err := strconv.ParseFloat(rows[1][1], 64)
+			if err != nil {
+				return fmt.Errorf("redis-benchmark -P %d: rate %q", p, rows[1][1])
+			}
+			rates[p] = append(rates[p], rate)
+		}
+	}
+	med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	p1, p16 := med(rates[1]), med(rates[16])
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "pipeline\tRLOCK/s\tx unpipelined\t")
+	fmt.Fprintf(tw, "1\t%.0f\t\t\n16\t%.0f\t%.2fx\t\n", p1, p16, p16/cmp.Or(p1, 1))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The locks expire after 1 s; the next section counts keys left.
+	time.Sleep(1500 * time.Millisecond)
+	return nil
+}

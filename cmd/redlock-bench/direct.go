@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// directRelease deletes the lock key if it still holds the caller's token:
+// the compare-and-delete every Redlock client runs.
+const directRelease = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
+
+// directDriver is Redlock written directly on rueidis, as a Go service
+// that wants no proxy would write it: one auto-pipelined rueidis client per
+// master; an acquire sends SET key token NX PX ttl to every master at
+// once, waits for every answer, and holds the lock when a quorum
+// said OK within the validity (ttl - elapsed - drift); otherwise it
+// deletes what it set. Release runs the compare-and-delete script on
+// every master and succeeds with a quorum. It is the peer the proxy must
+// beat: the same fan-out with the best Go client, and nothing in between.
+func (e *env) directDriver() (driver, error) {
+	var clients []rueidis.Client
+	for _, a := range e.addrs {
+		c, err := rueidis.NewClient(rueidis.ClientOption{
+			InitAddress:       []string{a},
+			DisableCache:      true,
+			ForceSingleClient: true,
+			DisableRetry:      true,
+		})
+		if err != nil {
+			for _, c := range clients {
+				c.Close()
+			}
+			return driver{}, err
+		}
+		clients = append(clients, c)
+	}
+	release := rueidis.NewLuaScript(directRelease)
+	q := len(clients)/2 + 1
+	ttl := e.ttl
+	drift := ttl/100 + 2*time.Millisecond
+	type reply struct {
+		ok  bool
+		err error
+	}
+	// fan runs f on every master at once and calls count with each
+	// answer. Like go-redsync it returns once every master answered (each
+	// bounded by ctx): a release sent while an acquire's goroutine has not
+	// yet issued its SET could overtake it and leave the key behind.
+	fan := func(f func(c rueidis.Client) reply, count func(reply)) {
+		ch := make(chan reply, len(clients))
+		for _, c := range clients[1:] {
+			go func() { ch <- f(c) }()
+		}
+		ch <- f(clients[0])
+		for range clients {
+			count(<-ch)
+		}
+	}
+	unlock := func(ctx context.Context, key, token string) (int, []error) {
+		yes := 0
+		var errs []error
+		fan(func(c rueidis.Client) reply {
+			n, err := release.Exec(ctx, c, []string{key}, []string{token}).AsInt64()
+			return reply{ok: n == 1, err: err}
+		}, func(r reply) {
+			if r.err != nil {
+				errs = append(errs, r.err)
+			} else if r.ok {
+				yes++
+			}
+		})
+		return yes, errs
+	}
+	return driver{
+		name: "rueidis",
+		lock: func(ctx context.Context, keys []string) (string, bool, error) {
+			var b [16]byte
+			rand.Read(b[:])
+			token := hex.EncodeToString(b[:])
+			start := time.Now()
+			yes, answered := 0, 0
+			var errs []error
+			fan(func(c rueidis.Client) reply {
+				err := c.Do(ctx, c.B().Set().Key(keys[0]).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+				if rueidis.IsRedisNil(err) {
+					return reply{}
+				}
+				return reply{ok: err == nil, err: err}
+			}, func(r reply) {
+				if r.err != nil {
+					errs = append(errs, r.err)
+				} else {
+					answered++
+					if r.ok {
+						yes++
+					}
+				}
+			})
+			if yes >= q && ttl-time.Since(start)-drift > 0 {
+				return token, true, nil
+			}
+			unlock(context.WithoutCancel(ctx), keys[0], token)
+			if answered < q {
+				return "", false, fmt.Errorf("no quorum: %w", errors.Join(errs...))
+			}
+			return "", false, nil
+		},
+		unlock: func(ctx context.Context, keys []string, token string) error {
+			yes, errs := unlock(ctx, keys[0], token)
+			if yes < q {
+				return fmt.Errorf("released on %d masters: %w", yes, errors.Join(errs...))
+			}
+			return nil
+		},
+		close: func() {
+			for _, c := range clients {
+				c.Close()
+			}
+		},
+	}, nil
+}
+
+// cpuTime is the CPU (user + system) process pid has used so far, from
+// /proc/<pid>/stat; pid 0 is this process.
+func cpuTime(pid int) time.Duration {
+	p := "self"
+	if pid != 0 {
+		p = strconv.Itoa(pid)
+	}
+	b, err := os.ReadFile("/proc/" + p + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; fields count from ')'.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	// utime and stime are fields 14 and 15 of the line, 12 and 13 after ')'.
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times: 100 on
+// every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuSample is the CPU used so far by the proxy, this process (the load
+// generator and, for the client-side drivers, the lock client itself) and
+// every master.
+type cpuSample struct{ proxy, client, masters time.Duration }
+
+func (e *env) cpu() cpuSample {
+	s := cpuSample{proxy: cpuTime(e.proxy.Process.Pid), client: cpuTime(0)}
+	for _, m := range e.masters {
+		s.masters += cpuTime(m.Process.Pid)
+	}
+	return s
+}
+
+// perK is the CPU per 1000 cycles between two samples.
+func (s cpuSample) perK(before cpuSample, cycles float64) cpuSample {
+	if cycles <= 0 {
+		return cpuSample{}
+	}
+	f := func(a, b time.Duration) time.Duration { return time.Duration(float64(a-b) * 1000 / cycles) }
+	return cpuSample{proxy: f(s.proxy, before.proxy), client: f(s.client, before.client), masters: f(s.masters, before.masters)}
+}
