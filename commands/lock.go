@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
@@ -145,11 +146,41 @@ func token(a *proxy.Args) (string, error) {
 	return t, nil
 }
 
+// hasWait reports whether an acquire's arguments may ask to wait: some
+// argument after the name is WAIT. A TOKEN or resource spelled "wait" makes
+// it answer true for a command that will not wait, which only costs the
+// connection watch (see proxy.Command.Blocks).
+func hasWait(args [][]byte) bool {
+	for _, a := range args[1:] {
+		if len(a) == 4 && strings.EqualFold(string(a), "wait") {
+			return true
+		}
+	}
+	return false
+}
+
+// plainAcquire tells which acquires may run beside the other pipelined
+// commands of their connection (proxy.Command.Concurrent): those that do
+// not wait and do not ask for AUTOEXTEND (the connection's leases keep the
+// order of their commands).
+func plainAcquire(args [][]byte) bool {
+	for _, a := range args[1:] {
+		if (len(a) == 4 && strings.EqualFold(string(a), "wait")) || (len(a) == 10 && strings.EqualFold(string(a), "autoextend")) {
+			return false
+		}
+	}
+	return true
+}
+
+// always lets every invocation run beside the other pipelined commands of
+// its connection (proxy.Command.Concurrent).
+func always([][]byte) bool { return true }
+
 // lockCommands are RLOCK, RFAIRLOCK, RUNLOCK and REXTEND.
 func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
-			Name: "rlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rlock", Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				la, err := parseLock("rlock", args, lim)
 				if err != nil {
@@ -162,12 +193,14 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil || lease == nil {
 					return nil, err
 				}
-				v, ok := validity(ctx, lease, eng.Abandon)
-				if !ok {
-					return nil, nil
-				}
-				k.keepIf(sess, la.auto, kindLock, lease.Resources, lease.Token, la.ttl, v)
-				return []any{lease.Token, v, lease.Fences[0]}, nil
+				return proxy.Late(func() any {
+					v, ok := validity(ctx, lease, eng.Abandon)
+					if !ok {
+						return nil
+					}
+					k.keepIf(sess, la.auto, kindLock, lease.Resources, lease.Token, la.ttl, v)
+					return []any{lease.Token, v, lease.Fences[0]}
+				}), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Acquires an exclusive lock on a quorum of masters. Returns [token, validity, fence], or nil if held.",
@@ -182,7 +215,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 		},
 		{
-			Name: "rfairlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rfairlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				la, err := parseLock("rfairlock", args, lim)
 				if err != nil {
@@ -215,7 +248,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 		},
 		{
-			Name: "rlockinfo", Arity: -2, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rlockinfo", Concurrent: always, Arity: -2, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				r, err := resource(a)
@@ -244,7 +277,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 		},
 		{
-			Name: "runlock", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "runlock", Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				r, t, err := resourceToken(a)

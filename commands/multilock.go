@@ -87,7 +87,7 @@ func multiLockKeys(args [][]byte) [][]byte {
 func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
-			Name: "rmultilock", Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Keys: multiLockKeys,
+			Name: "rmultilock", Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, Keys: multiLockKeys,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				ma, err := parseMultiLock(args, lim)
 				if err != nil {
@@ -100,16 +100,18 @@ func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 				if err != nil || lease == nil {
 					return nil, err
 				}
-				v, ok := validity(ctx, lease, eng.Abandon)
-				if !ok {
-					return nil, nil
-				}
-				k.keepIf(sess, ma.auto, kindLock, lease.Resources, lease.Token, ma.ttl, v)
-				fences := make([]any, len(lease.Fences))
-				for i, f := range lease.Fences {
-					fences[i] = f
-				}
-				return []any{lease.Token, v, fences}, nil
+				return proxy.Late(func() any {
+					v, ok := validity(ctx, lease, eng.Abandon)
+					if !ok {
+						return nil
+					}
+					k.keepIf(sess, ma.auto, kindLock, lease.Resources, lease.Token, ma.ttl, v)
+					fences := make([]any, len(lease.Fences))
+					for i, f := range lease.Fences {
+						fences[i] = f
+					}
+					return []any{lease.Token, v, fences}
+				}), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Acquires every resource as one lock, all or nothing, on a quorum of masters. Returns [token, validity, [fence, ...]], or nil if any is held.",
@@ -125,7 +127,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 		},
 		{
-			Name: "rmultiunlock", Arity: -3, Flags: proxy.FlagWrite, FirstKey: 2, LastKey: -1, Step: 1,
+			Name: "rmultiunlock", Concurrent: always, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 2, LastKey: -1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				t, err := token(a)

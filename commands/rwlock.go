@@ -11,7 +11,7 @@ import (
 func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
-			Name: "rrlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rrlock", Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				la, err := parseLock("rrlock", args, lim)
 				if err != nil {
@@ -24,12 +24,14 @@ func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command 
 				if err != nil || lease == nil {
 					return nil, err
 				}
-				v, ok := validity(ctx, lease, eng.ReadAbandon)
-				if !ok {
-					return nil, nil
-				}
-				k.keepIf(sess, la.auto, kindRead, lease.Resources, lease.Token, la.ttl, v)
-				return []any{lease.Token, v}, nil
+				return proxy.Late(func() any {
+					v, ok := validity(ctx, lease, eng.ReadAbandon)
+					if !ok {
+						return nil
+					}
+					k.keepIf(sess, la.auto, kindRead, lease.Resources, lease.Token, la.ttl, v)
+					return []any{lease.Token, v}
+				}), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Acquires a shared (read) lock on a quorum of masters: readers share, writers exclude. Returns [token, validity], or nil if a writer holds or waits.",
@@ -44,7 +46,7 @@ func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command 
 			},
 		},
 		{
-			Name: "rrunlock", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rrunlock", Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				r, t, err := resourceToken(proxy.NewArgs(args))
 				if err != nil {

@@ -97,7 +97,7 @@ func parseSemAcquire(args [][]byte, lim Limits) (semArgs, error) {
 func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
-			Name: "rsemacquire", Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rsemacquire", Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				sa, err := parseSemAcquire(args, lim)
 				if err != nil {
@@ -110,13 +110,15 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 				if err != nil || lease == nil {
 					return nil, err
 				}
-				v := lease.ValidityAt(time.Now()).Milliseconds()
-				if v < 1 || ctx.Err() != nil {
-					eng.SemAbandon(ctx, lease)
-					return nil, nil
-				}
-				k.keepIf(sess, sa.auto, kindSem, []string{sa.name}, lease.Token, sa.ttl, v)
-				return []any{lease.Token, v}, nil
+				return proxy.Late(func() any {
+					v := lease.ValidityAt(time.Now()).Milliseconds()
+					if v < 1 || ctx.Err() != nil {
+						eng.SemAbandon(ctx, lease)
+						return nil
+					}
+					k.keepIf(sess, sa.auto, kindSem, []string{sa.name}, lease.Token, sa.ttl, v)
+					return []any{lease.Token, v}
+				}), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Takes permits of a semaphore of limit permits on a quorum of masters. Returns [token, validity], or nil if too few are free.",
@@ -133,7 +135,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 		},
 		{
-			Name: "rsemrelease", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rsemrelease", Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				s, err := semaphore(a)

@@ -333,7 +333,7 @@ func FuzzCommands(f *testing.F) {
 			sess.user = srv.users.byName["billing"]
 		}
 		name := ""
-		reply, err := srv.run(sess, args, &name)
+		reply, err := srv.handle(sess, args, &name, false)
 		if err != nil {
 			if e := srv.mapError(err); e.Msg == "internal error" {
 				t.Fatalf("%q: internal error (a panic or an unmapped error): %v", args, err)

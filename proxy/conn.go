@@ -122,7 +122,7 @@ func (s *Server) serveConn(sess *Session) {
 			}
 			return
 		}
-		s.dispatch(sess, args)
+		s.dispatch(sess, args, rd.buffered() > 0)
 		sess.partial = false
 		if sess.quitting() {
 			sess.flush()

@@ -16,8 +16,9 @@
 //   - Replies to pipelined commands are written before a command that is
 //     not FlagFast starts (a grant's validity is computed just before its
 //     reply and must not wait in a buffer behind a later command).
-//   - A command flagged FlagMayBlock has its context cancelled when its
-//     client hangs up or the server shuts down; bytes the client pipelined
+//   - A command flagged FlagMayBlock (and, if it has Blocks, whose
+//     arguments may ask to wait) has its context cancelled when its client
+//     hangs up or the server shuts down; bytes the client pipelined
 //     meanwhile are kept for the next commands.
 //   - Malformed RESP, an argument over Limits.MaxArgBytes, a command with
 //     more than Limits.MaxArgs elements or over Limits.MaxCommandBytes, and

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 )
@@ -12,6 +13,25 @@ import (
 
 // SimpleString is a RESP simple string, such as +OK.
 type SimpleString string
+
+// Late is a reply computed when it is written rather than when its
+// handler returns: a grant's validity counts down, and a pipelined
+// command's reply may wait for the replies of the commands before it. It
+// runs on the connection's goroutine; a handler returns it with a nil
+// error.
+type Late func() any
+
+// value computes the reply; a panic becomes an internal error, as in a
+// handler.
+func (l Late) value(s *Server) (v any) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("panic in a reply", "panic", r, "stack", string(debug.Stack()))
+			v = Errorf("internal error")
+		}
+	}()
+	return l()
+}
 
 // OK is the +OK reply.
 const OK = SimpleString("OK")

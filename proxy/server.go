@@ -104,6 +104,7 @@ type Server struct {
 
 	nextID         atomic.Int64
 	inflight       atomic.Int64
+	parallelNow    atomic.Int64 // pipelined commands running beside others
 	blocked        atomic.Int64
 	open           atomic.Int64
 	totalConn      atomic.Int64
@@ -282,6 +283,9 @@ func (s *Server) accept(nc net.Conn) {
 // closed ends a connection's life: called once its goroutine is done.
 func (s *Server) closed(sess *Session) {
 	sess.cancel()
+	// Pipelined commands still running finish; their Late replies see the
+	// cancelled context and give back what they were granted.
+	sess.drain()
 	sess.wmu.Lock()
 	sess.nc.Close()
 	sess.wmu.Unlock()
@@ -298,21 +302,35 @@ func (s *Server) closed(sess *Session) {
 }
 
 // dispatch runs one command, in the fixed order: panic boundary, auth gate,
-// arity, handler, then the reply or the mapped error, then metrics.
-func (s *Server) dispatch(sess *Session, args [][]byte) {
+// arity, handler, then the reply or the mapped error, then metrics. more
+// says whether the client has already sent more commands (pipelined).
+//
+// A pipelined command whose table entry allows it (Command.Concurrent)
+// starts at once on a goroutine of its own, beside the commands of the
+// connection still running, unless it names a resource one of them names;
+// its reply is written in order once those before it are written. Any
+// other command first waits for the running ones and writes their replies.
+func (s *Server) dispatch(sess *Session, args [][]byte, more bool) {
+	if more || len(sess.running) > 0 {
+		if cmd := s.table.Lookup(args[0]); cmd != nil && s.parallel(sess, cmd, args) {
+			s.spawn(sess, cmd, args)
+			return
+		}
+	}
+	sess.drain()
 	t0 := time.Now()
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	s.totalCmd.Add(1)
 
 	name := "unknown"
-	reply, err := s.run(sess, args, &name)
-	code := ""
-	if err != nil {
-		e := s.mapError(err)
-		reply, code = e, e.Code
-	}
+	reply, code := s.run(sess, args, &name, false)
 	sess.write(reply)
+	s.done(sess, name, t0, code)
+}
+
+// done records a command's end for metrics and CLIENT LIST.
+func (s *Server) done(sess *Session, name string, t0 time.Time, code string) {
 	if s.opts.Observer != nil {
 		s.opts.Observer.Command(name, time.Since(t0), code)
 	}
@@ -321,7 +339,97 @@ func (s *Server) dispatch(sess *Session, args [][]byte) {
 	sess.mu.Unlock()
 }
 
-func (s *Server) run(sess *Session, args [][]byte, name *string) (reply any, err error) {
+// maxRunning bounds the pipelined commands one connection runs at once,
+// maxParallel those of every connection together: beyond what the machine
+// can push through the masters, more commands at once only lengthen every
+// round until they time out (a master's answer that waits behind hundreds
+// of others in the proxy's own queues counts as late). A command over
+// either bound runs in turn, as if it were not pipelined.
+const (
+	maxRunning  = 16
+	maxParallel = 32
+)
+
+// parallel reports whether cmd may start beside the connection's running
+// commands: its table entry allows it for these arguments, the session is
+// authenticated, fewer than maxRunning run, and it names no resource that
+// one of them names (commands on one resource keep their order).
+func (s *Server) parallel(sess *Session, cmd *Command, args [][]byte) bool {
+	if cmd.Concurrent == nil || len(sess.running) >= maxRunning || s.parallelNow.Load() >= maxParallel ||
+		!cmd.arityOK(len(args)) || !cmd.Concurrent(args) {
+		return false
+	}
+	sess.mu.Lock()
+	authed := sess.user != nil
+	sess.mu.Unlock()
+	if !authed {
+		return false
+	}
+	for _, k := range cmd.KeysOf(args) {
+		for _, r := range sess.running {
+			for _, rk := range r.keys {
+				if string(rk) == string(k) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// spawn runs a pipelined command on its own goroutine; drain writes its
+// reply in turn.
+func (s *Server) spawn(sess *Session, cmd *Command, args [][]byte) {
+	args = cloneArgs(args) // the reader reuses its buffer
+	sl := &slot{done: make(chan struct{}), keys: cmd.KeysOf(args)}
+	sess.running = append(sess.running, sl)
+	s.inflight.Add(1)
+	s.totalCmd.Add(1)
+	s.parallelNow.Add(1)
+	go func() {
+		t0 := time.Now()
+		name := "unknown"
+		var code string
+		sl.reply, code = s.run(sess, args, &name, true)
+		s.done(sess, name, t0, code)
+		s.inflight.Add(-1)
+		s.parallelNow.Add(-1)
+		close(sl.done)
+	}()
+}
+
+// cloneArgs copies args into one allocation.
+func cloneArgs(args [][]byte) [][]byte {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	buf := make([]byte, 0, n)
+	out := make([][]byte, len(args))
+	for i, a := range args {
+		buf = append(buf, a...)
+		out[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
+	}
+	return out
+}
+
+// run runs one command and returns its reply (a mapped error is a reply)
+// and the error code, "" if none. For a command run beside others
+// (parallel) a Late reply is left for the writer; otherwise it is computed
+// here, while the command's context lives.
+func (s *Server) run(sess *Session, args [][]byte, name *string, parallel bool) (reply any, code string) {
+	reply, err := s.handle(sess, args, name, parallel)
+	if l, ok := reply.(Late); ok && !parallel && err == nil {
+		reply = l.value(s)
+	}
+	if err != nil {
+		e := s.mapError(err)
+		reply, code = e, e.Code
+	}
+	return reply, code
+}
+
+func (s *Server) handle(sess *Session, args [][]byte, name *string, parallel bool) (reply any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("panic in command", "command", *name, "panic", r, "stack", string(debug.Stack()))
@@ -349,6 +457,11 @@ func (s *Server) run(sess *Session, args [][]byte, name *string) (reply any, err
 	if u != nil && !cmd.allows(u, args) {
 		return nil, ErrNoPerm
 	}
+	if parallel {
+		// Its reply is written in turn, and a Late reply (a grant's
+		// validity) is computed then; Concurrent promised it does not wait.
+		return cmd.Handler(sess.ctx, sess, args[1:])
+	}
 	if cmd.Flags&FlagFast == 0 {
 		// Replies to earlier pipelined commands go out before this one
 		// waits on the masters: a grant's validity is computed just before
@@ -358,7 +471,7 @@ func (s *Server) run(sess *Session, args [][]byte, name *string) (reply any, err
 		}
 	}
 	ctx := sess.ctx
-	if cmd.Flags&FlagMayBlock != 0 {
+	if cmd.Flags&FlagMayBlock != 0 && (cmd.Blocks == nil || cmd.Blocks(args)) {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		// A waiting command ends when its client hangs up or the server
@@ -373,7 +486,12 @@ func (s *Server) run(sess *Session, args [][]byte, name *string) (reply any, err
 		defer sess.setBlocked(false)
 		ctx = cctx
 	}
-	return cmd.Handler(ctx, sess, args[1:])
+	reply, err = cmd.Handler(ctx, sess, args[1:])
+	if l, ok := reply.(Late); ok && err == nil {
+		// Computed while ctx lives: a client that left gets no grant.
+		reply = l.value(s)
+	}
+	return reply, err
 }
 
 func (s *Server) mapError(err error) *Error {

@@ -27,6 +27,7 @@ type Session struct {
 	partial  bool    // a read deadline for a partial command is running
 	deadline bool    // a read deadline may be set
 	werr     error   // the first write error: nothing more is written
+	running  []*slot // pipelined commands running, in arrival order
 
 	mu      sync.Mutex
 	proto   int
@@ -144,8 +145,31 @@ func (s *Session) limits() *Limits {
 	return &s.srv.preAuth
 }
 
-// write encodes a reply after the ones not yet written.
+// slot is a pipelined command running beside others: its reply, once done
+// closes, and the resources it names.
+type slot struct {
+	done  chan struct{}
+	reply any
+	keys  [][]byte
+}
+
+// drain waits for the pipelined commands running and writes their
+// replies, in order.
+func (s *Session) drain() {
+	for i, sl := range s.running {
+		<-sl.done
+		s.write(sl.reply)
+		s.running[i] = nil
+	}
+	s.running = s.running[:0]
+}
+
+// write encodes a reply after the ones not yet written; a Late reply is
+// computed now.
 func (s *Session) write(reply any) {
+	if l, ok := reply.(Late); ok {
+		reply = l.value(s.srv)
+	}
 	if s.out == nil {
 		s.out = s.srv.bufPool.Get().(*[]byte)
 		*s.out = (*s.out)[:0]
@@ -153,9 +177,11 @@ func (s *Session) write(reply any) {
 	*s.out = appendReply(*s.out, reply, s.Proto())
 }
 
-// flush writes the replies gathered so far. The buffer goes back to the
-// pool, so an idle connection holds none.
+// flush writes the replies gathered so far, those of the pipelined
+// commands still running included (it waits for them). The buffer goes
+// back to the pool, so an idle connection holds none.
 func (s *Session) flush() error {
+	s.drain()
 	if s.out == nil {
 		return s.werr
 	}

@@ -60,6 +60,20 @@ type Command struct {
 	// It gets args with the command name and returns the resources it
 	// finds; a malformed command may yield none (the handler refuses it).
 	Keys func(args [][]byte) [][]byte
+	// Blocks, if set, tells for a FlagMayBlock command whether this
+	// invocation (args with the command name) may wait: only then is the
+	// connection watched for a client that hangs up, which costs a
+	// goroutine and deadline changes per command. It may answer true for
+	// an invocation that will not wait, never false for one that may. Nil
+	// means every invocation may wait.
+	Blocks func(args [][]byte) bool
+	// Concurrent, if set, tells whether this invocation (args with the
+	// command name) may run beside the other pipelined commands of its
+	// connection: it must not wait (no WAIT), must not depend on the
+	// connection's state beyond what its resources order (commands naming
+	// the same resource keep their order), and a reply whose value decays
+	// (a validity) must be Late. Nil means never.
+	Concurrent func(args [][]byte) bool
 	// Handler runs the command.
 	Handler Handler
 	// Doc describes the command for COMMAND DOCS (redis-cli hints).

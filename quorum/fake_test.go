@@ -340,6 +340,12 @@ func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (
 	})
 }
 
+// Send runs Eval on a goroutine of its own; the fake's delays and pauses
+// apply as to Eval, with no deadline (the engine bounds its wait).
+func (f *fakeNode) Send(name string, keys, args []string, done func(v any, err error)) {
+	go func() { done(f.Eval(context.Background(), name, keys, args)) }()
+}
+
 // run dispatches one command to the embedded master and returns its raw
 // reply and the reply parsed; callers hold mu.
 func (f *fakeNode) run(cmd []string) (string, any, error) {

@@ -26,6 +26,12 @@ type Node interface {
 	// string, nil for a nil, []any for an array of these. A script error
 	// is an error.
 	Eval(ctx context.Context, name string, keys, args []string) (any, error)
+	// Send is Eval without waiting: it issues the request (requests to one
+	// master reach it in the order Send was called) and returns; done is
+	// called once with the reply, from another goroutine or, if the
+	// request could not be issued, on the caller's. done must not block.
+	// Send has no deadline: the caller bounds its wait itself.
+	Send(name string, keys, args []string, done func(v any, err error))
 	// Ping checks that the master answers.
 	Ping(ctx context.Context) error
 	// Identity returns the run_id seen on the current connection. It must

@@ -53,22 +53,89 @@ func (e *Engine) newRound(o *op) *round {
 
 // send starts o on every master and returns at once. fl, if not nil, is
 // told when every request was issued and when every one returned.
+//
+// It is event-driven: each request is handed to its master's connection
+// with a completion, which records the answer when the reply arrives (on
+// the connection's reader); one timer per round answers for the masters
+// still silent when the op's timeout passes. No goroutine runs per master
+// call.
 func (e *Engine) send(ctx context.Context, o *op, fl *flight) *round {
-	return e.follow(ctx, nil, o, fl, nil)
+	r := e.newRound(o)
+	n := len(e.nodes)
+	timeout := o.timeout
+	if timeout <= 0 {
+		timeout = e.opts.MasterTimeout
+	}
+	claimed := make([]atomic.Bool, n)
+	var left atomic.Int32
+	left.Store(int32(n))
+	// timer is stored after it is made; an answer that completes the
+	// round before that leaves it to fire and find nothing to do.
+	var timer atomic.Pointer[time.Timer]
+	// settle records master i's answer, once: from its reply or from the
+	// timer, whichever comes first.
+	settle := func(i int, a answer) {
+		r.ans[i] = a
+		close(r.done[i])
+		r.in <- i
+		if left.Add(-1) == 0 {
+			if t := timer.Load(); t != nil {
+				t.Stop()
+			}
+			if fl != nil {
+				close(fl.returned)
+				e.inflight.CompareAndDelete(fl.token, fl)
+			}
+		}
+		e.bg.Done()
+	}
+	t0 := time.Now()
+	e.bg.Add(n)
+	timer.Store(time.AfterFunc(timeout, func() {
+		for i := range n {
+			if claimed[i].CompareAndSwap(false, true) {
+				err := fmt.Errorf("no answer in %v: %w", timeout, context.DeadlineExceeded)
+				e.record(i, timeout, err)
+				settle(i, answer{err: err})
+			}
+		}
+	}))
+	for i := range n {
+		e.nodes[i].Send(o.script, o.keys, o.args, func(v any, err error) {
+			if !claimed[i].CompareAndSwap(false, true) {
+				return // the round's timer answered for it
+			}
+			e.record(i, time.Since(t0), err)
+			if err == nil && !e.votes(i) {
+				err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
+			}
+			settle(i, answer{val: v, err: err})
+		})
+	}
+	if fl != nil {
+		close(fl.issued)
+	}
+	return r
 }
 
 // follow sends o to each master once that master's request in prev
-// returned (prev nil: at once), so that the follow-up can never overtake
-// the request it follows on the master's ordered connection. For a master
-// where pre returns ok, nothing is sent and the round records pre's
-// answer instead (pre runs after prev's request returned). fl, if not nil,
-// is told when every request was issued and when every one returned.
+// returned (prev nil: at once, by send), so that the follow-up can never
+// overtake the request it follows on the master's ordered connection. For
+// a master where pre returns ok, nothing is sent and the round records
+// pre's answer instead (pre runs after prev's request returned). fl, if
+// not nil, is told when every request was issued and when every one
+// returned. Follow-ups (rollbacks, undo, fair-queue steps) are off the
+// fast path: each runs on a worker of its master's pool, bounded by its
+// own timeout from when it can be sent.
 //
 // The answer of a master whose vote does not count (see votes) is an
-// ErrQuarantined error: this is the one place every master call passes
-// through, and it checks after the answer, so that a restart is seen
-// before the first answer on a new connection is counted.
+// ErrQuarantined error: every master call passes through send or follow,
+// which check after the answer, so that a restart is seen before the first
+// answer on a new connection is counted.
 func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre func(i int) (answer, bool)) *round {
+	if prev == nil && pre == nil {
+		return e.send(ctx, o, fl)
+	}
 	r := e.newRound(o)
 	n := len(e.nodes)
 	timeout := o.timeout
@@ -83,25 +150,13 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 			close(fl.issued)
 		}
 	}
-	base := context.WithoutCancel(ctx)
-	var rctx context.Context
-	var cancel context.CancelFunc
-	if prev == nil {
-		// One timeout for the round, cancelled once every request
-		// returned.
-		rctx, cancel = context.WithTimeout(base, timeout)
-	}
 	finished := func() {
-		if left.Add(-1) == 0 {
-			if cancel != nil {
-				cancel()
-			}
-			if fl != nil {
-				close(fl.returned)
-				e.inflight.CompareAndDelete(fl.token, fl)
-			}
+		if left.Add(-1) == 0 && fl != nil {
+			close(fl.returned)
+			e.inflight.CompareAndDelete(fl.token, fl)
 		}
 	}
+	base := context.WithoutCancel(ctx)
 	e.bg.Add(n)
 	for i := range n {
 		e.pools[i].run(func() {
@@ -119,13 +174,9 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 					return
 				}
 			}
-			cctx := rctx
-			if prev != nil {
-				// A follow-up's clock starts when it can be sent.
-				var cc context.CancelFunc
-				cctx, cc = context.WithTimeout(base, timeout)
-				defer cc()
-			}
+			// A follow-up's clock starts when it can be sent.
+			cctx, cancel := context.WithTimeout(base, timeout)
+			defer cancel()
 			issued()
 			v, err := e.call(cctx, i, o)
 			if err == nil && !e.votes(i) {

@@ -42,7 +42,7 @@ func (e *env) cycles(o options) error {
 		}
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "K\tC\tdriver\tcycles/s\tacq p50\tacq p99\tacq p999\tunl p50\tunl p99\tnot granted\terrors\tkeys left\tx redsync\tx rueidis\tCPU ms/1000: proxy\tclient\tmasters\t")
+	fmt.Fprintln(tw, "K\tC\tdriver\tcycles/s\tacq p50\tacq p99\tacq p999\tunl p50\tunl p99\tnot granted\terrors\tkeys left\tx redsync\tx rueidis\tCPU ms/1000: proxy\tclient\tmasters\tscript calls/cycle\t")
 	for _, cell := range cells {
 		k, c := cell.k, cell.c
 		drvs := []driver{e.proxyDriver(c)}
@@ -94,18 +94,18 @@ func (e *env) cycles(o options) error {
 			if !strings.HasPrefix(r.name, "proxy") {
 				proxyCPU = "-"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", k, c, r.name, r.rate,
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", k, c, r.name, r.rate,
 				us(r.acq[0]), us(r.acq[1]), us(r.acq[2]), us(r.unl[0]), us(r.unl[1]), r.notGranted, r.errors, r.left,
-				ratio(r.rate, redsyncRow.rate), ratio(r.rate, directRow.rate), proxyCPU, ms(r.cpu.client), ms(r.cpu.masters))
+				ratio(r.rate, redsyncRow.rate), ratio(r.rate, directRow.rate), proxyCPU, ms(r.cpu.client), ms(r.cpu.masters), r.cpu.calls/1000)
 		}
 		if rows[0].rate > 0 && redsyncRow.rate > 0 {
-			fmt.Fprintf(tw, "\t\t\tacq p50 proxy/redsync\t%.2fx\t\t\t\t\t\t\t\t\t\t\t\t\t\n", float64(rows[0].acq[0])/float64(redsyncRow.acq[0]))
+			fmt.Fprintf(tw, "\t\t\tacq p50 proxy/redsync\t%.2fx\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", float64(rows[0].acq[0])/float64(redsyncRow.acq[0]))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Println("\n(CPU ms/1000: CPU time per 1000 cycles; client is this process: the load generator, and for redsync and rueidis the lock client itself)")
+	fmt.Println("\n(CPU ms/1000: CPU time per 1000 cycles; client is this process: the load generator, and for redsync and rueidis the lock client itself; script calls/cycle: EVAL and EVALSHA calls the masters ran per cycle, all masters together; the proxy batches concurrent calls)")
 	return nil
 }
 

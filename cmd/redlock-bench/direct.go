@@ -162,12 +162,30 @@ const clockTicks = 100
 // cpuSample is the CPU used so far by the proxy, this process (the load
 // generator and, for the client-side drivers, the lock client itself) and
 // every master.
-type cpuSample struct{ proxy, client, masters time.Duration }
+// calls is the number of script calls (EVAL and EVALSHA) the masters ran,
+// from INFO commandstats: the proxy's batches show as fewer calls.
+type cpuSample struct {
+	proxy, client, masters time.Duration
+	calls                  float64
+}
 
 func (e *env) cpu() cpuSample {
 	s := cpuSample{proxy: cpuTime(e.proxy.Process.Pid), client: cpuTime(0)}
-	for _, m := range e.masters {
+	for i, m := range e.masters {
 		s.masters += cpuTime(m.Process.Pid)
+		info, err := e.direct[i].Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(info, "\r\n") {
+			name, rest, ok := strings.Cut(l, ":calls=")
+			if !ok || (name != "cmdstat_eval" && name != "cmdstat_evalsha") {
+				continue
+			}
+			c, _, _ := strings.Cut(rest, ",")
+			n, _ := strconv.ParseFloat(c, 64)
+			s.calls += n
+		}
 	}
 	return s
 }
@@ -178,5 +196,6 @@ func (s cpuSample) perK(before cpuSample, cycles float64) cpuSample {
 		return cpuSample{}
 	}
 	f := func(a, b time.Duration) time.Duration { return time.Duration(float64(a-b) * 1000 / cycles) }
-	return cpuSample{proxy: f(s.proxy, before.proxy), client: f(s.client, before.client), masters: f(s.masters, before.masters)}
+	return cpuSample{proxy: f(s.proxy, before.proxy), client: f(s.client, before.client), masters: f(s.masters, before.masters),
+		calls: (s.calls - before.calls) * 1000 / cycles}
 }

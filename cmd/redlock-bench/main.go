@@ -109,7 +109,7 @@ func main() {
 		o.duration, o.repeat, o.idle, o.skipScale = time.Second, 1, 1000, true
 	}
 	if only != "" {
-		if !slices.Contains([]string{"cycles", "multi", "sem", "fair", "idle", "scale"}, only) {
+		if !slices.Contains([]string{"cycles", "multi", "sem", "fair", "pipeline", "idle", "scale"}, only) {
 			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, fair, pipeline, idle or scale\n", only)
 			os.Exit(2)
 		}

@@ -15,10 +15,10 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// dialConn is rueidis's dialler. Before it hands a new connection over, it
-// asks the master for its run_id (INFO server) and records it with a new
-// connection number, so that the engine sees a restarted master before the
-// first script runs on the new connection.
+// dialConn dials the script connection. Before it hands the connection
+// over, it asks the master for its run_id (INFO server) and records it with
+// a new connection number, so that the engine sees a restarted master
+// before the first script runs on the new connection.
 func (n *Node) dialConn(ctx context.Context, addr string, d *net.Dialer, tlsCfg *tls.Config) (net.Conn, error) {
 	var conn net.Conn
 	var err error
@@ -45,7 +45,7 @@ func handshake(conn net.Conn, user, pass string, deadline time.Time) (string, er
 	conn.SetDeadline(deadline)
 	defer conn.SetDeadline(time.Time{})
 	// Byte by byte reads: nothing may be consumed beyond our replies, since
-	// the connection goes on to rueidis.
+	// the connection goes on to the pipe's reader.
 	r := bufio.NewReaderSize(oneByte{conn}, 16)
 	if pass != "" {
 		args := []string{"AUTH", pass}

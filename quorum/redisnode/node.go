@@ -1,20 +1,29 @@
-// Package redisnode implements quorum.Node for one Redis master on
-// github.com/redis/rueidis.
+// Package redisnode implements quorum.Node for one Redis master.
 //
-// rueidis was chosen by measurement: with 64 concurrent callers each fanning
-// a lock script out to 5 local masters, it ran 15.9k-16.9k fan-outs/s
-// against go-redis v9's 9.1k-9.4k on the same machine, because it pipelines
-// concurrent commands on one connection per master instead of paying a
-// round trip and a syscall pair per command per pooled connection.
+// Scripts go over one pipelined connection per master of our own (pipe.go):
+// requests reach the master in the order they were issued; a request's
+// completion runs on the connection's reader, so that a round needs no
+// goroutine per master call; and concurrent requests share one write (one
+// system call on each side) whenever they arrive while a write is in
+// progress, with no timer, so that a lone request pays nothing. It replaced
+// rueidis for scripts because rueidis flushed each master's commands as
+// they came under load (about 30% of the proxy's CPU in write system
+// calls) and exposes neither its write loop nor asynchronous completion.
+// Before a connection carries a script the handshake authenticates and
+// reads the master's run_id (handshake.go); a connection that fails, or
+// that has requests waiting and has not answered for StallTimeout, is
+// closed (its waiting requests fail) and dialled again in the background.
 //
-// Every operation is one Lua script (package scripts, sent with EVALSHA and
-// re-sent with EVAL on NOSCRIPT), so it is atomic on the master and
-// token-checked; Eval converts its reply to plain Go values. Commands to one master share one pipelined connection
-// and reach it in the order they were issued.
+// Every operation is one Lua script (package scripts), so it is atomic on
+// the master and token-checked. The first use of a script on a connection
+// sends it in full with EVAL (which also caches it), later ones EVALSHA, so
+// no request waits for a SCRIPT LOAD and none is reordered by a NOSCRIPT
+// retry; NOSCRIPT (after SCRIPT FLUSH) is answered by sending it in full
+// again.
 //
-// Release notifications use a separate dedicated connection per master in
-// subscribe mode, kept in line with the set of channels the engine asks for
-// and re-subscribed after a reconnect.
+// Release notifications use a separate dedicated rueidis connection per
+// master in subscribe mode, kept in line with the set of channels the
+// engine asks for and re-subscribed after a reconnect.
 //
 // A master that cannot be reached when the Node is built is dialled again in
 // the background; until then every call fails at once with ErrNotConnected.
@@ -22,7 +31,9 @@ package redisnode
 
 import (
 	"context"
+	"crypto/sha1"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,10 +64,14 @@ type Options struct {
 	DialTimeout time.Duration
 	// RedialInterval spaces background connection attempts; default 500ms.
 	RedialInterval time.Duration
-	// FlushDelay lets the pipelined connection collect concurrent commands
-	// for up to this long before each write (rueidis MaxFlushDelay): fewer
-	// system calls on both sides under load, at most that much latency.
+	// FlushDelay makes a write wait this long when other requests are in
+	// flight, so that more join it: fewer system calls on both sides under
+	// load, at most that much latency. 0 (the default) relies on the
+	// natural batching of requests issued while a write is in progress.
 	FlushDelay time.Duration
+	// StallTimeout closes a connection that has requests waiting and has
+	// not answered any for this long; default 10s.
+	StallTimeout time.Duration
 	// Notify is called with the channel and the message of every release
 	// notification.
 	Notify func(channel, message string)
@@ -68,20 +83,34 @@ type Options struct {
 type Node struct {
 	opts    Options
 	log     *slog.Logger
-	client  atomic.Pointer[rueidis.Client]
+	pipe    atomic.Pointer[pipe]
 	dialMu  sync.Mutex
 	dialing bool
 	lastErr error
 
-	scripts map[string]*rueidis.Lua // by name, from package scripts
+	scripts map[string]*script // by name, from package scripts
 
 	identity atomic.Pointer[quorum.Identity]
 	conns    atomic.Uint64
 
+	// sc is the rueidis client of the subscriber's dedicated connections.
+	sc     atomic.Pointer[rueidis.Client]
 	sub    *subscriber
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+}
+
+// script is one embedded script with its SHA1, and its batch wrapper (see
+// batchSource).
+type script struct {
+	name, src, sha string
+	batch          *script
+}
+
+func newScript(name, src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
 }
 
 var _ quorum.Node = (*Node)(nil)
@@ -98,13 +127,18 @@ func New(opts Options) (*Node, error) {
 	if opts.RedialInterval <= 0 {
 		opts.RedialInterval = 500 * time.Millisecond
 	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = 10 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	n := &Node{opts: opts, log: opts.Logger.With("master", opts.Addr)}
-	n.scripts = map[string]*rueidis.Lua{}
+	n.scripts = map[string]*script{}
 	for name, src := range scripts.All() {
-		n.scripts[name] = rueidis.NewLuaScript(src)
+		s := newScript(name, src)
+		s.batch = newScript(name+" (batch)", batchSource(src))
+		n.scripts[name] = s
 	}
 	n.identity.Store(&quorum.Identity{})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -113,37 +147,62 @@ func New(opts Options) (*Node, error) {
 		n.redial()
 	}
 	n.sub = newSubscriber(n)
+	n.wg.Add(1)
+	go n.watch()
 	return n, nil
 }
 
+// dial makes what is missing: the script connection and the subscriber's
+// client.
 func (n *Node) dial() error {
-	c, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:       []string{n.opts.Addr},
-		DialCtxFn:         n.dialConn,
-		Username:          n.opts.Username,
-		Password:          n.opts.Password,
-		TLSConfig:         n.opts.TLS,
-		Dialer:            net.Dialer{Timeout: n.opts.DialTimeout, KeepAlive: 30 * time.Second},
-		DisableCache:      true, // we read nothing worth caching
-		ForceSingleClient: true, // masters are independent, never a cluster
-		DisableRetry:      true, // retries belong to the quorum, not the client
-		// One pipelined connection, not one per pair of cores: every
-		// request to this master then reaches it in the order it was
-		// issued, so a rollback sent after a timed-out acquire cannot
-		// overtake it while the connection lives.
-		PipelineMultiplex: -1,
-		MaxFlushDelay:     n.opts.FlushDelay,
-	})
-	n.dialMu.Lock()
-	defer n.dialMu.Unlock()
-	if err != nil {
-		n.lastErr = fmt.Errorf("connect: %w", err)
-		return n.lastErr
+	if n.pipe.Load() == nil {
+		ctx, cancel := context.WithTimeout(n.ctx, n.opts.DialTimeout)
+		nc, err := n.dialConn(ctx, n.opts.Addr, &net.Dialer{Timeout: n.opts.DialTimeout, KeepAlive: 30 * time.Second}, n.opts.TLS)
+		cancel()
+		if err != nil {
+			return n.failed(fmt.Errorf("connect: %w", err))
+		}
+		p := newPipe(nc, n.opts.FlushDelay, n.pipeFailed)
+		if !n.pipe.CompareAndSwap(nil, p) || n.ctx.Err() != nil {
+			p.close()
+			n.pipe.CompareAndSwap(p, nil)
+		}
 	}
-	if !n.client.CompareAndSwap(nil, &c) {
-		c.Close()
+	if n.sc.Load() == nil {
+		c, err := rueidis.NewClient(rueidis.ClientOption{
+			InitAddress:       []string{n.opts.Addr},
+			Username:          n.opts.Username,
+			Password:          n.opts.Password,
+			TLSConfig:         n.opts.TLS,
+			Dialer:            net.Dialer{Timeout: n.opts.DialTimeout, KeepAlive: 30 * time.Second},
+			DisableCache:      true,
+			ForceSingleClient: true,
+			DisableRetry:      true,
+		})
+		if err != nil {
+			return n.failed(fmt.Errorf("connect: %w", err))
+		}
+		if !n.sc.CompareAndSwap(nil, &c) {
+			c.Close()
+		}
 	}
 	return nil
+}
+
+func (n *Node) failed(err error) error {
+	n.dialMu.Lock()
+	n.lastErr = err
+	n.dialMu.Unlock()
+	return err
+}
+
+// pipeFailed drops a failed connection and dials again.
+func (n *Node) pipeFailed(p *pipe, err error) {
+	if n.pipe.CompareAndSwap(p, nil) && n.ctx.Err() == nil {
+		n.failed(err)
+		n.log.Warn("master connection lost; reconnecting", "err", err)
+		n.redial()
+	}
 }
 
 // redial starts a background dialler unless one is running.
@@ -178,15 +237,37 @@ func (n *Node) redial() {
 	}()
 }
 
-// conn returns the client, or ErrNotConnected at once while there is none.
-func (n *Node) conn() (rueidis.Client, error) {
-	if c := n.client.Load(); c != nil {
-		return *c, nil
+// watch closes a connection that has requests waiting and answered none
+// for StallTimeout (a master stopped or cut off without a reset): its
+// requests fail and a new connection is dialled, rather than requests
+// queueing behind it without end.
+func (n *Node) watch() {
+	defer n.wg.Done()
+	tick := min(time.Second, n.opts.StallTimeout/4)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var last *pipe
+	var replies uint64
+	var since time.Time
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case now := <-t.C:
+			p := n.pipe.Load()
+			if p == nil {
+				last = nil
+				continue
+			}
+			if r := p.replies.Load(); p != last || r != replies || p.inFlight() == 0 {
+				last, replies, since = p, r, now
+				continue
+			}
+			if now.Sub(since) >= n.opts.StallTimeout {
+				p.fail(fmt.Errorf("no reply for %v", now.Sub(since).Round(time.Millisecond)))
+			}
+		}
 	}
-	n.redial()
-	n.dialMu.Lock()
-	defer n.dialMu.Unlock()
-	return nil, fmt.Errorf("%w: %w", ErrNotConnected, n.lastErr)
 }
 
 // Close stops the background work and closes the connections.
@@ -194,68 +275,74 @@ func (n *Node) Close() {
 	n.cancel()
 	n.sub.close()
 	n.wg.Wait()
-	if c := n.client.Load(); c != nil {
+	if p := n.pipe.Load(); p != nil {
+		p.close()
+	}
+	if c := n.sc.Load(); c != nil {
 		(*c).Close()
 	}
+}
+
+// notConnected is the error of a request made while there is no
+// connection; it starts a background dialler if none runs.
+func (n *Node) notConnected() error {
+	n.redial()
+	n.dialMu.Lock()
+	defer n.dialMu.Unlock()
+	return fmt.Errorf("%w: %w", ErrNotConnected, n.lastErr)
 }
 
 // Addr implements quorum.Node.
 func (n *Node) Addr() string { return n.opts.Addr }
 
-// Eval implements quorum.Node: it runs the embedded script name with
-// EVALSHA (EVAL on NOSCRIPT) and converts the reply to plain Go values.
-func (n *Node) Eval(ctx context.Context, name string, keys, args []string) (any, error) {
+// Send implements quorum.Node: it sends the embedded script name with keys
+// and args and returns; done gets the reply as plain Go values (int64,
+// string, nil, []any; an error reply is an Error), on the connection's
+// reader goroutine, or at once on the caller's if there is no connection.
+func (n *Node) Send(name string, keys, args []string, done func(v any, err error)) {
 	s, ok := n.scripts[name]
 	if !ok {
-		return nil, fmt.Errorf("redisnode: no script %q", name)
+		done(nil, fmt.Errorf("redisnode: no script %q", name))
+		return
 	}
-	c, err := n.conn()
-	if err != nil {
-		return nil, err
+	p := n.pipe.Load()
+	if p == nil {
+		done(nil, n.notConnected())
+		return
 	}
-	return value(s.Exec(ctx, c, keys, args))
+	p.evalScript(s, keys, args, done)
 }
 
-// value converts a script's reply to int64, string, nil or []any.
-func value(r rueidis.RedisResult) (any, error) {
-	m, err := r.ToMessage()
-	if err != nil {
-		if rueidis.IsRedisNil(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	return messageValue(m)
-}
-
-func messageValue(m rueidis.RedisMessage) (any, error) {
-	if m.IsNil() {
-		return nil, nil
-	}
-	if m.IsInt64() {
-		return m.ToInt64()
-	}
-	if arr, err := m.ToArray(); err == nil {
-		out := make([]any, len(arr))
-		for i, x := range arr {
-			v, err := messageValue(x)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
-		}
-		return out, nil
-	}
-	return m.ToString()
+// Eval implements quorum.Node: Send, waiting for the reply or ctx's end.
+func (n *Node) Eval(ctx context.Context, name string, keys, args []string) (any, error) {
+	return wait(ctx, func(done func(any, error)) { n.Send(name, keys, args, done) })
 }
 
 // Ping implements quorum.Node.
 func (n *Node) Ping(ctx context.Context) error {
-	c, err := n.conn()
-	if err != nil {
-		return err
+	p := n.pipe.Load()
+	if p == nil {
+		return n.notConnected()
 	}
-	return c.Do(ctx, c.B().Ping().Build()).Error()
+	_, err := wait(ctx, func(done func(any, error)) { p.command([]string{"PING"}, done) })
+	return err
+}
+
+type result struct {
+	v   any
+	err error
+}
+
+// wait runs send and waits for its completion or ctx's end.
+func wait(ctx context.Context, send func(done func(any, error))) (any, error) {
+	ch := make(chan result, 1)
+	send(func(v any, err error) { ch <- result{v, err} })
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Identity implements quorum.Node.

@@ -118,11 +118,11 @@ func (s *subscriber) loop() {
 
 // session runs one dedicated connection until it breaks or ctx ends.
 func (s *subscriber) session(ctx context.Context) {
-	c, err := s.n.conn()
-	if err != nil {
+	cp := s.n.sc.Load()
+	if cp == nil {
 		return
 	}
-	d, release := c.Dedicate()
+	d, release := (*cp).Dedicate()
 	defer release()
 	lost := d.SetPubSubHooks(rueidis.PubSubHooks{
 		OnMessage: func(m rueidis.PubSubMessage) {

@@ -1,0 +1,516 @@
+package redisnode
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Error is an error reply from the master (a script error, NOSCRIPT,
+// WRONGTYPE...): the master answered, and the connection is fine.
+type Error string
+
+func (e Error) Error() string { return string(e) }
+
+// errClosed is returned for requests still waiting when the connection
+// closes without a more precise cause.
+var errClosed = errors.New("redisnode: connection closed")
+
+// request is one command waiting for its reply, in the order sent.
+type request struct {
+	// script is the script run (nil for a plain command): on NOSCRIPT the
+	// request is sent again with EVAL.
+	script     *script
+	keys, args []string
+	done       func(v any, err error)
+	// members, when set, are the requests a batch carries (script is then
+	// their script, run by its batch wrapper; keys, args and done unset).
+	members []request
+}
+
+// pipe is one pipelined connection to a master. Callers append their
+// encoded command to the pending output and their completion to the
+// queue, under one lock, so that the order of the queue is the order on
+// the wire. Whoever finds no write in progress writes: it takes everything
+// pending and writes it in one system call, then again whatever arrived
+// meanwhile, until nothing is pending; others only append. So commands
+// issued while a write is in progress go out together in the next one,
+// with no timer and no goroutine hand-off, and a lone caller writes at
+// once. One reader goroutine parses the replies and completes the queue
+// in order, on its own goroutine (completions must not block).
+type pipe struct {
+	nc net.Conn
+	br *bufio.Reader
+
+	mu      sync.Mutex
+	out     []byte // encoded commands not yet written
+	spare   []byte // the buffer of the previous write, for reuse
+	writing bool   // a caller is writing
+	queue   []request
+	head    int // queue[head:] wait for replies
+	// open gathers consecutive requests for one script while a write is
+	// in progress; it is encoded (as one batch if it holds several) when
+	// the next write takes the pending output, or when a request for
+	// another script arrives.
+	open   []request
+	loaded map[string]bool // SHA1s of the scripts sent with EVAL on this connection
+	err    error           // set once the connection failed
+
+	// replies counts replies read, for the stall watchdog.
+	replies atomic.Uint64
+	// flushDelay, if > 0, makes a writer that sees other requests in
+	// flight wait this long before writing, so that more join the write.
+	flushDelay time.Duration
+	// onFail is called once, when the connection fails.
+	onFail func(p *pipe, err error)
+	// readerDone closes when the reader goroutine returned.
+	readerDone chan struct{}
+}
+
+func newPipe(nc net.Conn, flushDelay time.Duration, onFail func(*pipe, error)) *pipe {
+	p := &pipe{
+		nc:         nc,
+		br:         bufio.NewReaderSize(nc, 16<<10),
+		loaded:     map[string]bool{},
+		flushDelay: flushDelay,
+		onFail:     onFail,
+		readerDone: make(chan struct{}),
+	}
+	go p.readLoop()
+	return p
+}
+
+// batchYields is how many times a writer that sees more than
+// batchInFlight requests in flight yields the processor before it writes,
+// so that callers already running can append theirs to the same write:
+// under load a write then carries several commands for the price of one
+// system call on each side, and a lone caller (few in flight) never waits.
+const (
+	batchInFlight = 4
+	batchYields   = 2
+)
+
+// maxBatch bounds the requests one batch carries.
+const maxBatch = 32
+
+// evalScript sends script s with keys and args. done is called once with
+// the reply, on the reader's goroutine (or at once, on the caller's, if
+// the connection failed).
+//
+// While a write is in progress, consecutive requests for one script are
+// gathered and sent as one call of the script's batch wrapper (see
+// batchSource), which runs each of them in turn, in one script on the
+// master: one command to parse, dispatch and answer instead of several.
+// Each request's result is the one it would have had alone (the requests
+// run in the same order, nothing runs between them); the batch is one
+// entry of the queue, at the place of its requests.
+func (p *pipe) evalScript(s *script, keys, args []string, done func(any, error)) {
+	r := request{script: s, keys: keys, args: args, done: done}
+	p.mu.Lock()
+	if p.err != nil {
+		err := p.err
+		p.mu.Unlock()
+		done(nil, err)
+		return
+	}
+	if p.writing && s.batch != nil {
+		if len(p.open) > 0 && (p.open[0].script != s || len(p.open) >= maxBatch) {
+			p.closeOpen()
+		}
+		p.open = append(p.open, r)
+		p.mu.Unlock()
+		return
+	}
+	p.closeOpen()
+	p.encodeOne(r)
+	p.flushLocked()
+}
+
+// closeOpen encodes the open requests: one alone as itself, several as
+// one batch. p.mu is held.
+func (p *pipe) closeOpen() {
+	switch len(p.open) {
+	case 0:
+		return
+	case 1:
+		p.encodeOne(p.open[0])
+	default:
+		members := slices.Clone(p.open)
+		p.encodeBatch(request{script: members[0].script, members: members})
+	}
+	clear(p.open)
+	p.open = p.open[:0]
+}
+
+// encodeOne encodes a single request: EVALSHA once its script was sent on
+// this connection, EVAL (which also loads it) the first time, so that the
+// first use needs no round trip and no NOSCRIPT. p.mu is held.
+func (p *pipe) encodeOne(r request) {
+	s := r.script
+	if p.loaded[s.sha] {
+		p.out = appendEval(p.out, "EVALSHA", s.sha, r.keys, r.args)
+	} else {
+		p.loaded[s.sha] = true
+		p.out = appendEval(p.out, "EVAL", s.src, r.keys, r.args)
+	}
+	p.queue = append(p.queue, r)
+}
+
+// encodeBatch encodes a batch: its wrapper's keys are the members' keys in
+// order, its arguments the member count, each member's key and argument
+// counts, then the members' arguments in order. p.mu is held.
+func (p *pipe) encodeBatch(r request) {
+	b := r.script.batch
+	nk, na := 0, 1+2*len(r.members)
+	for _, m := range r.members {
+		nk += len(m.keys)
+		na += len(m.args)
+	}
+	keys := make([]string, 0, nk)
+	args := make([]string, 0, na)
+	args = append(args, strconv.Itoa(len(r.members)))
+	for _, m := range r.members {
+		keys = append(keys, m.keys...)
+		args = append(args, strconv.Itoa(len(m.keys)), strconv.Itoa(len(m.args)))
+	}
+	for _, m := range r.members {
+		args = append(args, m.args...)
+	}
+	if p.loaded[b.sha] {
+		p.out = appendEval(p.out, "EVALSHA", b.sha, keys, args)
+	} else {
+		p.loaded[b.sha] = true
+		p.out = appendEval(p.out, "EVAL", b.src, keys, args)
+	}
+	p.queue = append(p.queue, r)
+}
+
+// command sends a plain command (PING, SCRIPT...).
+func (p *pipe) command(args []string, done func(any, error)) {
+	p.mu.Lock()
+	if p.err != nil {
+		err := p.err
+		p.mu.Unlock()
+		done(nil, err)
+		return
+	}
+	p.closeOpen()
+	p.out = appendCommand(p.out, args...)
+	p.queue = append(p.queue, request{done: done})
+	p.flushLocked()
+}
+
+// flushLocked writes the pending output unless a write is in progress;
+// p.mu is held and is released.
+func (p *pipe) flushLocked() {
+	if p.writing {
+		p.mu.Unlock()
+		return
+	}
+	p.writing = true
+	for {
+		if inFlight := len(p.queue) - p.head + len(p.open); inFlight > batchInFlight {
+			for range batchYields {
+				p.mu.Unlock()
+				runtime.Gosched()
+				p.mu.Lock()
+			}
+		} else if p.flushDelay > 0 && inFlight > 1 {
+			p.mu.Unlock()
+			time.Sleep(p.flushDelay)
+			p.mu.Lock()
+		}
+		p.closeOpen()
+		buf := p.out
+		p.out = p.spare[:0]
+		p.mu.Unlock()
+		_, err := p.nc.Write(buf)
+		p.mu.Lock()
+		if cap(buf) <= 64<<10 {
+			p.spare = buf[:0]
+		}
+		if err != nil {
+			p.writing = false
+			p.mu.Unlock()
+			p.fail(fmt.Errorf("write: %w", err))
+			return
+		}
+		if (len(p.out) == 0 && len(p.open) == 0) || p.err != nil {
+			p.writing = false
+			p.mu.Unlock()
+			return
+		}
+	}
+}
+
+// inFlight is how many requests wait for their reply.
+func (p *pipe) inFlight() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue) - p.head + len(p.open)
+}
+
+// readLoop reads replies and completes the requests in order, until the
+// connection fails.
+func (p *pipe) readLoop() {
+	defer close(p.readerDone)
+	for {
+		v, err := readReply(p.br, 0)
+		if err != nil {
+			p.fail(fmt.Errorf("read: %w", err))
+			return
+		}
+		p.replies.Add(1)
+		p.mu.Lock()
+		if p.head == len(p.queue) {
+			p.mu.Unlock()
+			p.fail(fmt.Errorf("unexpected reply %v", v))
+			return
+		}
+		r := p.queue[p.head]
+		p.queue[p.head] = request{}
+		p.head++
+		switch {
+		case p.head == len(p.queue):
+			p.queue, p.head = p.queue[:0], 0
+		case p.head >= 1024 && p.head*2 >= len(p.queue):
+			n := copy(p.queue, p.queue[p.head:])
+			clear(p.queue[n:])
+			p.queue, p.head = p.queue[:n], 0
+		}
+		var noscript bool
+		if e, ok := v.(Error); ok && r.script != nil && len(e) >= 8 && e[:8] == "NOSCRIPT" {
+			// The script cache was flushed (SCRIPT FLUSH): send it again
+			// in full, and every script in full once more.
+			clear(p.loaded)
+			noscript = true
+		}
+		p.mu.Unlock()
+		if noscript {
+			// Not on this goroutine: a send may wait for its write.
+			go p.resend(r)
+			continue
+		}
+		complete(r, v)
+	}
+}
+
+// complete hands a reply to its request, or a batch's replies to its
+// members.
+func complete(r request, v any) {
+	if r.members == nil {
+		if e, ok := v.(Error); ok {
+			r.done(nil, e)
+		} else {
+			r.done(v, nil)
+		}
+		return
+	}
+	vs, ok := v.([]any)
+	if !ok || len(vs) != len(r.members) {
+		err, isErr := v.(Error)
+		if !isErr {
+			err = Error(fmt.Sprintf("redisnode: batch of %d got %v", len(r.members), v))
+		}
+		for _, m := range r.members {
+			m.done(nil, err)
+		}
+		return
+	}
+	for i, m := range r.members {
+		complete(m, vs[i])
+	}
+}
+
+// resend sends a request again after NOSCRIPT, in full.
+func (p *pipe) resend(r request) {
+	p.mu.Lock()
+	if p.err != nil {
+		err := p.err
+		p.mu.Unlock()
+		complete(r, Error(err.Error()))
+		return
+	}
+	p.closeOpen()
+	if r.members != nil {
+		p.encodeBatch(r)
+	} else {
+		p.encodeOne(r)
+	}
+	p.flushLocked()
+}
+
+// fail closes the connection once and fails every request still waiting
+// with err.
+func (p *pipe) fail(err error) {
+	p.mu.Lock()
+	if p.err != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.err = err
+	waiting := append(p.queue[p.head:], p.open...)
+	p.queue, p.head, p.open = nil, 0, nil
+	p.mu.Unlock()
+	p.nc.Close()
+	for _, r := range waiting {
+		if r.members != nil {
+			for _, m := range r.members {
+				m.done(nil, err)
+			}
+		} else {
+			r.done(nil, err)
+		}
+	}
+	if p.onFail != nil {
+		p.onFail(p, err)
+	}
+}
+
+// close closes the connection (requests waiting fail with errClosed) and
+// waits for the reader to return.
+func (p *pipe) close() {
+	p.fail(errClosed)
+	<-p.readerDone
+}
+
+// appendEval encodes EVAL or EVALSHA with the script's source or sha.
+func appendEval(b []byte, cmd, script string, keys, args []string) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(3+len(keys)+len(args)), 10)
+	b = append(b, '\r', '\n')
+	b = appendBulk(b, cmd)
+	b = appendBulk(b, script)
+	b = append(b, '$')
+	nk := strconv.Itoa(len(keys))
+	b = strconv.AppendInt(b, int64(len(nk)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, nk...)
+	b = append(b, '\r', '\n')
+	for _, k := range keys {
+		b = appendBulk(b, k)
+	}
+	for _, a := range args {
+		b = appendBulk(b, a)
+	}
+	return b
+}
+
+func appendCommand(b []byte, args ...string) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(len(args)), 10)
+	b = append(b, '\r', '\n')
+	for _, a := range args {
+		b = appendBulk(b, a)
+	}
+	return b
+}
+
+func appendBulk(b []byte, s string) []byte {
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+// maxReplyDepth and maxBulk bound what a reply may hold: the scripts'
+// replies are small and shallow; anything else is a broken connection.
+const (
+	maxReplyDepth = 8
+	maxBulk       = 64 << 20
+	maxArray      = 1 << 20
+)
+
+// readReply reads one RESP2 reply: int64, string, nil, []any, or Error
+// for an error reply. A non-nil error means the connection is unusable.
+func readReply(br *bufio.Reader, depth int) (any, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return nil, fmt.Errorf("malformed reply line %q", line)
+	}
+	kind, body := line[0], line[1:len(line)-2]
+	switch kind {
+	case '+':
+		return string(body), nil
+	case '-':
+		return Error(body), nil
+	case ':':
+		n, err := strconv.ParseInt(string(body), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("malformed integer %q", body)
+		}
+		return n, nil
+	case '$':
+		n, err := strconv.Atoi(string(body))
+		if err != nil || n > maxBulk {
+			return nil, fmt.Errorf("malformed bulk length %q", body)
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return nil, err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(string(body))
+		if err != nil || n > maxArray || depth >= maxReplyDepth {
+			return nil, fmt.Errorf("malformed array length %q", body)
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		out := make([]any, n)
+		for i := range out {
+			v, err := readReply(br, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unexpected reply type %q", kind)
+}
+
+// batchSource wraps a script's source into its batch wrapper: the script
+// becomes a function of its own KEYS and ARGV, called once per member with
+// the member's keys and arguments (ARGV[1] the member count, then each
+// member's key and argument counts, then the arguments, as encodeBatch
+// lays them out), each in a pcall so that one member's error is its own
+// reply and the others still run. A nil result becomes false (nil in the
+// reply array). It returns one reply per member.
+func batchSource(src string) string {
+	return "local function one(KEYS, ARGV)\n" + src + "\nend\n" + `local m = tonumber(ARGV[1])
+local out = {}
+local ki, ai = 1, 2 + 2 * m
+for j = 1, m do
+  local nk, na = tonumber(ARGV[2 * j]), tonumber(ARGV[2 * j + 1])
+  local keys, argv = {}, {}
+  for x = 1, nk do keys[x] = KEYS[ki]; ki = ki + 1 end
+  for x = 1, na do argv[x] = ARGV[ai]; ai = ai + 1 end
+  local ok, res = pcall(one, keys, argv)
+  if not ok then
+    if type(res) == 'table' then out[j] = res else out[j] = redis.error_reply(tostring(res)) end
+  elseif res == nil then
+    out[j] = false
+  else
+    out[j] = res
+  end
+end
+return out
+`
+}
