@@ -10,15 +10,19 @@
 //
 // Every primitive is a thin layer over one machinery:
 //
-//   - Node.Eval(ctx, name, keys, args) runs the Lua script name
-//     (quorum/redisnode/scripts/<name>.lua, one file per operation)
-//     atomically on one master. A Node knows nothing of locks.
+//   - Node.Send(name, keys, args, done) issues the Lua script name
+//     (quorum/redisnode/scripts/<name>.lua, one file per operation) to one
+//     master, to run there atomically, and calls done with the reply;
+//     requests to one master reach it in the order issued. A Node knows
+//     nothing of locks.
 //   - An op is one request for every master: script, keys, args, timeout.
-//   - Engine.send starts an op on every master at once (each on its
-//     master's worker pool, on a context the caller cannot cancel) and
-//     returns a round. Engine.follow sends a follow-up to each master only
-//     after that master's request in an earlier round returned, so that
-//     it can never overtake it on the master's ordered connection.
+//   - Engine.send issues an op to every master at once and returns a
+//     round; each reply completes its master's part of the round where it
+//     arrives, one timer per round answers for the silent ones at the
+//     deadline, and nothing the caller does cancels it (no goroutine per
+//     master call). Engine.follow issues a follow-up to each master only
+//     once that master's request in an earlier round returned, so that it
+//     can never overtake it on the master's ordered connection.
 //   - round.count reads the answers as they arrive and stops as soon as a
 //     rule decides: grantRule for acquisitions (yes at quorum; no once a
 //     quorum answered and yes can no longer reach it; else no quorum),

@@ -91,7 +91,6 @@ type Engine struct {
 	wake   *Wakeups
 	log    *slog.Logger
 
-	pools  []*workers     // one per master
 	kick   chan struct{}  // wakes the health loop when a restart is seen
 	fences proposals      // fence proposals, above every fence seen
 	bg     sync.WaitGroup // every request to a master still in flight
@@ -157,9 +156,6 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		log:    opts.Logger,
 		kick:   make(chan struct{}, 1),
 	}
-	for range nodes {
-		e.pools = append(e.pools, newWorkers())
-	}
 	// Learn each master's run_id now (the nodes dial when they are built),
 	// so that a restart before the first answer is still a restart.
 	for i := range nodes {
@@ -178,9 +174,6 @@ func (e *Engine) Close() {
 	e.stop()
 	e.loopWG.Wait()
 	e.bg.Wait()
-	for _, p := range e.pools {
-		p.close()
-	}
 }
 
 // Quorum is the number of masters that must agree.

@@ -191,7 +191,7 @@ func (e *Engine) pingAll(ctx context.Context, timeout time.Duration) {
 	for i, nd := range e.nodes {
 		wg.Add(1)
 		e.bg.Add(1)
-		e.pools[i].run(func() {
+		go func() {
 			defer e.bg.Done()
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -200,7 +200,7 @@ func (e *Engine) pingAll(ctx context.Context, timeout time.Duration) {
 			err := nd.Ping(cctx)
 			e.record(i, time.Since(t0), err)
 			e.votes(i)
-		})
+		}()
 	}
 	wg.Wait()
 }

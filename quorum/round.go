@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -26,166 +27,192 @@ type answer struct {
 	err error
 }
 
-// round is one op in flight on the masters. Every request runs on its
-// master's worker pool, on a context the caller's end does not cancel (a
-// grant decided at quorum still reaches the other masters; a caller that
-// left is rolled back afterwards), bounded by the op's timeout.
+// round is one op in flight on the masters, on a context the caller's end
+// does not cancel (a grant decided at quorum still reaches the other
+// masters; a caller that left is rolled back afterwards), each request
+// bounded by the op's timeout.
+//
+// Rounds are event-driven: each request is handed to its master's
+// connection with a completion, which records the answer when the reply
+// arrives (on the connection's reader); one timer per round answers for
+// the masters still silent at the round's deadline. No goroutine runs per
+// master call.
 type round struct {
 	e  *Engine
 	op *op
 	// ans[i] is set before done[i] is closed; done[i] closes when master
-	// i's request returned (or was skipped).
+	// i's request returned (or was skipped, or timed out).
 	ans  []answer
 	done []chan struct{}
 	// in receives the index of each master as its request returns; it is
 	// buffered for every master, so a reader may stop early.
 	in chan int
+	// deadline is when the last of the round's requests times out.
+	deadline time.Time
+
+	claimed []atomic.Bool // claimed[i]: master i's answer is being recorded
+	left    atomic.Int32  // masters whose answer is not recorded yet
+	timer   atomic.Pointer[time.Timer]
+	fl      *flight
+
+	// mu guards settled and then: what runs once master i's answer is
+	// recorded (follow-ups waiting for it).
+	mu      sync.Mutex
+	settled []bool
+	then    [][]func()
 }
 
-func (e *Engine) newRound(o *op) *round {
+func (e *Engine) newRound(o *op, fl *flight) *round {
 	n := len(e.nodes)
-	r := &round{e: e, op: o, ans: make([]answer, n), done: make([]chan struct{}, n), in: make(chan int, n)}
+	r := &round{e: e, op: o, ans: make([]answer, n), done: make([]chan struct{}, n), in: make(chan int, n),
+		claimed: make([]atomic.Bool, n), settled: make([]bool, n), fl: fl}
 	for i := range n {
 		r.done[i] = make(chan struct{})
 	}
+	r.left.Store(int32(n))
 	return r
+}
+
+// settle records master i's answer. Whoever claimed i (its reply, the
+// round's timer or a skip) calls it, once.
+func (r *round) settle(i int, a answer) {
+	r.ans[i] = a
+	close(r.done[i])
+	r.in <- i
+	if r.left.Add(-1) == 0 {
+		if t := r.timer.Load(); t != nil {
+			t.Stop()
+		}
+		if r.fl != nil {
+			close(r.fl.returned)
+			r.e.inflight.CompareAndDelete(r.fl.token, r.fl)
+		}
+	}
+	r.mu.Lock()
+	r.settled[i] = true
+	var fs []func()
+	if r.then != nil {
+		fs, r.then[i] = r.then[i], nil
+	}
+	r.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+	r.e.bg.Done()
+}
+
+// onSettled runs f once master i's answer is recorded: at once if it is.
+func (r *round) onSettled(i int, f func()) {
+	r.mu.Lock()
+	if r.settled[i] {
+		r.mu.Unlock()
+		f()
+		return
+	}
+	if r.then == nil {
+		r.then = make([][]func(), len(r.ans))
+	}
+	r.then[i] = append(r.then[i], f)
+	r.mu.Unlock()
+}
+
+// arm starts the round's timer: at the deadline it answers for every
+// master still silent with a timeout.
+func (r *round) arm(timeout time.Duration) {
+	e := r.e
+	r.timer.Store(time.AfterFunc(time.Until(r.deadline), func() {
+		for i := range r.claimed {
+			if r.claimed[i].CompareAndSwap(false, true) {
+				err := fmt.Errorf("no answer in %v: %w", timeout, context.DeadlineExceeded)
+				e.record(i, timeout, err)
+				r.settle(i, answer{err: err})
+			}
+		}
+	}))
+}
+
+// issue sends the round's op to master i. The answer of a master whose
+// vote does not count (see votes) is an ErrQuarantined error: every master
+// call passes through here, and it checks after the answer, so that a
+// restart is seen before the first answer on a new connection is counted.
+func (r *round) issue(i int) {
+	e, o := r.e, r.op
+	t0 := time.Now()
+	e.nodes[i].Send(o.script, o.keys, o.args, func(v any, err error) {
+		if !r.claimed[i].CompareAndSwap(false, true) {
+			return // the round's timer answered for it
+		}
+		e.record(i, time.Since(t0), err)
+		if err == nil && !e.votes(i) {
+			err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
+		}
+		r.settle(i, answer{val: v, err: err})
+	})
+}
+
+func (e *Engine) timeout(o *op) time.Duration {
+	if o.timeout > 0 {
+		return o.timeout
+	}
+	return e.opts.MasterTimeout
 }
 
 // send starts o on every master and returns at once. fl, if not nil, is
 // told when every request was issued and when every one returned.
-//
-// It is event-driven: each request is handed to its master's connection
-// with a completion, which records the answer when the reply arrives (on
-// the connection's reader); one timer per round answers for the masters
-// still silent when the op's timeout passes. No goroutine runs per master
-// call.
 func (e *Engine) send(ctx context.Context, o *op, fl *flight) *round {
-	r := e.newRound(o)
-	n := len(e.nodes)
-	timeout := o.timeout
-	if timeout <= 0 {
-		timeout = e.opts.MasterTimeout
-	}
-	claimed := make([]atomic.Bool, n)
-	var left atomic.Int32
-	left.Store(int32(n))
-	// timer is stored after it is made; an answer that completes the
-	// round before that leaves it to fire and find nothing to do.
-	var timer atomic.Pointer[time.Timer]
-	// settle records master i's answer, once: from its reply or from the
-	// timer, whichever comes first.
-	settle := func(i int, a answer) {
-		r.ans[i] = a
-		close(r.done[i])
-		r.in <- i
-		if left.Add(-1) == 0 {
-			if t := timer.Load(); t != nil {
-				t.Stop()
-			}
-			if fl != nil {
-				close(fl.returned)
-				e.inflight.CompareAndDelete(fl.token, fl)
-			}
-		}
-		e.bg.Done()
-	}
-	t0 := time.Now()
-	e.bg.Add(n)
-	timer.Store(time.AfterFunc(timeout, func() {
-		for i := range n {
-			if claimed[i].CompareAndSwap(false, true) {
-				err := fmt.Errorf("no answer in %v: %w", timeout, context.DeadlineExceeded)
-				e.record(i, timeout, err)
-				settle(i, answer{err: err})
-			}
-		}
-	}))
-	for i := range n {
-		e.nodes[i].Send(o.script, o.keys, o.args, func(v any, err error) {
-			if !claimed[i].CompareAndSwap(false, true) {
-				return // the round's timer answered for it
-			}
-			e.record(i, time.Since(t0), err)
-			if err == nil && !e.votes(i) {
-				err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
-			}
-			settle(i, answer{val: v, err: err})
-		})
-	}
-	if fl != nil {
-		close(fl.issued)
-	}
-	return r
+	return e.follow(ctx, nil, o, fl, nil)
 }
 
 // follow sends o to each master once that master's request in prev
-// returned (prev nil: at once, by send), so that the follow-up can never
-// overtake the request it follows on the master's ordered connection. For
-// a master where pre returns ok, nothing is sent and the round records
-// pre's answer instead (pre runs after prev's request returned). fl, if
-// not nil, is told when every request was issued and when every one
-// returned. Follow-ups (rollbacks, undo, fair-queue steps) are off the
-// fast path: each runs on a worker of its master's pool, bounded by its
-// own timeout from when it can be sent.
-//
-// The answer of a master whose vote does not count (see votes) is an
-// ErrQuarantined error: every master call passes through send or follow,
-// which check after the answer, so that a restart is seen before the first
-// answer on a new connection is counted.
+// returned (prev nil: at once), so that the follow-up can never overtake
+// the request it follows on the master's ordered connection. For a master
+// where pre returns ok, nothing is sent and the round records pre's answer
+// instead (pre runs once prev's answer is in, on the goroutine that
+// recorded it: it must not block). fl, if not nil, is told when every
+// request was issued and when every one returned. Each follow-up has at
+// least the op's timeout from when it could be sent: the round's deadline
+// is prev's plus the timeout.
 func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre func(i int) (answer, bool)) *round {
-	if prev == nil && pre == nil {
-		return e.send(ctx, o, fl)
-	}
-	r := e.newRound(o)
+	_ = ctx // rounds outlive their caller; ctx is kept for the call sites' clarity
+	r := e.newRound(o, fl)
 	n := len(e.nodes)
-	timeout := o.timeout
-	if timeout <= 0 {
-		timeout = e.opts.MasterTimeout
+	timeout := e.timeout(o)
+	start := time.Now()
+	if prev != nil && prev.deadline.After(start) {
+		start = prev.deadline
 	}
-	var left, unissued atomic.Int32
-	left.Store(int32(n))
+	r.deadline = start.Add(timeout)
+	e.bg.Add(n)
+	var unissued atomic.Int32
 	unissued.Store(int32(n))
 	issued := func() {
 		if unissued.Add(-1) == 0 && fl != nil {
 			close(fl.issued)
 		}
 	}
-	finished := func() {
-		if left.Add(-1) == 0 && fl != nil {
-			close(fl.returned)
-			e.inflight.CompareAndDelete(fl.token, fl)
-		}
-	}
-	base := context.WithoutCancel(ctx)
-	e.bg.Add(n)
+	r.arm(timeout)
+	steps := make([]func(), n)
 	for i := range n {
-		e.pools[i].run(func() {
-			defer e.bg.Done()
-			defer finished()
-			if prev != nil {
-				<-prev.done[i]
-			}
+		steps[i] = func() {
 			if pre != nil {
 				if a, ok := pre(i); ok {
 					issued()
-					r.ans[i] = a
-					close(r.done[i])
-					r.in <- i
+					if r.claimed[i].CompareAndSwap(false, true) {
+						r.settle(i, a)
+					}
 					return
 				}
 			}
-			// A follow-up's clock starts when it can be sent.
-			cctx, cancel := context.WithTimeout(base, timeout)
-			defer cancel()
 			issued()
-			v, err := e.call(cctx, i, o)
-			if err == nil && !e.votes(i) {
-				err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
-			}
-			r.ans[i] = answer{val: v, err: err}
-			close(r.done[i])
-			r.in <- i
-		})
+			r.issue(i)
+		}
+	}
+	for i, step := range steps {
+		if prev == nil {
+			step()
+		} else {
+			prev.onSettled(i, step)
+		}
 	}
 	return r
 }
@@ -197,8 +224,8 @@ func (r *round) wait() {
 	}
 }
 
-// call makes one request to node i, bounded by ctx, and records its
-// latency and error.
+// call makes one request to node i and waits for it, bounded by ctx, and
+// records its latency and error (the health checks' synchronous calls).
 func (e *Engine) call(ctx context.Context, i int, o *op) (any, error) {
 	t0 := time.Now()
 	v, err := e.nodes[i].Eval(ctx, o.script, o.keys, o.args)
