@@ -46,6 +46,11 @@ func (e *env) cycles(o options) error {
 	for _, cell := range cells {
 		k, c := cell.k, cell.c
 		drvs := []driver{e.proxyDriver(c)}
+		if e.addrB != "" {
+			d := e.proxyDriverClient(redis.NewClient(&redis.Options{Addr: e.addrB, PoolSize: 2 * c, MinIdleConns: c, MaxRetries: -1}))
+			d.name = "proxy B"
+			drvs = append(drvs, d)
+		}
 		if c == 64 && k == 100000 {
 			d := e.proxyDriverClient(redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1}))
 			d.name = "proxy, go-redis pool"
@@ -91,7 +96,10 @@ func (e *env) cycles(o options) error {
 		ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 0, 64) }
 		for _, r := range rows {
 			proxyCPU := ms(r.cpu.proxy)
-			if !strings.HasPrefix(r.name, "proxy") {
+			switch {
+			case r.name == "proxy B":
+				proxyCPU = ms(r.cpu.proxyB)
+			case !strings.HasPrefix(r.name, "proxy"):
 				proxyCPU = "-"
 			}
 			fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", k, c, r.name, r.rate,

@@ -165,12 +165,15 @@ const clockTicks = 100
 // calls is the number of script calls (EVAL and EVALSHA) the masters ran,
 // from INFO commandstats: the proxy's batches show as fewer calls.
 type cpuSample struct {
-	proxy, client, masters time.Duration
-	calls                  float64
+	proxy, proxyB, client, masters time.Duration
+	calls                          float64
 }
 
 func (e *env) cpu() cpuSample {
 	s := cpuSample{proxy: cpuTime(e.proxy.Process.Pid), client: cpuTime(0)}
+	if e.proxyB != nil {
+		s.proxyB = cpuTime(e.proxyB.Process.Pid)
+	}
 	for i, m := range e.masters {
 		s.masters += cpuTime(m.Process.Pid)
 		info, err := e.direct[i].Info(context.Background(), "commandstats").Result()
@@ -196,6 +199,6 @@ func (s cpuSample) perK(before cpuSample, cycles float64) cpuSample {
 		return cpuSample{}
 	}
 	f := func(a, b time.Duration) time.Duration { return time.Duration(float64(a-b) * 1000 / cycles) }
-	return cpuSample{proxy: f(s.proxy, before.proxy), client: f(s.client, before.client), masters: f(s.masters, before.masters),
+	return cpuSample{proxy: f(s.proxy, before.proxy), proxyB: f(s.proxyB, before.proxyB), client: f(s.client, before.client), masters: f(s.masters, before.masters),
 		calls: (s.calls - before.calls) * 1000 / cycles}
 }

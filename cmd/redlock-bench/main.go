@@ -62,6 +62,7 @@ type options struct {
 	idle         int
 	scale        []int
 	proxyBin     string
+	proxyBinB    string
 	skipCycles   bool
 	skipMulti    bool
 	skipSem      bool
@@ -89,6 +90,7 @@ func main() {
 	flag.IntVar(&o.idle, "idle", 10000, "idle client connections for the memory measurement")
 	flag.StringVar(&scale, "scale", "3,5,7,9", "numbers of masters for the scaling measurement (C=64, uncontended)")
 	flag.StringVar(&o.proxyBin, "proxy-bin", "", "redlock-proxy binary (default: go build ./cmd/redlock-proxy)")
+	flag.StringVar(&o.proxyBinB, "proxy-bin-b", "", "a second redlock-proxy binary (an earlier build) measured beside the first in the cycles section, as \"proxy B\"")
 	flag.BoolVar(&o.skipMulti, "skip-multi", false, "skip the multi-resource measurement")
 	flag.IntVar(&o.semConc, "sem-c", 64, "concurrent workers of the semaphore section")
 	flag.StringVar(&semLimits, "sem-limits", "1,10,100", "semaphore limits, comma-separated")
@@ -154,7 +156,7 @@ func run(o options) error {
 	}
 	fmt.Println()
 
-	env, err := start(dir, o.masters, o.proxyBin, o.ttl, o.proxyProfile, o.proxyYAML)
+	env, err := start(dir, o.masters, o.proxyBin, o.proxyBinB, o.ttl, o.proxyProfile, o.proxyYAML)
 	if err != nil {
 		return err
 	}
@@ -202,7 +204,7 @@ func run(o options) error {
 		fmt.Fprintln(tw, "masters\tproxy\tredsync\tproxy/redsync\t(proxy x N) / (proxy@3 x 3)\t")
 		var base float64
 		for _, n := range o.scale {
-			e, err := start(dir, n, o.proxyBin, o.ttl, "", o.proxyYAML)
+			e, err := start(dir, n, o.proxyBin, "", o.ttl, "", o.proxyYAML)
 			if err != nil {
 				return err
 			}
@@ -477,11 +479,13 @@ type env struct {
 	direct  []*redis.Client
 	proxy   *exec.Cmd
 	addr    string
+	proxyB  *exec.Cmd // the second proxy (-proxy-bin-b), if any
+	addrB   string
 	ttl     time.Duration
 	stopped bool
 }
 
-func start(dir string, n int, proxyBin string, ttl time.Duration, profile, extraYAML string) (*env, error) {
+func start(dir string, n int, proxyBin, proxyBinB string, ttl time.Duration, profile, extraYAML string) (*env, error) {
 	e := &env{ttl: ttl}
 	for i := range n {
 		cmd, addr, err := startRedis(filepath.Join(dir, fmt.Sprintf("m%d-%d", n, i)))
@@ -504,34 +508,53 @@ func start(dir string, n int, proxyBin string, ttl time.Duration, profile, extra
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	var err error
+	if e.proxy, e.addr, err = startProxy(proxyBin, path, profile); err != nil {
+		e.stop()
 		return nil, err
 	}
+	if proxyBinB != "" {
+		if e.proxyB, e.addrB, err = startProxy(proxyBinB, path, ""); err != nil {
+			e.stop()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// startProxy starts a proxy binary with a configuration file on a listener
+// it hands over, and waits until it answers.
+func startProxy(bin, cfgPath, profile string) (*exec.Cmd, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
 	f, _ := ln.(*net.TCPListener).File()
-	e.addr = ln.Addr().String()
-	args := []string{"--config", path, "--listen-fd", "3"}
+	addr := ln.Addr().String()
+	args := []string{"--config", cfgPath, "--listen-fd", "3"}
 	if profile != "" {
 		args = append(args, "--cpuprofile", profile)
 	}
-	e.proxy = exec.Command(proxyBin, args...)
-	e.proxy.ExtraFiles = []*os.File{f}
-	e.proxy.Stderr = os.Stderr
-	if err := e.proxy.Start(); err != nil {
-		return nil, err
-	}
+	cmd := exec.Command(bin, args...)
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.Stderr = os.Stderr
+	err = cmd.Start()
 	f.Close()
 	ln.Close()
-	c := redis.NewClient(&redis.Options{Addr: e.addr})
+	if err != nil {
+		return nil, "", err
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	for deadline := time.Now().Add(10 * time.Second); c.Ping(context.Background()).Err() != nil; {
 		if time.Now().After(deadline) {
-			e.stop()
-			return nil, errors.New("the proxy did not start")
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, "", fmt.Errorf("the proxy %s did not start", bin)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return e, nil
+	return cmd, addr, nil
 }
 
 func startRedis(dir string) (*exec.Cmd, string, error) {
@@ -570,9 +593,11 @@ func (e *env) stop() {
 		return
 	}
 	e.stopped = true
-	if e.proxy != nil && e.proxy.Process != nil {
-		e.proxy.Process.Signal(syscall.SIGTERM)
-		e.proxy.Wait()
+	for _, p := range []*exec.Cmd{e.proxy, e.proxyB} {
+		if p != nil && p.Process != nil {
+			p.Process.Signal(syscall.SIGTERM)
+			p.Wait()
+		}
 	}
 	for _, c := range e.direct {
 		c.Close()
