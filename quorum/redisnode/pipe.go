@@ -89,13 +89,15 @@ func newPipe(nc net.Conn, flushDelay time.Duration, onFail func(*pipe, error)) *
 }
 
 // batchYields is how many times a writer that sees more than
-// batchInFlight requests in flight yields the processor before it writes,
-// so that callers already running can append theirs to the same write:
-// under load a write then carries several commands for the price of one
-// system call on each side, and a lone caller (few in flight) never waits.
+// batchInFlight requests in flight (its own counts) yields the processor
+// before it writes, so that callers already running can append theirs to
+// the same write: under load a write then carries several commands for the
+// price of one system call on each side, and a lone caller never waits.
+// Measured against (4, 2) at 16 and 64 clients: +8% cycles/s and 26% fewer
+// script calls at 16, the same at 64.
 const (
-	batchInFlight = 4
-	batchYields   = 2
+	batchInFlight = 1
+	batchYields   = 3
 )
 
 // maxBatch bounds the requests one batch carries.
