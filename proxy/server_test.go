@@ -6,7 +6,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +21,11 @@ import (
 // 127.0.0.1:0 listener.
 type testServer struct {
 	touched  atomic.Int64 // TOUCH handler runs
+	meetMu   sync.Mutex
+	meeting  int
+	met      chan struct{} // closed once enough MEETs run at once
+	order    []string      // keys of the STAMP runs, in the order they ran
+	lates    atomic.Int64  // Late replies of STAMP computed so far
 	srv      *Server
 	addr     string
 	canceled chan struct{} // BLOCK saw its context end
@@ -27,7 +35,7 @@ type testServer struct {
 
 func newTestServer(t *testing.T, opts Options) *testServer {
 	t.Helper()
-	ts := &testServer{canceled: make(chan struct{}, 16), served: make(chan error, 1), hold: make(chan struct{})}
+	ts := &testServer{canceled: make(chan struct{}, 16), served: make(chan error, 1), hold: make(chan struct{}), met: make(chan struct{})}
 	opts.Commands = append(opts.Commands,
 		&Command{Name: "boom", Arity: 1, Handler: func(context.Context, *Session, [][]byte) (any, error) {
 			panic("boom")
@@ -57,6 +65,38 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 				return nil, ctx.Err()
 			}
 		}},
+		// MEET key n: concurrent, keyed; returns once n MEETs are running
+		// at once (or errors after 5 s): it can only succeed when the
+		// pipelined MEETs run beside each other.
+		&Command{Name: "meet", Arity: 3, FirstKey: 1, LastKey: 1, Step: 1, Concurrent: func([][]byte) bool { return true },
+			Handler: func(_ context.Context, _ *Session, args [][]byte) (any, error) {
+				ts.meetMu.Lock()
+				ts.meeting++
+				n, _ := strconv.Atoi(string(args[1]))
+				if ts.meeting >= n {
+					close(ts.met)
+				}
+				met := ts.met
+				ts.meetMu.Unlock()
+				select {
+				case <-met:
+					return string(args[0]), nil
+				case <-time.After(5 * time.Second):
+					return nil, errors.New("ran alone")
+				}
+			}},
+		// STAMP key label d: concurrent, keyed; sleeps d, then appends
+		// key/label to the order of runs, and returns a Late reply: how
+		// many STAMP replies were computed before it, plus one.
+		&Command{Name: "stamp", Arity: 4, FirstKey: 1, LastKey: 1, Step: 1, Concurrent: func([][]byte) bool { return true },
+			Handler: func(_ context.Context, _ *Session, args [][]byte) (any, error) {
+				d, _ := time.ParseDuration(string(args[2]))
+				time.Sleep(d)
+				ts.meetMu.Lock()
+				ts.order = append(ts.order, string(args[0])+"/"+string(args[1]))
+				ts.meetMu.Unlock()
+				return Late(func() any { return ts.lates.Add(1) }), nil
+			}},
 		// BLOCK d: waits d or until its context ends.
 		&Command{Name: "block", Arity: 2, Flags: FlagMayBlock, Handler: func(ctx context.Context, _ *Session, args [][]byte) (any, error) {
 			d, _ := time.ParseDuration(string(args[0]))
@@ -165,7 +205,7 @@ func TestReplies(t *testing.T) {
 		{"client unknown", "CLIENT FOO\r\n", []string{"-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n"}},
 		{"client tracking", "CLIENT TRACKING on OPTIN\r\n", []string{"+OK\r\n"}},
 		{"client setname arity", "CLIENT SETNAME\r\n", []string{"-ERR wrong number of arguments for 'client|setname' command\r\n"}},
-		{"command count", "COMMAND COUNT\r\n", []string{":17\r\n"}},
+		{"command count", "COMMAND COUNT\r\n", []string{":19\r\n"}},
 		{"quit", "QUIT\r\nPING\r\n", []string{"+OK\r\n"}},
 	}
 	for _, tc := range tests {
@@ -336,6 +376,46 @@ func TestPipelinedAfterBlocking(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("got %q, want %q", got, want)
 		}
+	}
+}
+
+// TestPipelinedRunTogether: pipelined commands that allow it run beside
+// each other (8 MEETs each wait for the 8 to run at once), and their
+// replies come in order.
+func TestPipelinedRunTogether(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	var send string
+	var want []string
+	for i := range 8 {
+		k := "k" + strconv.Itoa(i)
+		send += "MEET " + k + " 8\r\n"
+		want = append(want, "$2\r\n", k+"\r\n")
+	}
+	send += "PING\r\n"
+	want = append(want, "+PONG\r\n")
+	got := raw(t, ts.addr, send, len(want))
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// TestPipelinedSameResourceInOrder: a pipelined command naming the
+// resource of one still running waits for it: k1/a sleeps 50 ms, and k1/b
+// and k1/c (no sleep) still run after it, in order, while k2/x, sent
+// between them and naming another resource, runs beside k1/a and finishes
+// first. Late replies are computed as they are written, in order.
+func TestPipelinedSameResourceInOrder(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	send := "STAMP k1 a 50ms\r\nSTAMP k2 x 0s\r\nSTAMP k1 b 0s\r\nSTAMP k1 c 0s\r\n"
+	got := raw(t, ts.addr, send, 4)
+	want := []string{":1\r\n", ":2\r\n", ":3\r\n", ":4\r\n"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Late replies %q, want %q", got, want)
+	}
+	ts.meetMu.Lock()
+	defer ts.meetMu.Unlock()
+	if wantOrder := []string{"k2/x", "k1/a", "k1/b", "k1/c"}; !slices.Equal(ts.order, wantOrder) {
+		t.Fatalf("runs %q, want %q", ts.order, wantOrder)
 	}
 }
 

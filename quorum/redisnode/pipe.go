@@ -231,8 +231,11 @@ func (p *pipe) flushLocked() {
 			p.mu.Lock()
 		}
 		p.closeOpen()
+		// buf is written outside the lock while callers append to the
+		// other buffer: the two must never share an array, so spare is
+		// taken here and given back only once the write is over.
 		buf := p.out
-		p.out = p.spare[:0]
+		p.out, p.spare = p.spare[:0], nil
 		p.mu.Unlock()
 		_, err := p.nc.Write(buf)
 		p.mu.Lock()

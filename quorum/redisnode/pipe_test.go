@@ -2,6 +2,7 @@ package redisnode
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -126,5 +127,93 @@ func TestBatch(t *testing.T) {
 	}
 	if got := evalCalls(t, n, srv.Addr) - before; got != 1 {
 		t.Fatalf("%d script calls for %d requests issued during a write, want 1 batch", got, members)
+	}
+}
+
+// stepConn lets the test run each write: Write announces itself on
+// entered, then waits for a token on next.
+type stepConn struct {
+	net.Conn
+	entered chan struct{}
+	next    chan struct{}
+}
+
+func (s *stepConn) Write(b []byte) (int, error) {
+	s.entered <- struct{}{}
+	<-s.next
+	return s.Conn.Write(b)
+}
+
+// TestWriteBufferNotReused: the buffer being written is never the one
+// callers append to. The sequence that once broke it (found by make bench
+// as connections dropped with "unknown command"): a small write, a large
+// one (over the 64 KB kept for reuse) while requests wait, then a write of
+// one small request, during which a caller encodes another (a request for
+// another script closes the open batch): it must not land in the buffer on
+// its way to the master. Each request takes its own resource with its own
+// token; every resource must end up held by its own token.
+func TestWriteBufferNotReused(t *testing.T) {
+	srv := redistest.Start(t)
+	n, err := New(Options{Addr: srv.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	nc, err := net.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &stepConn{Conn: nc, entered: make(chan struct{}), next: make(chan struct{})}
+	p := newPipe(sc, 0, nil)
+	defer p.close()
+	acq, rel := n.scripts["lock_acquire"], n.scripts["lock_release"]
+	var answered sync.WaitGroup
+	pad := strings.Repeat("p", 400)
+	token := func(r string) string { return "token-" + r + pad }
+	send := func(r string) {
+		answered.Add(1)
+		// Same length for every request, so that a request overwriting
+		// another in a shared buffer stays well-formed RESP.
+		p.evalScript(acq, lockKeys(3, r), acquireArgs(token(r), "60000", "1"), func(any, error) { answered.Done() })
+	}
+	var resources []string
+	// 1: a small write, in progress on its own goroutine.
+	resources = append(resources, "r00000")
+	go send("r00000")
+	<-sc.entered
+	// 2: over 64 KB of requests wait meanwhile; one write takes them.
+	for i := range 200 {
+		r := fmt.Sprintf("q%05d", i)
+		resources = append(resources, r)
+		send(r)
+	}
+	sc.next <- struct{}{}
+	<-sc.entered
+	// 3: one small request waits while the large buffer is written.
+	resources = append(resources, "r00001")
+	send("r00001")
+	sc.next <- struct{}{}
+	<-sc.entered
+	// 4: another while that small buffer is written, encoded at once: a
+	// release (another script) closes the batch it waits in.
+	resources = append(resources, "r00002")
+	send("r00002")
+	answered.Add(1)
+	p.evalScript(rel, lockKeys(1, "none"), []string{"nobody"}, func(any, error) { answered.Done() })
+	sc.next <- struct{}{}
+	<-sc.entered
+	sc.next <- struct{}{}
+	answered.Wait()
+	raw, err := net.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	br := bufio.NewReader(raw)
+	for _, r := range resources {
+		raw.Write(appendCommand(nil, "GET", r))
+		if v, err := readReply(br, 0); err != nil || v != token(r) {
+			t.Fatalf("%s holds %v (%v), want its own token", r, v, err)
+		}
 	}
 }
