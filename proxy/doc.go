@@ -13,9 +13,16 @@
 //     only; the connection and every other client carry on.
 //   - Replies are encoded for the connection's protocol: RESP2 until the
 //     client sends HELLO 3, RESP3 after (null is "_", maps are maps).
-//   - Replies to pipelined commands are written before a command that is
-//     not FlagFast starts (a grant's validity is computed just before its
-//     reply and must not wait in a buffer behind a later command).
+//   - Pipelined commands whose table entry allows it (Command.Concurrent:
+//     the lock commands that do not wait) start at once, each on a
+//     goroutine of its own, beside the connection's commands still running,
+//     unless one of those names the same resource; at most 16 per
+//     connection and 128 in all. Replies go out in order. Any other
+//     command first waits for them and writes their replies, and replies
+//     are written before a command that is not FlagFast starts. A reply
+//     whose value decays (a grant's validity) is Late: computed when it is
+//     written, not when its handler returned, so that it never waits in a
+//     buffer.
 //   - A command flagged FlagMayBlock (and, if it has Blocks, whose
 //     arguments may ask to wait) has its context cancelled when its client
 //     hangs up or the server shuts down; bytes the client pipelined
