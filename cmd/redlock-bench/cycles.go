@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,14 +144,21 @@ func (e *env) pipelined(o options) error {
 	host, port, _ := strings.Cut(e.addr, ":")
 	n := int(o.duration.Seconds() * 8000)
 	fmt.Printf("\n## pipelined clients: redis-benchmark -c 50 -n %d -r 100000 RLOCK bench:__rand_int__ 1000, median of %d\n\n", n, o.repeat)
-	rates := map[int][]float64{}
+	type run struct {
+		rate                    float64
+		proxy, masters, loadGen float64 // cores used: CPU time over wall time
+	}
+	runs := map[int][]run{}
 	for range o.repeat {
 		for _, p := range []int{1, 16} {
-			out, err := exec.Command("redis-benchmark", "-h", host, "-p", port, "-c", "50", "-n", strconv.Itoa(n),
-				"-r", "100000", "-P", strconv.Itoa(p), "--csv", "RLOCK", "bench:__rand_int__", "1000").Output()
+			before, t0 := e.cpu(), time.Now()
+			cmd := exec.Command("redis-benchmark", "-h", host, "-p", port, "-c", "50", "-n", strconv.Itoa(n),
+				"-r", "100000", "-P", strconv.Itoa(p), "--csv", "RLOCK", "bench:__rand_int__", "1000")
+			out, err := cmd.Output()
 			if err != nil {
 				return fmt.Errorf("redis-benchmark -P %d: %w", p, err)
 			}
+			wall, after := time.Since(t0), e.cpu()
 			rows, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
 			if err != nil || len(rows) < 2 || len(rows[1]) < 2 {
 				return fmt.Errorf("redis-benchmark -P %d: unexpected output %q", p, out)
@@ -159,17 +167,35 @@ func (e *env) pipelined(o options) error {
 			if err != nil {
 				return fmt.Errorf("redis-benchmark -P %d: rate %q", p, rows[1][1])
 			}
-			rates[p] = append(rates[p], rate)
+			ps := cmd.ProcessState
+			runs[p] = append(runs[p], run{rate: rate,
+				proxy:   float64(after.proxy-before.proxy) / float64(wall),
+				masters: float64(after.masters-before.masters) / float64(wall),
+				loadGen: float64(ps.UserTime()+ps.SystemTime()) / float64(wall)})
 		}
 	}
-	med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
-	p1, p16 := med(rates[1]), med(rates[16])
+	med := func(v []run) run {
+		slices.SortFunc(v, func(a, b run) int { return cmp.Compare(a.rate, b.rate) })
+		return v[len(v)/2]
+	}
+	p1, p16 := med(runs[1]), med(runs[16])
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pipeline\tRLOCK/s\tx unpipelined\t")
-	fmt.Fprintf(tw, "1\t%.0f\t\t\n16\t%.0f\t%.2fx\t\n", p1, p16, p16/cmp.Or(p1, 1))
+	fmt.Fprintln(tw, "pipeline\tRLOCK/s\tx unpipelined\tcores: proxy\tmasters\tredis-benchmark\ttotal\t")
+	for _, r := range []struct {
+		p int
+		r run
+	}{{1, p1}, {16, p16}} {
+		ratio := ""
+		if r.p == 16 {
+			ratio = fmt.Sprintf("%.2fx", p16.rate/cmp.Or(p1.rate, 1))
+		}
+		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.p, r.r.rate, ratio, r.r.proxy, r.r.masters, r.r.loadGen,
+			r.r.proxy+r.r.masters+r.r.loadGen)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Printf("\n(cores: CPU time over wall time of the median run; this machine has %d)\n", runtime.NumCPU())
 	// The locks expire after 1 s; the next section counts keys left.
 	time.Sleep(1500 * time.Millisecond)
 	return nil
