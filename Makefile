@@ -37,12 +37,14 @@ vet:
 clients:
 	cd tests/clients && npm install --no-audit --no-fund --no-package-lock
 
-# The proxy beside go-redsync on the same 5 local redis-server masters
-# (needs redis-server): cycles/s, latencies, multi-resource locks (RMULTILOCK
-# over 3 resources beside 3 sequential RLOCKs), idle-connection memory, cost
-# of masters, semaphores, fair locks. About 8 minutes; one section alone with
-# `go run ./cmd/redlock-bench -only multi` (cycles, multi, sem, fair, pipeline, idle or scale);
-# see cmd/redlock-bench -h for the knobs.
+# The proxy beside go-redsync and Redlock written directly on rueidis on the
+# same 5 local redis-server masters (needs redis-server): cycles/s,
+# latencies and CPU per cycle at 1, 16 and 64 clients and contended,
+# multi-resource locks, semaphores, fair locks, pipelined clients
+# (redis-benchmark), idle-connection memory, cost of masters. About 12
+# minutes; one section alone with `go run ./cmd/redlock-bench -only cycles`
+# (cycles, multi, sem, fair, pipeline, idle or scale); see
+# cmd/redlock-bench -h for the knobs.
 bench:
 	$(GO) run ./cmd/redlock-bench
 

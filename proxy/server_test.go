@@ -357,7 +357,12 @@ func TestHangUpCancelsBlocking(t *testing.T) {
 		t.Fatal(err)
 	}
 	io.WriteString(conn, "BLOCK 1m\r\n")
-	time.Sleep(50 * time.Millisecond) // let the command start; the test still fails if it never does
+	// Hang up once the command runs (the server counts it as blocked).
+	for deadline := time.Now().Add(5 * time.Second); ts.srv.Blocked() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the blocking command never started")
+		}
+	}
 	conn.Close()
 	select {
 	case <-ts.canceled:

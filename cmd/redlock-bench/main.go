@@ -1,17 +1,21 @@
-// Command redlock-bench measures redlock-proxy beside go-redsync v4, in one
-// run, on the same Redis masters: closed-loop lock -> unlock cycles with C
-// concurrent workers for a fixed time, each cell repeated, medians
-// reported with the proxy/redsync ratio. It also measures multi-resource
-// locks (one RMULTILOCK over 3 resources beside 3 sequential RLOCKs),
-// semaphores (RSEMACQUIRE + RSEMRELEASE at limits 1, 10 and 100 beside
-// RLOCK cycles), fair locks (16 waiters on one resource with RFAIRLOCK
-// beside RLOCK: hand-off latency and how evenly grants go round), the
-// proxy's memory with many idle client connections and its throughput as
-// the number of masters grows.
+// Command redlock-bench measures redlock-proxy beside go-redsync v4 and
+// Redlock written directly on rueidis, in one run, on the same Redis
+// masters: closed-loop lock -> unlock cycles with C concurrent workers for a
+// fixed time, the drivers interleaved within each repeat, medians reported
+// with the ratios to both peers and the CPU per 1000 cycles of the proxy,
+// of the load generator (this process) and of the masters. It also
+// measures multi-resource locks (one RMULTILOCK over 3 resources beside 3
+// sequential RLOCKs), semaphores (RSEMACQUIRE + RSEMRELEASE at limits 1, 10
+// and 100 beside RLOCK cycles), fair locks (16 waiters on one resource with
+// RFAIRLOCK beside RLOCK: hand-off latency and how evenly grants go round),
+// pipelined clients (redis-benchmark with and without -P 16), the proxy's
+// memory with many idle client connections and its throughput as the
+// number of masters grows.
 //
 //	go run ./cmd/redlock-bench                 # everything, 5 local masters
 //	go run ./cmd/redlock-bench -quick          # a short smoke run
 //	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, fair, pipeline, idle or scale
+//	go run ./cmd/redlock-bench -proxy-bin-b /tmp/old-proxy -only cycles   # an earlier build beside this one
 //
 // It starts redis-server processes on free loopback ports and the proxy
 // binary it builds from this module (or -proxy-bin), and stops them all.
