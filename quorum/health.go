@@ -185,14 +185,14 @@ func (e *Engine) healthLoop(ctx context.Context) {
 
 // pingAll pings every master at once, each bounded by timeout, records
 // the outcome and checks the run_id of each connection (votes), so that a
-// restart is noticed without lock traffic.
+// restart is noticed without lock traffic. It returns once every ping
+// did (the health loop, which Close waits for, covers them: they are not
+// counted among the engine's requests in flight).
 func (e *Engine) pingAll(ctx context.Context, timeout time.Duration) {
 	var wg sync.WaitGroup
 	for i, nd := range e.nodes {
 		wg.Add(1)
-		e.bg.Add(1)
 		go func() {
-			defer e.bg.Done()
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()

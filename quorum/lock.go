@@ -223,7 +223,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	} else {
 		r = e.send(ctx, acq, e.track(token))
 	}
-	// reply decodes master i's answer; valid once r.done[i] is closed.
+	// reply decodes master i's answer; valid once it is recorded.
 	reply := func(i int) (acquireReply, bool) {
 		if r.ans[i].err != nil {
 			return acquireReply{}, false

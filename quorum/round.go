@@ -40,10 +40,11 @@ type answer struct {
 type round struct {
 	e  *Engine
 	op *op
-	// ans[i] is set before done[i] is closed; done[i] closes when master
-	// i's request returned (or was skipped, or timed out).
-	ans  []answer
-	done []chan struct{}
+	// ans[i] is set before master i is marked settled (answered(i)): when
+	// its request returned, was skipped or timed out. all closes once
+	// every master is.
+	ans []answer
+	all chan struct{}
 	// in receives the index of each master as its request returns; it is
 	// buffered for every master, so a reader may stop early.
 	in chan int
@@ -64,11 +65,8 @@ type round struct {
 
 func (e *Engine) newRound(o *op, fl *flight) *round {
 	n := len(e.nodes)
-	r := &round{e: e, op: o, ans: make([]answer, n), done: make([]chan struct{}, n), in: make(chan int, n),
+	r := &round{e: e, op: o, ans: make([]answer, n), all: make(chan struct{}), in: make(chan int, n),
 		claimed: make([]atomic.Bool, n), settled: make([]bool, n), fl: fl}
-	for i := range n {
-		r.done[i] = make(chan struct{})
-	}
 	r.left.Store(int32(n))
 	return r
 }
@@ -77,9 +75,9 @@ func (e *Engine) newRound(o *op, fl *flight) *round {
 // round's timer or a skip) calls it, once.
 func (r *round) settle(i int, a answer) {
 	r.ans[i] = a
-	close(r.done[i])
 	r.in <- i
 	if r.left.Add(-1) == 0 {
+		defer close(r.all)
 		if t := r.timer.Load(); t != nil {
 			t.Stop()
 		}
@@ -218,10 +216,14 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 }
 
 // wait blocks until every master's request in the round returned.
-func (r *round) wait() {
-	for _, d := range r.done {
-		<-d
-	}
+func (r *round) wait() { <-r.all }
+
+// answered reports whether master i's answer is recorded (r.ans[i] may be
+// read).
+func (r *round) answered(i int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.settled[i]
 }
 
 // call makes one request to node i and waits for it, bounded by ctx, and

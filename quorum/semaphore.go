@@ -220,9 +220,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, req SemRequest, toke
 		// give, ties to the lower slot.
 		score := make([]int, req.Limit)
 		for i := range e.nodes {
-			select {
-			case <-r.done[i]:
-			default:
+			if !r.answered(i) {
 				continue
 			}
 			if a, ok := reply(r, i); ok && a.status >= 0 && len(a.states) == req.Limit {
@@ -304,9 +302,7 @@ func (e *Engine) semConverge(ctx context.Context, r *round, keys, base []string,
 // semaphore with another limit.
 func limitError(r *round, name string, reply func(*round, int) (semReply, bool)) error {
 	for i := range r.ans {
-		select {
-		case <-r.done[i]:
-		default:
+		if !r.answered(i) {
 			continue
 		}
 		if a, ok := reply(r, i); ok && a.status == -1 {
