@@ -2,6 +2,7 @@ package redisnode
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -215,5 +216,57 @@ func TestWriteBufferNotReused(t *testing.T) {
 		if v, err := readReply(br, 0); err != nil || v != token(r) {
 			t.Fatalf("%s holds %v (%v), want its own token", r, v, err)
 		}
+	}
+}
+
+// TestStalledConnectionIsReplaced: a master that stops answering (SIGSTOP)
+// while a request waits has its connection closed after StallTimeout: the
+// request fails rather than waiting without end, and once the master is
+// back a new connection (a new connection number) answers.
+func TestStalledConnectionIsReplaced(t *testing.T) {
+	srv := redistest.Start(t)
+	n, err := New(Options{Addr: srv.Addr, StallTimeout: 400 * time.Millisecond, RedialInterval: 20 * time.Millisecond,
+		DialTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	conn := n.Identity().Conn
+	srv.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	failed := make(chan error, 1)
+	start := time.Now()
+	n.Send("lock_acquire", lockKeys(3, "s"), acquireArgs("t", "60000", "1"), func(_ any, err error) { failed <- err })
+	select {
+	case err := <-failed:
+		if err == nil {
+			t.Fatal("a stopped master answered")
+		}
+		if waited := time.Since(start); waited < 400*time.Millisecond {
+			t.Fatalf("failed after %v, before the stall timeout: %v", waited, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request still waits 5 s after the master stopped")
+	}
+	srv.Resume()
+	resumed = true
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := n.Eval(context.Background(), "lock_acquire", lockKeys(3, "s2"), acquireArgs("t", "60000", "1"))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer 5 s after the master resumed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n.Identity().Conn == conn {
+		t.Fatal("answered on the stalled connection: it was not replaced")
 	}
 }
