@@ -172,8 +172,9 @@ func TestScripts(t *testing.T) {
 	}
 }
 
-// TestNoScript: after SCRIPT FLUSH (or a master restart) the scripts are
-// sent again with EVAL.
+// TestNoScript: after SCRIPT FLUSH (or a master restart) a script already
+// used on the connection (sent with EVALSHA) gets NOSCRIPT and is sent
+// again in full; one never used is sent in full at once.
 func TestNoScript(t *testing.T) {
 	n, rc, _ := setup(t, nil)
 	ctx := context.Background()
@@ -181,8 +182,14 @@ func TestNoScript(t *testing.T) {
 	if err := rc.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if r := acquire(t, n, "t", time.Minute, 1, "y"); r[0] != int64(1) {
+		t.Fatalf("acquire after SCRIPT FLUSH = %v", r)
+	}
 	if c := release(t, n, "t", "x"); c != 1 {
 		t.Fatalf("release after SCRIPT FLUSH = %d", c)
+	}
+	if n := rc.Exists(ctx, "y").Val(); n != 1 {
+		t.Fatal("the acquire sent again after NOSCRIPT did not take the key")
 	}
 }
 

@@ -270,3 +270,76 @@ func TestStalledConnectionIsReplaced(t *testing.T) {
 		t.Fatal("answered on the stalled connection: it was not replaced")
 	}
 }
+
+// TestBatchAfterScriptFlush: a batch sent with EVALSHA after SCRIPT FLUSH
+// gets NOSCRIPT and is sent again in full; each member gets its own reply.
+func TestBatchAfterScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	n, err := New(Options{Addr: srv.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	nc, err := net.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &stepConn{Conn: nc, entered: make(chan struct{}), next: make(chan struct{})}
+	p := newPipe(sc, 0, nil)
+	defer p.close()
+	acq := n.scripts["lock_acquire"]
+	// batch holds a write, issues three acquires meanwhile (one batch),
+	// then lets every write through and checks each reply.
+	batch := func(prefix string) {
+		pong := make(chan any, 1)
+		go p.command([]string{"PING"}, func(v any, _ error) { pong <- v })
+		<-sc.entered
+		var answered sync.WaitGroup
+		results := make([]any, 3)
+		for i := range results {
+			answered.Add(1)
+			r := prefix + strconv.Itoa(i)
+			p.evalScript(acq, lockKeys(3, r), acquireArgs("t-"+r, "60000", "1"), func(v any, err error) {
+				defer answered.Done()
+				if err != nil {
+					results[i] = err
+					return
+				}
+				results[i] = v
+			})
+		}
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-sc.entered:
+				case <-stop:
+					return
+				}
+				sc.next <- struct{}{}
+			}
+		}()
+		sc.next <- struct{}{}
+		answered.Wait()
+		close(stop)
+		if v := <-pong; v != "PONG" {
+			t.Fatalf("PING: %v", v)
+		}
+		for i, v := range results {
+			if a, ok := v.([]any); !ok || a[0] != int64(1) {
+				t.Fatalf("%s%d: %v, want granted", prefix, i, v)
+			}
+		}
+	}
+	batch("a") // sent with EVAL: the wrapper is now cached
+	raw, err := net.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.Write(appendCommand(nil, "SCRIPT", "FLUSH"))
+	if v, err := readReply(bufio.NewReader(raw), 0); err != nil || v != "OK" {
+		t.Fatalf("SCRIPT FLUSH: %v %v", v, err)
+	}
+	batch("b") // EVALSHA: NOSCRIPT, then in full
+}
