@@ -415,13 +415,10 @@ func cloneArgs(args [][]byte) [][]byte {
 
 // run runs one command and returns its reply (a mapped error is a reply)
 // and the error code, "" if none. For a command run beside others
-// (parallel) a Late reply is left for the writer; otherwise it is computed
-// here, while the command's context lives.
+// (parallel) a Late reply is left for the writer; otherwise handle
+// computed it while the command's context lived.
 func (s *Server) run(sess *Session, args [][]byte, name *string, parallel bool) (reply any, code string) {
 	reply, err := s.handle(sess, args, name, parallel)
-	if l, ok := reply.(Late); ok && !parallel && err == nil {
-		reply = l.value(s)
-	}
 	if err != nil {
 		e := s.mapError(err)
 		reply, code = e, e.Code

@@ -25,7 +25,8 @@ type testServer struct {
 	meeting  int
 	met      chan struct{} // closed once enough MEETs run at once
 	order    []string      // keys of the STAMP runs, in the order they ran
-	lates    atomic.Int64  // Late replies of STAMP computed so far
+	stamps   map[string]chan struct{}
+	lates    atomic.Int64 // Late replies of STAMP computed so far
 	srv      *Server
 	addr     string
 	canceled chan struct{} // BLOCK saw its context end
@@ -85,16 +86,22 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 					return nil, errors.New("ran alone")
 				}
 			}},
-		// STAMP key label d: concurrent, keyed; sleeps d, then appends
-		// key/label to the order of runs, and returns a Late reply: how
-		// many STAMP replies were computed before it, plus one.
-		&Command{Name: "stamp", Arity: 4, FirstKey: 1, LastKey: 1, Step: 1, Concurrent: func([][]byte) bool { return true },
+		// STAMP key label [after]: concurrent, keyed; with after, waits
+		// (up to 5 s) until the run labelled after has recorded itself;
+		// then appends key/label to the order of runs and returns a Late
+		// reply: how many STAMP replies were computed before it, plus one.
+		&Command{Name: "stamp", Arity: -3, FirstKey: 1, LastKey: 1, Step: 1, Concurrent: func([][]byte) bool { return true },
 			Handler: func(_ context.Context, _ *Session, args [][]byte) (any, error) {
-				d, _ := time.ParseDuration(string(args[2]))
-				time.Sleep(d)
+				if len(args) == 3 {
+					select {
+					case <-ts.stamped(string(args[2])):
+					case <-time.After(5 * time.Second):
+					}
+				}
 				ts.meetMu.Lock()
 				ts.order = append(ts.order, string(args[0])+"/"+string(args[1]))
 				ts.meetMu.Unlock()
+				close(ts.stamped(string(args[1])))
 				return Late(func() any { return ts.lates.Add(1) }), nil
 			}},
 		// BLOCK d: waits d or until its context ends.
@@ -134,6 +141,21 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 		}
 	})
 	return ts
+}
+
+// stamped is closed once the STAMP run labelled label has recorded itself.
+func (ts *testServer) stamped(label string) chan struct{} {
+	ts.meetMu.Lock()
+	defer ts.meetMu.Unlock()
+	if ts.stamps == nil {
+		ts.stamps = map[string]chan struct{}{}
+	}
+	ch, ok := ts.stamps[label]
+	if !ok {
+		ch = make(chan struct{})
+		ts.stamps[label] = ch
+	}
+	return ch
 }
 
 func (ts *testServer) client(t *testing.T, opts redis.Options) *redis.Client {
@@ -405,13 +427,14 @@ func TestPipelinedRunTogether(t *testing.T) {
 }
 
 // TestPipelinedSameResourceInOrder: a pipelined command naming the
-// resource of one still running waits for it: k1/a sleeps 50 ms, and k1/b
-// and k1/c (no sleep) still run after it, in order, while k2/x, sent
-// between them and naming another resource, runs beside k1/a and finishes
-// first. Late replies are computed as they are written, in order.
+// resource of one still running waits for it, while one naming another
+// resource passes it: k1/a waits until k2/x (sent after it) has run, which
+// only happens if k2/x runs beside it; k1/b and k1/c, on k1's resource,
+// must still run after k1/a, in order. Late replies are computed as they
+// are written, in order.
 func TestPipelinedSameResourceInOrder(t *testing.T) {
 	ts := newTestServer(t, Options{})
-	send := "STAMP k1 a 50ms\r\nSTAMP k2 x 0s\r\nSTAMP k1 b 0s\r\nSTAMP k1 c 0s\r\n"
+	send := "STAMP k1 a x\r\nSTAMP k2 x\r\nSTAMP k1 b\r\nSTAMP k1 c\r\n"
 	got := raw(t, ts.addr, send, 4)
 	want := []string{":1\r\n", ":2\r\n", ":3\r\n", ":4\r\n"}
 	if !slices.Equal(got, want) {
