@@ -1,7 +1,6 @@
 package redisnode
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -11,38 +10,92 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
 
-// gatedConn holds its first Write until gate closes, so that requests
-// issued meanwhile wait in the pipe (a write is in progress).
-type gatedConn struct {
+// stepConn lets the test run each write: Write announces itself on
+// entered, then waits for a token on next.
+type stepConn struct {
 	net.Conn
-	gate <-chan struct{}
-	once sync.Once
+	entered chan struct{}
+	next    chan struct{}
 }
 
-func (g *gatedConn) Write(b []byte) (int, error) {
-	g.once.Do(func() { <-g.gate })
-	return g.Conn.Write(b)
+func (s *stepConn) Write(b []byte) (int, error) {
+	s.entered <- struct{}{}
+	<-s.next
+	return s.Conn.Write(b)
 }
 
-// evalCalls is how many EVAL and EVALSHA commands the master ran.
-func evalCalls(t *testing.T, n *Node, addr string) int {
+// step lets the write in progress through and waits for the next one to
+// start.
+func (s *stepConn) step() {
+	s.next <- struct{}{}
+	<-s.entered
+}
+
+// releaseAll lets every write through from now on, until stop is called.
+func (s *stepConn) releaseAll() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-s.entered:
+			case <-done:
+				return
+			}
+			s.next <- struct{}{}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// finish lets the write in progress and every later one through; stop
+// ends that.
+func (s *stepConn) finish() (stop func()) {
+	stop = s.releaseAll()
+	s.next <- struct{}{}
+	return stop
+}
+
+// steppedPipe is a pipe of its own to addr whose writes the test runs
+// (stepConn), closed when the test ends.
+func steppedPipe(t *testing.T, addr string) (*pipe, *stepConn) {
 	t.Helper()
-	rc, err := net.Dial("tcp", addr)
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
-	rc.Write(appendCommand(nil, "INFO", "commandstats"))
-	rc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	v, err := readReply(bufio.NewReader(rc), 0)
+	sc := &stepConn{Conn: nc, entered: make(chan struct{}), next: make(chan struct{})}
+	p := newPipe(sc, 0, nil)
+	t.Cleanup(func() {
+		stop := sc.releaseAll()
+		p.close()
+		stop()
+	})
+	return p, sc
+}
+
+// holdWrite issues a PING on its own goroutine and returns once its write
+// is in progress (held by the stepConn); the reply arrives on the channel.
+func holdWrite(p *pipe, sc *stepConn) <-chan any {
+	pong := make(chan any, 1)
+	go p.command([]string{"PING"}, func(v any, _ error) { pong <- v })
+	<-sc.entered
+	return pong
+}
+
+// evalCalls is how many EVAL and EVALSHA commands the master ran.
+func evalCalls(t *testing.T, rc *redis.Client) int {
+	t.Helper()
+	info, err := rc.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	total := 0
-	for _, l := range strings.Split(v.(string), "\r\n") {
+	for _, l := range strings.Split(info, "\r\n") {
 		for _, cmd := range []string{"cmdstat_eval:", "cmdstat_evalsha:"} {
 			if rest, ok := strings.CutPrefix(l, cmd); ok {
 				calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
@@ -58,35 +111,14 @@ func evalCalls(t *testing.T, n *Node, addr string) int {
 // batch; each gets the reply it would have had alone, in order, and a
 // member's error is its own.
 func TestBatch(t *testing.T) {
-	srv := redistest.Start(t)
-	n, err := New(Options{Addr: srv.Addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n, rc, srv := setup(t, nil)
+	ctx := context.Background()
 	// A hash where one member wants a lock key: WRONGTYPE for it alone.
-	raw, err := net.Dial("tcp", srv.Addr)
-	if err != nil {
+	if err := rc.HSet(ctx, "h", "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}
-	defer raw.Close()
-	raw.Write(appendCommand(nil, "HSET", "h", "f", "v"))
-	if v, err := readReply(bufio.NewReader(raw), 0); err != nil || v != int64(1) {
-		t.Fatalf("HSET: %v %v", v, err)
-	}
-	nc, err := net.Dial("tcp", srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := make(chan struct{})
-	p := newPipe(&gatedConn{Conn: nc, gate: gate}, 0, nil)
-	defer p.close()
-	// The first request's write waits for the gate, on its own goroutine.
-	pong := make(chan any, 1)
-	go p.command([]string{"PING"}, func(v any, _ error) { pong <- v })
-	for !func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.writing }() {
-		time.Sleep(time.Millisecond)
-	}
+	p, sc := steppedPipe(t, srv.Addr)
+	pong := holdWrite(p, sc)
 	type res struct {
 		v   any
 		err error
@@ -102,8 +134,8 @@ func TestBatch(t *testing.T) {
 		}
 		p.evalScript(acq, lockKeys(3, r), acquireArgs("t"+strconv.Itoa(i), "60000", "1"), func(v any, err error) { results[i] <- res{v, err} })
 	}
-	before := evalCalls(t, n, srv.Addr)
-	close(gate)
+	before := evalCalls(t, rc)
+	defer sc.finish()()
 	if v := <-pong; v != "PONG" {
 		t.Fatalf("PING: %v", v)
 	}
@@ -126,23 +158,9 @@ func TestBatch(t *testing.T) {
 			}
 		}
 	}
-	if got := evalCalls(t, n, srv.Addr) - before; got != 1 {
+	if got := evalCalls(t, rc) - before; got != 1 {
 		t.Fatalf("%d script calls for %d requests issued during a write, want 1 batch", got, members)
 	}
-}
-
-// stepConn lets the test run each write: Write announces itself on
-// entered, then waits for a token on next.
-type stepConn struct {
-	net.Conn
-	entered chan struct{}
-	next    chan struct{}
-}
-
-func (s *stepConn) Write(b []byte) (int, error) {
-	s.entered <- struct{}{}
-	<-s.next
-	return s.Conn.Write(b)
 }
 
 // TestWriteBufferNotReused: the buffer being written is never the one
@@ -154,19 +172,8 @@ func (s *stepConn) Write(b []byte) (int, error) {
 // its way to the master. Each request takes its own resource with its own
 // token; every resource must end up held by its own token.
 func TestWriteBufferNotReused(t *testing.T) {
-	srv := redistest.Start(t)
-	n, err := New(Options{Addr: srv.Addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	nc, err := net.Dial("tcp", srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := &stepConn{Conn: nc, entered: make(chan struct{}), next: make(chan struct{})}
-	p := newPipe(sc, 0, nil)
-	defer p.close()
+	n, rc, srv := setup(t, nil)
+	p, sc := steppedPipe(t, srv.Addr)
 	acq, rel := n.scripts["lock_acquire"], n.scripts["lock_release"]
 	var answered sync.WaitGroup
 	pad := strings.Repeat("p", 400)
@@ -188,33 +195,22 @@ func TestWriteBufferNotReused(t *testing.T) {
 		resources = append(resources, r)
 		send(r)
 	}
-	sc.next <- struct{}{}
-	<-sc.entered
+	sc.step()
 	// 3: one small request waits while the large buffer is written.
 	resources = append(resources, "r00001")
 	send("r00001")
-	sc.next <- struct{}{}
-	<-sc.entered
+	sc.step()
 	// 4: another while that small buffer is written, encoded at once: a
 	// release (another script) closes the batch it waits in.
 	resources = append(resources, "r00002")
 	send("r00002")
 	answered.Add(1)
 	p.evalScript(rel, lockKeys(1, "none"), []string{"nobody"}, func(any, error) { answered.Done() })
-	sc.next <- struct{}{}
-	<-sc.entered
-	sc.next <- struct{}{}
+	defer sc.finish()()
 	answered.Wait()
-	raw, err := net.Dial("tcp", srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	br := bufio.NewReader(raw)
 	for _, r := range resources {
-		raw.Write(appendCommand(nil, "GET", r))
-		if v, err := readReply(br, 0); err != nil || v != token(r) {
-			t.Fatalf("%s holds %v (%v), want its own token", r, v, err)
+		if v, err := rc.Get(context.Background(), r).Result(); err != nil || v != token(r) {
+			t.Fatalf("%s holds %q (%v), want its own token", r, v, err)
 		}
 	}
 }
@@ -274,26 +270,13 @@ func TestStalledConnectionIsReplaced(t *testing.T) {
 // TestBatchAfterScriptFlush: a batch sent with EVALSHA after SCRIPT FLUSH
 // gets NOSCRIPT and is sent again in full; each member gets its own reply.
 func TestBatchAfterScriptFlush(t *testing.T) {
-	srv := redistest.Start(t)
-	n, err := New(Options{Addr: srv.Addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	nc, err := net.Dial("tcp", srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := &stepConn{Conn: nc, entered: make(chan struct{}), next: make(chan struct{})}
-	p := newPipe(sc, 0, nil)
-	defer p.close()
+	n, rc, srv := setup(t, nil)
+	p, sc := steppedPipe(t, srv.Addr)
 	acq := n.scripts["lock_acquire"]
 	// batch holds a write, issues three acquires meanwhile (one batch),
 	// then lets every write through and checks each reply.
 	batch := func(prefix string) {
-		pong := make(chan any, 1)
-		go p.command([]string{"PING"}, func(v any, _ error) { pong <- v })
-		<-sc.entered
+		pong := holdWrite(p, sc)
 		var answered sync.WaitGroup
 		results := make([]any, 3)
 		for i := range results {
@@ -308,20 +291,9 @@ func TestBatchAfterScriptFlush(t *testing.T) {
 				results[i] = v
 			})
 		}
-		stop := make(chan struct{})
-		go func() {
-			for {
-				select {
-				case <-sc.entered:
-				case <-stop:
-					return
-				}
-				sc.next <- struct{}{}
-			}
-		}()
-		sc.next <- struct{}{}
+		stop := sc.finish()
 		answered.Wait()
-		close(stop)
+		stop()
 		if v := <-pong; v != "PONG" {
 			t.Fatalf("PING: %v", v)
 		}
@@ -332,14 +304,8 @@ func TestBatchAfterScriptFlush(t *testing.T) {
 		}
 	}
 	batch("a") // sent with EVAL: the wrapper is now cached
-	raw, err := net.Dial("tcp", srv.Addr)
-	if err != nil {
+	if err := rc.ScriptFlush(context.Background()).Err(); err != nil {
 		t.Fatal(err)
-	}
-	defer raw.Close()
-	raw.Write(appendCommand(nil, "SCRIPT", "FLUSH"))
-	if v, err := readReply(bufio.NewReader(raw), 0); err != nil || v != "OK" {
-		t.Fatalf("SCRIPT FLUSH: %v %v", v, err)
 	}
 	batch("b") // EVALSHA: NOSCRIPT, then in full
 }
