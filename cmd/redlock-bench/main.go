@@ -74,6 +74,7 @@ type options struct {
 	skipIdle     bool
 	skipScale    bool
 	skipPipeline bool
+	skipScripts  bool
 
 	proxyProfile string
 	proxyYAML    string
@@ -103,11 +104,12 @@ func main() {
 	flag.BoolVar(&o.skipFair, "skip-fair", false, "skip the fair-lock measurement")
 	flag.BoolVar(&o.skipIdle, "skip-idle", false, "skip the idle-connections measurement")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "skip the scaling measurement")
+	flag.BoolVar(&o.skipScripts, "skip-scripts", false, "skip the measurement of what a cycle's scripts cost a master")
 	flag.BoolVar(&o.skipPipeline, "skip-pipeline", false, "skip the pipelined-clients measurement (redis-benchmark)")
 	flag.StringVar(&o.proxyProfile, "proxy-cpuprofile", "", "have the proxy of the first environment write a CPU profile here")
 	flag.StringVar(&o.proxyYAML, "proxy-config", "", "extra YAML for the proxy's configuration, e.g. 'master_flush_delay: 300us'")
 	flag.BoolVar(&quick, "quick", false, "short run: 1s cells, 1 repeat, 1000 idle connections, no scaling")
-	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, sem, fair, pipeline, idle or scale")
+	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, sem, fair, pipeline, scripts, idle or scale")
 	flag.Parse()
 	o.contended = ints(contended)
 	o.concs, o.multiConcs, o.semLimits, o.keys, o.scale = ints(concs), ints(multiConcs), ints(semLimits), ints(keys), ints(scale)
@@ -115,12 +117,12 @@ func main() {
 		o.duration, o.repeat, o.idle, o.skipScale = time.Second, 1, 1000, true
 	}
 	if only != "" {
-		if !slices.Contains([]string{"cycles", "multi", "sem", "fair", "pipeline", "idle", "scale"}, only) {
-			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, fair, pipeline, idle or scale\n", only)
+		if !slices.Contains([]string{"cycles", "multi", "sem", "fair", "pipeline", "scripts", "idle", "scale"}, only) {
+			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, fair, pipeline, scripts, idle or scale\n", only)
 			os.Exit(2)
 		}
 		o.skipCycles, o.skipMulti, o.skipSem, o.skipIdle, o.skipScale = only != "cycles", only != "multi", only != "sem", only != "idle", only != "scale"
-		o.skipFair, o.skipPipeline = only != "fair", only != "pipeline"
+		o.skipFair, o.skipPipeline, o.skipScripts = only != "fair", only != "pipeline", only != "scripts"
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
@@ -191,6 +193,12 @@ func run(o options) error {
 
 	if !o.skipPipeline {
 		if err := env.pipelined(o); err != nil {
+			return err
+		}
+	}
+
+	if !o.skipScripts {
+		if err := scriptCost(dir, o.repeat); err != nil {
 			return err
 		}
 	}

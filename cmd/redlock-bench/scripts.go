@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/redisnode/scripts"
+)
+
+// scriptCost measures what one lock -> unlock cycle costs a master in CPU,
+// apart from the network: on a master of its own, cycles are sent 32 at a
+// time (pipelined, distinct resources), and the master's CPU time (INFO
+// cpu) and the commands its scripts ran (INFO commandstats) are divided by
+// the cycles. Three cycles, interleaved within each repeat: the proxy's
+// scripts (lock_acquire and lock_release with the keys and arguments of an
+// RLOCK without WAIT), the floor of any script (two scripts that return at
+// once, same keys and arguments) and the direct client's commands (SET NX
+// PX, then the compare-and-delete script).
+func scriptCost(dir string, repeat int) error {
+	const cycles, depth = 100000, 32
+	cmd, addr, err := startRedis(filepath.Join(dir, "scripts"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+
+	src := scripts.All()
+	acquire, release := redis.NewScript(src["lock_acquire"]), redis.NewScript(src["lock_release"])
+	emptyAcquire, emptyRelease := redis.NewScript("return {1, 1, 1}"), redis.NewScript("return 1")
+	directRel := redis.NewScript(directRelease)
+	const meta = "redlock-proxy:"
+	proxyCycle := func(emptyScripts bool) func(p redis.Pipeliner, r string, fence int, second bool) {
+		acq, rel := acquire, release
+		if emptyScripts {
+			acq, rel = emptyAcquire, emptyRelease
+		}
+		return func(p redis.Pipeliner, r string, fence int, second bool) {
+			if !second {
+				acq.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "fence-lag", meta + "fence-hwm", meta + "lease-hwm", meta + "rw:" + r + ":w"},
+					"token-"+r, "10000", strconv.Itoa(fence), "5000", "0", "")
+				return
+			}
+			rel.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "fence-lag"}, "token-"+r, meta+"released:"+r)
+		}
+	}
+	rows := []struct {
+		name string
+		send func(p redis.Pipeliner, r string, fence int, second bool)
+	}{
+		{"proxy: lock_acquire + lock_release", proxyCycle(false)},
+		{"floor: two scripts that return at once", proxyCycle(true)},
+		{"direct: SET NX PX + compare-and-delete", func(p redis.Pipeliner, r string, _ int, second bool) {
+			if !second {
+				p.SetNX(ctx, r, "token-"+r, 10*time.Second)
+				return
+			}
+			directRel.EvalSha(ctx, p, []string{r}, "token-"+r)
+		}},
+	}
+	for _, s := range []*redis.Script{acquire, release, emptyAcquire, emptyRelease, directRel} {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			return fmt.Errorf("loading a script: %w", err)
+		}
+	}
+	fence := 0
+	// one runs the row's cycles and returns the master's CPU per cycle and
+	// the commands its scripts ran per cycle.
+	one := func(send func(redis.Pipeliner, string, int, bool)) (time.Duration, float64, error) {
+		if err := c.ConfigResetStat(ctx).Err(); err != nil {
+			return 0, 0, err
+		}
+		before, err := masterCPU(ctx, c)
+		if err != nil {
+			return 0, 0, err
+		}
+		for i := 0; i < cycles/depth; i++ {
+			for _, second := range []bool{false, true} {
+				p := c.Pipeline()
+				for j := range depth {
+					fence++
+					send(p, "bench:"+strconv.Itoa(j), fence, second)
+				}
+				if _, err := p.Exec(ctx); err != nil {
+					return 0, 0, err
+				}
+			}
+		}
+		after, err := masterCPU(ctx, c)
+		if err != nil {
+			return 0, 0, err
+		}
+		stats, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return 0, 0, err
+		}
+		inner := 0
+		for _, l := range strings.Split(stats, "\r\n") {
+			name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":calls=")
+			calls, _, _ := strings.Cut(rest, ",")
+			n, err := strconv.Atoi(calls)
+			if !ok || err != nil || strings.HasPrefix(name, "eval") || name == "info" || strings.HasPrefix(name, "config") {
+				continue
+			}
+			inner += n
+		}
+		return (after - before) / cycles, float64(inner) / cycles, nil
+	}
+	cpu := make([][]time.Duration, len(rows))
+	inner := make([]float64, len(rows))
+	for range repeat {
+		for i, r := range rows {
+			d, n, err := one(r.send)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			cpu[i] = append(cpu[i], d)
+			inner[i] = n
+		}
+	}
+	fmt.Printf("\n## what a cycle costs a master, apart from the network: 1 master, %d cycles pipelined %d deep, median of %d, interleaved\n\n", cycles, depth, repeat)
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "cycle\tmaster CPU us/cycle\tcommands run per cycle\t")
+	for i, r := range rows {
+		fmt.Fprintf(tw, "%s\t%.2f\t%.1f\t\n", r.name, float64(medianDuration(cpu[i]))/1e3, inner[i])
+	}
+	tw.Flush()
+	fmt.Println("\n(commands run: the SET, or the commands the scripts call; the script calls themselves are not counted)")
+	return nil
+}
+
+// masterCPU is the master's CPU time so far (INFO cpu, user + system).
+func masterCPU(ctx context.Context, c *redis.Client) (time.Duration, error) {
+	s, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var t float64
+	for _, l := range strings.Split(s, "\r\n") {
+		k, v, _ := strings.Cut(l, ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO cpu %s: %w", k, err)
+			}
+			t += f
+		}
+	}
+	return time.Duration(t * float64(time.Second)), nil
+}
+
+func medianDuration(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
