@@ -51,10 +51,15 @@ type fakeNode struct {
 	queue     []lateOp
 	working   bool          // a worker applies the queue
 	gate      chan struct{} // while open (not closed), late requests wait for it
-	queued    sync.WaitGroup
-	evals     map[string]int // script name -> calls that ran
-	evalsBy   map[string]int // script name + " " + first argument -> calls
-	vm        *luaVM
+	// strand: requests for strandScript wait for strandGate, out of order
+	// with the others, each reported on strandArrived (see strand).
+	strandScript  string
+	strandGate    chan struct{}
+	strandArrived chan struct{}
+	queued        sync.WaitGroup
+	evals         map[string]int // script name -> calls that ran
+	evalsBy       map[string]int // script name + " " + first argument -> calls
+	vm            *luaVM
 }
 
 // idleFakes keeps fakes for reuse: the exhaustive tests build thousands
@@ -191,7 +196,8 @@ func (f *fakeNode) hold() {
 	f.mu.Unlock()
 }
 
-// unhold lets held requests land, in the order they were sent.
+// unhold lets held requests land, in the order they were sent, then the
+// stranded ones (see strand).
 func (f *fakeNode) unhold() {
 	f.mu.Lock()
 	if f.gate != nil {
@@ -199,7 +205,24 @@ func (f *fakeNode) unhold() {
 		f.gate = nil
 		f.delay = 0
 	}
+	if f.strandGate != nil {
+		close(f.strandGate)
+		f.strandGate, f.strandScript = nil, ""
+	}
 	f.mu.Unlock()
+}
+
+// strand makes every request for script wait until unhold, out of order
+// with this master's other requests, which land at once: a request left
+// on a connection that was replaced while later ones go out on the new
+// one. Its caller sees no answer (the engine's timeout). Each stranded
+// request is reported on the returned channel when it arrives.
+func (f *fakeNode) strand(script string) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.strandScript, f.strandGate = script, make(chan struct{})
+	f.strandArrived = make(chan struct{}, 64)
+	return f.strandArrived
 }
 
 // drain waits until every late request has landed.
@@ -327,7 +350,7 @@ func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (
 	if _, ok := luaScripts[name]; !ok {
 		return nil, fmt.Errorf("fake: no script %q", name)
 	}
-	return do(ctx, f, func() (any, error) {
+	op := func() (any, error) {
 		f.evals[name]++
 		if len(args) > 0 {
 			f.evalsBy[name+" "+args[0]]++
@@ -337,7 +360,26 @@ func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (
 			fmt.Printf("%s %s %v %v -> %v %v\n", f.addr, name, keys, args, v, err)
 		}
 		return v, err
-	})
+	}
+	f.mu.Lock()
+	gate, arrived := f.strandGate, f.strandArrived
+	stranded := gate != nil && f.strandScript == name
+	if stranded {
+		f.queued.Add(1)
+	}
+	f.mu.Unlock()
+	if !stranded {
+		return do(ctx, f, op)
+	}
+	defer f.queued.Done()
+	select {
+	case arrived <- struct{}{}:
+	default:
+	}
+	<-gate
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return op()
 }
 
 // Send runs Eval on a goroutine of its own; the fake's delays and pauses
