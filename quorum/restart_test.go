@@ -139,8 +139,13 @@ func TestSeedingNeedsQuorumOfOthers(t *testing.T) {
 	c := newCluster(t, 3, Options{HealthInterval: 5 * time.Millisecond})
 	grantN(t, c, 2)
 	c.nodes[2].setDown(true)
+	before := c.nodes[0].calls("fence_highwater")
 	c.nodes[1].restart()
-	time.Sleep(50 * time.Millisecond) // ten health ticks: it must stay out
+	// Each try to rejoin asks the others for their high-water marks: after
+	// three tries that only m0 answered, m1 must still be out.
+	if !eventually(5*time.Second, func() bool { return c.nodes[0].calls("fence_highwater") >= before+3 }) {
+		t.Fatalf("no three tries to rejoin: %+v", c.eng.Status()[1])
+	}
 	if st := c.eng.Status()[1]; st.State != StateQuarantined {
 		t.Fatalf("rejoined without a quorum of the others: %+v", st)
 	}
