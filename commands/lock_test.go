@@ -1,7 +1,9 @@
 package commands
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 var testLimits = Limits{MaxTTL: time.Hour, MaxWait: 5 * time.Minute}
@@ -68,9 +71,39 @@ func TestParseLock(t *testing.T) {
 	}
 }
 
+// TestMapError: every engine error a handler can return reads as its RESP
+// error, also when wrapped, and an error the table does not know maps to
+// nil (the proxy then answers a generic error and logs it).
 func TestMapError(t *testing.T) {
-	if e := MapError(errors.New("something else")); e != nil {
-		t.Errorf("unknown error mapped to %v", e)
+	noQuorum := &quorum.QuorumError{Op: "lock", Got: 2, Need: 3, Total: 5, Errs: []error{context.DeadlineExceeded}}
+	tests := []struct {
+		name string
+		err  error
+		want string // "" for nil
+	}{
+		{"no quorum", noQuorum, "NOQUORUM 2 of 5 masters answered, 3 needed"},
+		{"no quorum, wrapped", fmt.Errorf("lock r: %w", noQuorum), "NOQUORUM 2 of 5 masters answered, 3 needed"},
+		// A master's timeout inside a QuorumError is a quorum failure, not a
+		// shutdown: the QuorumError branch must come first.
+		{"no quorum with a timed-out master", &quorum.QuorumError{Op: "unlock", Got: 0, Need: 2, Total: 3, Errs: []error{context.DeadlineExceeded, context.Canceled}}, "NOQUORUM 0 of 3 masters answered, 2 needed"},
+		{"semaphore limit", fmt.Errorf("acquire: %w", &quorum.LimitError{Name: "pool", Limit: 10}), "ERR semaphore 'pool' has limit 10"},
+		{"latch count", &quorum.LatchCountError{Name: "l", Count: 3}, "ERR latch 'l' has count 3"},
+		{"no latch", fmt.Errorf("down: %w", quorum.ErrNoLatch), "ERR no such latch"},
+		{"reserved resource", fmt.Errorf("lock: %w", quorum.ErrReservedResource), "ERR resource name is reserved"},
+		{"bad request", fmt.Errorf("%w: no resources", quorum.ErrBadRequest), "ERR syntax error"},
+		{"canceled", fmt.Errorf("wait: %w", context.Canceled), "ERR wait canceled: server shutting down"},
+		{"deadline", context.DeadlineExceeded, "ERR wait canceled: server shutting down"},
+		{"unknown", errors.New("something else"), ""},
+		{"quarantined alone", quorum.ErrQuarantined, ""},
+	}
+	for _, tc := range tests {
+		got := MapError(tc.err)
+		switch {
+		case tc.want == "" && got != nil:
+			t.Errorf("%s: %v mapped to %q, want nil", tc.name, tc.err, got.Error())
+		case tc.want != "" && (got == nil || got.Error() != tc.want):
+			t.Errorf("%s: %v mapped to %v, want %q", tc.name, tc.err, got, tc.want)
+		}
 	}
 }
 
