@@ -248,40 +248,20 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 		return
 	}
 	o := &op{name: "quarantine", script: "lease_left", keys: []string{e.leaseKey()}}
-	type reply struct {
-		until time.Time // the answer's arrival plus the time it gave
-		left  time.Duration
-		ok    bool
-	}
-	ch := make(chan reply, len(e.nodes))
-	for j := range e.nodes {
-		if j == i {
-			continue
-		}
-		go func() {
-			cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
-			v, err := e.call(cctx, j, o)
-			cancel()
-			arrived := time.Now()
-			n, isInt := v.(int64)
-			// votes checks the run_id of the connection that answered: a
-			// master that restarted unseen is not intact.
-			intact := e.votes(j)
-			left := time.Duration(n) * time.Millisecond
-			ch <- reply{arrived.Add(left), left, err == nil && isInt && intact}
-		}()
-	}
 	var until time.Time
 	var longest time.Duration
 	got := 0
-	for range len(e.nodes) - 1 {
-		a := <-ch
-		if a.ok {
-			got++
-			longest = max(longest, a.left)
-			if a.until.After(until) {
-				until = a.until
-			}
+	for _, a := range e.askOthers(ctx, i, o) {
+		n, isInt := a.v.(int64)
+		if a.err != nil || !isInt || !a.intact {
+			continue
+		}
+		got++
+		left := time.Duration(n) * time.Millisecond
+		longest = max(longest, left)
+		// The answer's arrival plus the time it gave.
+		if at := a.at.Add(left); at.After(until) {
+			until = at
 		}
 	}
 	if got < e.quorum {
@@ -344,6 +324,38 @@ func (e *Engine) rejoin(ctx context.Context, i int) {
 	}
 }
 
+// otherAnswer is one master's answer to askOthers.
+type otherAnswer struct {
+	v      any
+	err    error
+	at     time.Time // when it arrived
+	intact bool      // the connection that answered saw no restart (votes)
+}
+
+// askOthers runs o on every master but i at once, each bounded by four
+// times MasterTimeout, and returns the answers by master once all are in
+// (the entry of i holds an error). Only the restart path uses it.
+func (e *Engine) askOthers(ctx context.Context, i int, o *op) []otherAnswer {
+	out := make([]otherAnswer, len(e.nodes))
+	out[i].err = errors.New("not asked")
+	var wg sync.WaitGroup
+	for j := range e.nodes {
+		if j == i {
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
+			v, err := e.call(cctx, j, o)
+			cancel()
+			// votes checks the run_id of the connection that answered: a
+			// master that restarted unseen is not intact.
+			out[j] = otherAnswer{v: v, err: err, at: time.Now(), intact: e.votes(j)}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // floorFromOthers is the highest fence floor or high-water mark among the
 // other masters, at least a quorum of which must answer, and the highest
 // fence this engine issued itself.
@@ -358,34 +370,13 @@ func (e *Engine) rejoin(ctx context.Context, i int) {
 func (e *Engine) floorFromOthers(ctx context.Context, i int) (uint64, error) {
 	_, seq := e.fenceKeys()
 	hw := &op{name: "floor", script: "fence_highwater", keys: []string{seq, e.opts.MetaPrefix + "fence-floor"}}
-	type reply struct {
-		v      uint64
-		intact bool
-		err    error
-	}
-	ch := make(chan reply, len(e.nodes))
-	for j := range e.nodes {
-		if j == i {
-			continue
-		}
-		go func() {
-			cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
-			v, err := e.call(cctx, j, hw)
-			cancel()
-			n, ok := v.(int64)
-			if err == nil && (!ok || n < 0) {
-				err = fmt.Errorf("%s: fence_highwater answered %v", e.nodes[j].Addr(), v)
-			}
-			// votes checks the run_id of the connection that answered: a
-			// master that restarted unseen is not intact.
-			intact := e.votes(j)
-			ch <- reply{uint64(n), intact, err}
-		}()
-	}
 	top := e.fences.high()
 	got, intact := 0, 0
-	for range len(e.nodes) - 1 {
-		a := <-ch
+	for j, a := range e.askOthers(ctx, i, hw) {
+		n, ok := a.v.(int64)
+		if a.err == nil && (!ok || n < 0) {
+			a.err = fmt.Errorf("%s: fence_highwater answered %v", e.nodes[j].Addr(), a.v)
+		}
 		if a.err != nil {
 			continue
 		}
@@ -393,7 +384,7 @@ func (e *Engine) floorFromOthers(ctx context.Context, i int) (uint64, error) {
 		if a.intact {
 			intact++
 		}
-		top = max(top, a.v)
+		top = max(top, uint64(n))
 	}
 	if got < e.quorum {
 		return 0, fmt.Errorf("%w: %d of the other masters answered, %d needed to raise the fence floor", ErrNoQuorum, got, e.quorum)
