@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"reflect"
@@ -24,22 +25,22 @@ import (
 // Config is the whole configuration; PROTOCOL.md ("Configuration") is its
 // reference.
 type Config struct {
-	Listen        string   `yaml:"listen"`
-	MetricsListen string   `yaml:"metrics_listen"`
-	Masters       []Master `yaml:"masters"`
-	Quorum        int      `yaml:"quorum"`
-	KeyPrefix     string   `yaml:"key_prefix"`
-	MetaPrefix    string   `yaml:"meta_prefix"`
-	DriftFactor   float64  `yaml:"drift_factor"`
-	MasterTimeout Duration `yaml:"master_timeout"`
+	Listen        string        `yaml:"listen"`
+	MetricsListen string        `yaml:"metrics_listen"`
+	Masters       []Master      `yaml:"masters"`
+	Quorum        int           `yaml:"quorum"`
+	KeyPrefix     string        `yaml:"key_prefix"`
+	MetaPrefix    string        `yaml:"meta_prefix"`
+	DriftFactor   float64       `yaml:"drift_factor"`
+	MasterTimeout time.Duration `yaml:"master_timeout"`
 	// MasterFlushDelay makes a write to a master wait this long for more
 	// commands to join it when others are in flight. Default 0: commands
 	// issued while a write is in progress already go out together in the
 	// next write (see quorum/redisnode), and a lone command never waits.
-	MasterFlushDelay  Duration `yaml:"master_flush_delay"`
-	RetryDelay        Duration `yaml:"retry_delay"`
-	RetryJitter       Duration `yaml:"retry_jitter"`
-	RestartQuarantine bool     `yaml:"restart_quarantine"`
+	MasterFlushDelay  time.Duration `yaml:"master_flush_delay"`
+	RetryDelay        time.Duration `yaml:"retry_delay"`
+	RetryJitter       time.Duration `yaml:"retry_jitter"`
+	RestartQuarantine bool          `yaml:"restart_quarantine"`
 	// DropIn serves lock libraries written for one Redis unchanged (SET
 	// NX PX, their lock scripts) as quorum operations; default false.
 	DropIn bool `yaml:"dropin"`
@@ -51,7 +52,7 @@ type Config struct {
 	Auth           Auth           `yaml:"auth"`
 	TLS            *TLS           `yaml:"tls"`
 	// LogLevel is debug, info, warn or error; default info.
-	LogLevel string `yaml:"log_level"`
+	LogLevel slog.Level `yaml:"log_level"`
 }
 
 // Master is one Redis master.
@@ -81,11 +82,11 @@ type MasterTLS struct {
 
 // Limits bound what clients may ask for and send.
 type Limits struct {
-	MaxTTL      Duration `yaml:"max_ttl"`
-	MaxWait     Duration `yaml:"max_wait"`
-	MaxClients  int      `yaml:"max_clients"`
-	MaxArgBytes int      `yaml:"max_arg_bytes"`
-	MaxArgs     int      `yaml:"max_args"`
+	MaxTTL      time.Duration `yaml:"max_ttl"`
+	MaxWait     time.Duration `yaml:"max_wait"`
+	MaxClients  int           `yaml:"max_clients"`
+	MaxArgBytes int           `yaml:"max_arg_bytes"`
+	MaxArgs     int           `yaml:"max_args"`
 	// MaxCommandBytes caps one command on the wire; default 1 MiB.
 	MaxCommandBytes int `yaml:"max_command_bytes"`
 	// MaxAutoExtendPerConn caps the AUTOEXTEND leases one connection keeps
@@ -94,11 +95,11 @@ type Limits struct {
 	// IdleTimeout closes a connection silent for this long; 0s (the
 	// default) never does, as Redis's "timeout 0": lock clients keep pooled
 	// connections idle for long stretches.
-	IdleTimeout Duration `yaml:"idle_timeout"`
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// RequestTimeout closes a connection whose command has started to
 	// arrive but is not complete after this long (a slowloris), and bounds
 	// the TLS handshake; default 10s.
-	RequestTimeout Duration `yaml:"request_timeout"`
+	RequestTimeout time.Duration `yaml:"request_timeout"`
 }
 
 // Fair configures fair locks (RFAIRLOCK).
@@ -108,7 +109,7 @@ type Fair struct {
 	// queue at most this long. Default 10s, or twice retry_delay +
 	// retry_jitter + master_timeout if that is longer (the least it may
 	// be).
-	StaleAfter Duration `yaml:"stale_after"`
+	StaleAfter time.Duration `yaml:"stale_after"`
 }
 
 // Auth configures client authentication.
@@ -134,25 +135,6 @@ type TLS struct {
 	MinVersion string `yaml:"min_version"`
 }
 
-// Duration is a time.Duration written as a Go duration string ("50ms").
-type Duration time.Duration
-
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: invalid duration %q (use Go syntax such as 50ms, 30s, 1h)", n.Line, n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalYAML implements yaml.Marshaler.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
-
-// D returns the time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
 // Default returns the configuration with every default of PROTOCOL.md and
 // no masters.
 func Default() *Config {
@@ -161,22 +143,22 @@ func Default() *Config {
 		MetricsListen:     "127.0.0.1:9121",
 		MetaPrefix:        "redlock-proxy:",
 		DriftFactor:       0.01,
-		MasterTimeout:     Duration(50 * time.Millisecond),
+		MasterTimeout:     50 * time.Millisecond,
 		MasterFlushDelay:  0,
-		RetryDelay:        Duration(100 * time.Millisecond),
-		RetryJitter:       Duration(50 * time.Millisecond),
+		RetryDelay:        100 * time.Millisecond,
+		RetryJitter:       50 * time.Millisecond,
 		RestartQuarantine: true,
 		Limits: Limits{
-			MaxTTL:               Duration(time.Hour),
-			MaxWait:              Duration(5 * time.Minute),
+			MaxTTL:               time.Hour,
+			MaxWait:              5 * time.Minute,
 			MaxClients:           10000,
 			MaxArgBytes:          65536,
 			MaxArgs:              1024,
 			MaxCommandBytes:      1 << 20,
 			MaxAutoExtendPerConn: 1000,
-			RequestTimeout:       Duration(10 * time.Second),
+			RequestTimeout:       10 * time.Second,
 		},
-		LogLevel: "info",
+		LogLevel: slog.LevelInfo,
 	}
 }
 
@@ -244,7 +226,12 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, problems *[]error) {
 		return
 	}
 	switch {
-	case t == reflect.TypeOf(Duration(0)):
+	case t == reflect.TypeOf(slog.Level(0)):
+		var l slog.Level
+		if n.Kind != yaml.ScalarNode || l.UnmarshalText([]byte(n.Value)) != nil {
+			bad("%q must be debug, info, warn or error", n.Value)
+		}
+	case t == reflect.TypeOf(time.Duration(0)):
 		if n.Kind != yaml.ScalarNode {
 			bad("want a duration such as 50ms, 30s, 1h")
 		} else if _, err := time.ParseDuration(n.Value); err != nil {
@@ -417,8 +404,8 @@ func (c *Config) Validate() error {
 	}
 	if c.MasterTimeout <= 0 {
 		bad("master_timeout", "must be positive")
-	} else if c.Limits.MaxTTL > 0 && c.MasterTimeout.D()*10 > c.Limits.MaxTTL.D() {
-		bad("master_timeout", "%v must be well below limits.max_ttl %v (at most a tenth)", c.MasterTimeout.D(), c.Limits.MaxTTL.D())
+	} else if c.Limits.MaxTTL > 0 && c.MasterTimeout*10 > c.Limits.MaxTTL {
+		bad("master_timeout", "%v must be well below limits.max_ttl %v (at most a tenth)", c.MasterTimeout, c.Limits.MaxTTL)
 	}
 	if c.MasterFlushDelay < 0 || (c.MasterTimeout > 0 && c.MasterFlushDelay*10 > c.MasterTimeout) {
 		bad("master_flush_delay", "must be between 0 and a tenth of master_timeout")
@@ -430,9 +417,9 @@ func (c *Config) Validate() error {
 		bad("retry_jitter", "must be between 0 and retry_delay")
 	}
 	if gap := 2 * (c.RetryDelay + c.RetryJitter + c.MasterTimeout); c.Fair.StaleAfter == 0 {
-		c.Fair.StaleAfter = max(Duration(10*time.Second), gap)
+		c.Fair.StaleAfter = max(10*time.Second, gap)
 	} else if c.Fair.StaleAfter < gap {
-		bad("fair.stale_after", "%v must be at least twice retry_delay + retry_jitter + master_timeout (%v): a waiter between two tries would count as gone", c.Fair.StaleAfter.D(), gap.D())
+		bad("fair.stale_after", "%v must be at least twice retry_delay + retry_jitter + master_timeout (%v): a waiter between two tries would count as gone", c.Fair.StaleAfter, gap)
 	}
 	if c.Limits.MaxTTL <= 0 {
 		bad("limits.max_ttl", "must be positive")
@@ -497,11 +484,6 @@ func (c *Config) Validate() error {
 		if t.MinVersion != "" && t.MinVersion != "1.2" && t.MinVersion != "1.3" {
 			bad("tls.min_version", "%q must be \"1.2\" or \"1.3\"", t.MinVersion)
 		}
-	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log_level", "%q must be debug, info, warn or error", c.LogLevel)
 	}
 	return errors.Join(errs...)
 }

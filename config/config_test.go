@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ func TestSampleLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sample config.yaml: %v", err)
 	}
-	if len(cfg.Masters) != 3 || cfg.MasterTimeout.D() != 50*time.Millisecond || cfg.Limits.MaxTTL.D() != time.Hour {
+	if len(cfg.Masters) != 3 || cfg.MasterTimeout != 50*time.Millisecond || cfg.Limits.MaxTTL != time.Hour {
 		t.Fatalf("unexpected sample: %+v", cfg)
 	}
 }
@@ -22,8 +23,18 @@ func TestDefaultsApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Default()
-	if cfg.Listen != want.Listen || cfg.MetaPrefix != "redlock-proxy:" || cfg.RetryDelay != want.RetryDelay || !cfg.RestartQuarantine {
+	if cfg.Listen != want.Listen || cfg.MetaPrefix != "redlock-proxy:" || cfg.RetryDelay != want.RetryDelay || !cfg.RestartQuarantine || cfg.LogLevel != slog.LevelInfo {
 		t.Fatalf("defaults not applied: %+v", cfg)
+	}
+}
+
+// TestLogLevel: the four levels, in any case, as slog reads them.
+func TestLogLevel(t *testing.T) {
+	for in, want := range map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "ERROR": slog.LevelError} {
+		cfg, err := Parse([]byte("masters: [{addr: 'a:1'}]\nlog_level: " + in + "\n"))
+		if err != nil || cfg.LogLevel != want {
+			t.Errorf("log_level %s: %v, %v; want %v", in, cfg, err, want)
+		}
 	}
 }
 
@@ -39,8 +50,8 @@ func TestFairStaleAfterDefault(t *testing.T) {
 		{"masters: [{addr: 'a:1'}]\nfair: {stale_after: 1s}\n", time.Second},
 	} {
 		cfg, err := Parse([]byte(tc.yaml))
-		if err != nil || cfg.Fair.StaleAfter.D() != tc.want {
-			t.Errorf("%q: stale_after %v (%v), want %v", tc.yaml, cfg.Fair.StaleAfter.D(), err, tc.want)
+		if err != nil || cfg.Fair.StaleAfter != tc.want {
+			t.Errorf("%q: stale_after %v (%v), want %v", tc.yaml, cfg.Fair.StaleAfter, err, tc.want)
 		}
 	}
 }
@@ -90,6 +101,8 @@ func TestInvalid(t *testing.T) {
 		{"quorum below majority", "masters: [{addr: 'a:1'}, {addr: 'b:1'}, {addr: 'c:1'}]\nquorum: 1\n", []string{"quorum: 1 is below the majority (2 of 3"}},
 		{"quorum above N", "masters: [{addr: 'a:1'}]\nquorum: 2\n", []string{"quorum: 2 is more than"}},
 		{"bad duration", "masters: [{addr: 'a:1'}]\nmaster_timeout: fast\n", []string{"invalid duration \"fast\""}},
+		{"duration without a unit", "masters: [{addr: 'a:1'}]\nretry_delay: 100\n", []string{"retry_delay: invalid duration \"100\""}},
+		{"bad log level", "masters: [{addr: 'a:1'}]\nlog_level: verbose\n", []string{"log_level: \"verbose\" must be debug, info, warn or error (line 2)"}},
 		{"every reading problem at once, with its key", "masters: [{addr: 'a:1', tls: 3}]\nfoo: 1\nquorum: two\nmaster_timeout: fast\nlimits: {max_ttl: xx, bogus: 2}\nrestart_quarantine: maybe\n",
 			[]string{"masters[0].tls: want a mapping of keys (line 1)", "foo: unknown key (line 2)", "quorum: want an integer, not \"two\" (line 3)",
 				"master_timeout: invalid duration \"fast\"", "limits.max_ttl: invalid duration \"xx\"", "limits.bogus: unknown key (line 5)",

@@ -144,7 +144,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "\n*** DEV MODE: %d embedded in-process masters (miniredis). NOT FOR PRODUCTION: ***\n"+
 			"*** nothing is persisted and every master dies with this process.           ***\n\n", len(devMasters))
 	}
-	quarantine := cfg.Limits.MaxTTL.D()
+	quarantine := cfg.Limits.MaxTTL
 	if !cfg.RestartQuarantine {
 		quarantine = 0
 		log.Warn("restart_quarantine is off: a master that restarts without persistence forgets its locks, and its vote counts again at once, so a second client can be granted a lock that is still held")
@@ -165,7 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		n, err := redisnode.New(redisnode.Options{Addr: m.Addr, Username: m.Username, Password: m.Password, TLS: tlsCfg,
-			FlushDelay: cfg.MasterFlushDelay.D(), Notify: wake.Notify, Logger: log})
+			FlushDelay: cfg.MasterFlushDelay, Notify: wake.Notify, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -177,10 +177,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	eng, err = quorum.New(nodes, quorum.Options{
 		Quorum:         cfg.Quorum,
 		DriftFactor:    cfg.DriftFactor,
-		MasterTimeout:  cfg.MasterTimeout.D(),
-		RetryDelay:     cfg.RetryDelay.D(),
-		RetryJitter:    cfg.RetryJitter.D(),
-		FairStaleAfter: cfg.Fair.StaleAfter.D(),
+		MasterTimeout:  cfg.MasterTimeout,
+		RetryDelay:     cfg.RetryDelay,
+		RetryJitter:    cfg.RetryJitter,
+		FairStaleAfter: cfg.Fair.StaleAfter,
 		KeyPrefix:      cfg.KeyPrefix,
 		MetaPrefix:     cfg.MetaPrefix,
 		Quarantine:     quarantine,
@@ -197,7 +197,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cmds, cmdInfo := commands.AllWithInfo(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL.D(), MaxWait: cfg.Limits.MaxWait.D(), MaxLatchCount: cfg.Limits.MaxArgs,
+	cmds, cmdInfo := commands.AllWithInfo(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL, MaxWait: cfg.Limits.MaxWait, MaxLatchCount: cfg.Limits.MaxArgs,
 		MaxAutoExtend: cfg.Limits.MaxAutoExtendPerConn, Leases: met, DropIn: cfg.DropIn, DropinScripts: met.DropinScript})
 	var unknown func([][]byte) *proxy.Error
 	if cfg.DropIn {
@@ -214,8 +214,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			MaxArgBytes:     cfg.Limits.MaxArgBytes,
 			MaxCommandBytes: cfg.Limits.MaxCommandBytes,
 		},
-		IdleTimeout:    cfg.Limits.IdleTimeout.D(),
-		RequestTimeout: cfg.Limits.RequestTimeout.D(),
+		IdleTimeout:    cfg.Limits.IdleTimeout,
+		RequestTimeout: cfg.Limits.RequestTimeout,
 		Auth:           authOptions(cfg.Auth),
 		TLS:            listenTLS,
 		Info:           append([]proxy.InfoSection{commands.MastersInfo(eng)}, cmdInfo...),
@@ -278,17 +278,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	switch level {
-	case "debug":
-		l = slog.LevelDebug
-	case "warn":
-		l = slog.LevelWarn
-	case "error":
-		l = slog.LevelError
-	default:
-		l = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
