@@ -109,7 +109,8 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 	m.reg.MustRegister(m.commands, m.commandDuration, m.operations, m.opDuration,
 		m.masterRequests, m.masterDuration, m.connections, m.rejected, m.dropped, m.authFailures,
 		m.leaseEvents, m.autoLeases, m.dropinScripts,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector())
 	if status != nil {
 		m.reg.MustRegister(&masterCollector{status: status})
 	}

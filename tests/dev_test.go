@@ -80,6 +80,7 @@ func TestDevMode(t *testing.T) {
 		`redlock_proxy_operations_total{op="lock",outcome="ok"} 1`,
 		`redlock_proxy_master_up{master=`,
 		`# HELP redlock_proxy_client_connections`,
+		`go_build_info{checksum=`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
