@@ -251,3 +251,48 @@ func TestParseSemAcquire(t *testing.T) {
 		}
 	}
 }
+
+// TestValidity: a grant is replied only with at least a millisecond of
+// validity left and its client still there; otherwise it is given back
+// (abandon) and the reply is the not-granted one.
+func TestValidity(t *testing.T) {
+	live, gone := context.Background(), func() context.Context {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx
+	}()
+	now := time.Now()
+	tests := []struct {
+		name        string
+		ctx         context.Context
+		validity    time.Duration
+		decided     time.Time
+		want        int64
+		wantAbandon bool
+	}{
+		{"valid", live, 10 * time.Second, now, 10000, false},
+		{"lapsed while waiting to be written", live, time.Second, now.Add(-2 * time.Second), 0, true},
+		{"less than a millisecond left", live, 1500 * time.Microsecond, now.Add(-time.Millisecond), 0, true},
+		{"client left", gone, 10 * time.Second, now, 0, true},
+	}
+	for _, tc := range tests {
+		l := &quorum.Lease{Token: "t", Resources: []string{"r"}, Validity: tc.validity, Decided: tc.decided}
+		abandoned := 0
+		v, ok := validity(tc.ctx, l, func(_ context.Context, got *quorum.Lease) {
+			if got != l {
+				t.Errorf("%s: abandoned another lease", tc.name)
+			}
+			abandoned++
+		})
+		if tc.wantAbandon {
+			if ok || abandoned != 1 {
+				t.Errorf("%s: replied %d (ok %v), abandoned %d times; want given back once", tc.name, v, ok, abandoned)
+			}
+			continue
+		}
+		// A few milliseconds pass between decided and now on a slow machine.
+		if !ok || abandoned != 0 || v > tc.want || v < tc.want-1000 {
+			t.Errorf("%s: %d (ok %v), abandoned %d times; want about %d", tc.name, v, ok, abandoned, tc.want)
+		}
+	}
+}
