@@ -227,8 +227,8 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, problems *[]error) {
 	}
 	switch {
 	case t == reflect.TypeOf(slog.Level(0)):
-		var l slog.Level
-		if n.Kind != yaml.ScalarNode || l.UnmarshalText([]byte(n.Value)) != nil {
+		// The four names only (slog would also take "info+2").
+		if n.Kind != yaml.ScalarNode || !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(n.Value)) {
 			bad("%q must be debug, info, warn or error", n.Value)
 		}
 	case t == reflect.TypeOf(time.Duration(0)):
@@ -236,6 +236,10 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, problems *[]error) {
 			bad("want a duration such as 50ms, 30s, 1h")
 		} else if _, err := time.ParseDuration(n.Value); err != nil {
 			bad("invalid duration %q (use Go syntax such as 50ms, 30s, 1h)", n.Value)
+		} else {
+			// A bare 0 is a valid duration but a YAML integer, which yaml.v3
+			// refuses for a time.Duration: decode it as the string it is.
+			n.Tag = "!!str"
 		}
 	case t.Kind() == reflect.Struct:
 		if n.Kind != yaml.MappingNode {

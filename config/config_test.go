@@ -28,7 +28,15 @@ func TestDefaultsApply(t *testing.T) {
 	}
 }
 
-// TestLogLevel: the four levels, in any case, as slog reads them.
+// TestZeroDuration: a bare 0 is a duration (0s), as Go's syntax has it.
+func TestZeroDuration(t *testing.T) {
+	cfg, err := Parse([]byte("masters: [{addr: 'a:1'}]\nmaster_flush_delay: 0\nlimits: {idle_timeout: 0, request_timeout: '5s'}\n"))
+	if err != nil || cfg.MasterFlushDelay != 0 || cfg.Limits.IdleTimeout != 0 || cfg.Limits.RequestTimeout != 5*time.Second {
+		t.Fatalf("%+v, %v", cfg, err)
+	}
+}
+
+// TestLogLevel: the four levels, in any case.
 func TestLogLevel(t *testing.T) {
 	for in, want := range map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "ERROR": slog.LevelError} {
 		cfg, err := Parse([]byte("masters: [{addr: 'a:1'}]\nlog_level: " + in + "\n"))
@@ -103,6 +111,7 @@ func TestInvalid(t *testing.T) {
 		{"bad duration", "masters: [{addr: 'a:1'}]\nmaster_timeout: fast\n", []string{"invalid duration \"fast\""}},
 		{"duration without a unit", "masters: [{addr: 'a:1'}]\nretry_delay: 100\n", []string{"retry_delay: invalid duration \"100\""}},
 		{"bad log level", "masters: [{addr: 'a:1'}]\nlog_level: verbose\n", []string{"log_level: \"verbose\" must be debug, info, warn or error (line 2)"}},
+		{"log level offset", "masters: [{addr: 'a:1'}]\nlog_level: info+2\n", []string{"log_level: \"info+2\" must be debug, info, warn or error"}},
 		{"every reading problem at once, with its key", "masters: [{addr: 'a:1', tls: 3}]\nfoo: 1\nquorum: two\nmaster_timeout: fast\nlimits: {max_ttl: xx, bogus: 2}\nrestart_quarantine: maybe\n",
 			[]string{"masters[0].tls: want a mapping of keys (line 1)", "foo: unknown key (line 2)", "quorum: want an integer, not \"two\" (line 3)",
 				"master_timeout: invalid duration \"fast\"", "limits.max_ttl: invalid duration \"xx\"", "limits.bogus: unknown key (line 5)",
