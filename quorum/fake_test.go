@@ -215,8 +215,10 @@ func (f *fakeNode) unhold() {
 // strand makes every request for script wait until unhold, out of order
 // with this master's other requests, which land at once: a request left
 // on a connection that was replaced while later ones go out on the new
-// one. Its caller sees no answer (the engine's timeout). Each stranded
-// request is reported on the returned channel when it arrives.
+// one. Its caller sees no answer: Send's completion waits for unhold, and
+// the engine's round timer answers for it (a stranded Eval ignores its
+// context, down and delay). Each stranded request is reported on the
+// returned channel when it arrives.
 func (f *fakeNode) strand(script string) <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
