@@ -41,9 +41,10 @@ clients:
 # same 5 local redis-server masters (needs redis-server): cycles/s,
 # latencies and CPU per cycle at 1, 16 and 64 clients and contended,
 # multi-resource locks, semaphores, fair locks, pipelined clients
-# (redis-benchmark), idle-connection memory, cost of masters. About 12
-# minutes; one section alone with `go run ./cmd/redlock-bench -only cycles`
-# (cycles, multi, sem, fair, pipeline, idle or scale); see
+# (redis-benchmark), what a cycle's scripts cost a master, idle-connection
+# memory, cost of masters. About 12 minutes; one section alone with
+# `go run ./cmd/redlock-bench -only cycles` (cycles, multi, sem, fair,
+# pipeline, scripts, idle or scale); see
 # cmd/redlock-bench -h for the knobs.
 bench:
 	$(GO) run ./cmd/redlock-bench

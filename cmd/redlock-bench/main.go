@@ -8,13 +8,14 @@
 // sequential RLOCKs), semaphores (RSEMACQUIRE + RSEMRELEASE at limits 1, 10
 // and 100 beside RLOCK cycles), fair locks (16 waiters on one resource with
 // RFAIRLOCK beside RLOCK: hand-off latency and how evenly grants go round),
-// pipelined clients (redis-benchmark with and without -P 16), the proxy's
-// memory with many idle client connections and its throughput as the
-// number of masters grows.
+// pipelined clients (redis-benchmark with and without -P 16), what a
+// cycle's scripts cost a master apart from the network (beside the direct
+// client's commands), the proxy's memory with many idle client connections
+// and its throughput as the number of masters grows.
 //
 //	go run ./cmd/redlock-bench                 # everything, 5 local masters
 //	go run ./cmd/redlock-bench -quick          # a short smoke run
-//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, fair, pipeline, idle or scale
+//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, fair, pipeline, scripts, idle or scale
 //	go run ./cmd/redlock-bench -proxy-bin-b /tmp/old-proxy -only cycles   # an earlier build beside this one
 //
 // It starts redis-server processes on free loopback ports and the proxy

@@ -22,7 +22,8 @@ import (
 // cpu) and the commands its scripts ran (INFO commandstats) are divided by
 // the cycles. Three cycles, interleaved within each repeat: the proxy's
 // scripts (lock_acquire and lock_release with the keys and arguments of an
-// RLOCK without WAIT), the floor of any script (two scripts that return at
+// RLOCK without WAIT and its RUNLOCK, under the default prefixes and the
+// engine's FenceLag of 1s), the floor of any script (two scripts that return at
 // once, same keys and arguments) and the direct client's commands (SET NX
 // PX, then the compare-and-delete script).
 func scriptCost(dir string, repeat int) error {
@@ -51,11 +52,11 @@ func scriptCost(dir string, repeat int) error {
 		}
 		return func(p redis.Pipeliner, r string, fence int, second bool) {
 			if !second {
-				acq.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "fence-lag", meta + "fence-hwm", meta + "lease-hwm", meta + "rw:" + r + ":w"},
-					"token-"+r, "10000", strconv.Itoa(fence), "5000", "0", "")
+				acq.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "fence-lag", meta + "fence-hwm", meta + "lease-hwm", meta + "rw-w:" + r},
+					"token-"+r, "10000", strconv.Itoa(fence), "1000", "0", "")
 				return
 			}
-			rel.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "fence-lag"}, "token-"+r, meta+"released:"+r)
+			rel.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "fence-lag", meta + "fairq:" + r}, "token-"+r, meta+"released:"+r)
 		}
 	}
 	rows := []struct {
@@ -66,7 +67,7 @@ func scriptCost(dir string, repeat int) error {
 		{"floor: two scripts that return at once", proxyCycle(true)},
 		{"direct: SET NX PX + compare-and-delete", func(p redis.Pipeliner, r string, _ int, second bool) {
 			if !second {
-				p.SetNX(ctx, r, "token-"+r, 10*time.Second)
+				p.Do(ctx, "SET", r, "token-"+r, "NX", "PX", 10000)
 				return
 			}
 			directRel.EvalSha(ctx, p, []string{r}, "token-"+r)
