@@ -702,13 +702,17 @@ func TestMultiLockContention(t *testing.T) {
 		wg     sync.WaitGroup
 		errs   = make(chan error, workers)
 	)
-	deadline := time.Now().Add(time.Duration(soak(t)) * 3 * time.Second)
+	// A number of cycles, not a time: enough contention on every machine.
+	// The deadline only stops a run that stalls (it is about 20 times what
+	// this takes on two cores).
+	target := int64(soak(t)) * 1000
+	deadline := time.Now().Add(time.Duration(soak(t)) * time.Minute)
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c := clients[w%2]
-			for time.Now().Before(deadline) {
+			for cycles.Load() < target && time.Now().Before(deadline) {
 				pick := rand.Perm(len(resources))
 				set := []string{resources[pick[0]], resources[pick[1]]}
 				g, ok, err := tryMultiLock(c, 2000, 2, set[0], set[1], "WAIT", 3000)
@@ -751,8 +755,8 @@ func TestMultiLockContention(t *testing.T) {
 		}
 	}
 	t.Logf("%d multi-lock cycles by %d workers on 2 proxies", cycles.Load(), workers)
-	if n := cycles.Load(); n < 1000 {
-		t.Fatalf("only %d cycles, want at least 1000", n)
+	if n := cycles.Load(); n < target {
+		t.Fatalf("only %d of %d cycles before the deadline: a stall", n, target)
 	}
 	waitFor(t, time.Second, "no lock key left", func() bool { return len(cl.lockKeys(t)) == 0 })
 }
