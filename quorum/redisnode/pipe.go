@@ -116,11 +116,7 @@ const maxBatch = 32
 // entry of the queue, at the place of its requests.
 func (p *pipe) evalScript(s *script, keys, args []string, done func(any, error)) {
 	r := request{script: s, keys: keys, args: args, done: done}
-	p.mu.Lock()
-	if p.err != nil {
-		err := p.err
-		p.mu.Unlock()
-		done(nil, err)
+	if !p.lockOpen(done) {
 		return
 	}
 	if p.writing && s.batch != nil {
@@ -196,12 +192,22 @@ func (p *pipe) encodeBatch(r request) {
 }
 
 // command sends a plain command (PING, SCRIPT...).
-func (p *pipe) command(args []string, done func(any, error)) {
+// lockOpen takes p.mu and reports true while the connection has not
+// failed; once it has, it releases the lock, answers done with the
+// failure and reports false.
+func (p *pipe) lockOpen(done func(any, error)) bool {
 	p.mu.Lock()
 	if p.err != nil {
 		err := p.err
 		p.mu.Unlock()
 		done(nil, err)
+		return false
+	}
+	return true
+}
+
+func (p *pipe) command(args []string, done func(any, error)) {
+	if !p.lockOpen(done) {
 		return
 	}
 	p.closeOpen()
