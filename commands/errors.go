@@ -14,7 +14,6 @@ var (
 	errEmptyResource = proxy.Errorf("resource name must not be empty")
 	errTokenLen      = proxy.Errorf("token must be 1 to %d bytes", MaxTokenLen)
 	errWaitNegative  = proxy.Errorf("timeout is negative")
-	errWaitRange     = proxy.Errorf("timeout is out of range")
 )
 
 // MapError is the single table from engine errors to RESP errors. The proxy

@@ -26,7 +26,7 @@ func latchName(a *proxy.Args) (string, error) {
 // latchCommands are RLATCH, RLATCHDOWN, RLATCHWAIT and RLATCHCOUNT.
 func latchCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 	maxCount := max(lim.MaxLatchCount, 1)
-	errCount := proxy.Errorf("count must be 1 to %d", maxCount)
+	errCount := proxy.Errorf("count must be 1 to %d (limits.max_args)", maxCount)
 	return []*proxy.Command{
 		{
 			Name: "rlatch", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,

@@ -112,8 +112,12 @@ func ttl(a *proxy.Args, name string, lim Limits) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n <= 0 || n > lim.MaxTTL.Milliseconds() {
+	if n <= 0 {
 		return 0, proxy.Errorf("invalid expire time in '%s' command", name)
+	}
+	if n > lim.MaxTTL.Milliseconds() {
+		// Redis's wording first, then the bound that refused it.
+		return 0, proxy.Errorf("invalid expire time in '%s' command (limits.max_ttl is %v)", name, lim.MaxTTL)
 	}
 	return time.Duration(n) * time.Millisecond, nil
 }
@@ -130,7 +134,7 @@ func wait(a *proxy.Args, lim Limits) (time.Duration, error) {
 		return 0, errWaitNegative
 	}
 	if n > lim.MaxWait.Milliseconds() {
-		return 0, errWaitRange
+		return 0, proxy.Errorf("timeout is out of range (limits.max_wait is %v)", lim.MaxWait)
 	}
 	return time.Duration(n) * time.Millisecond, nil
 }

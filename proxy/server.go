@@ -510,6 +510,10 @@ func WrongArity(name string) *Error {
 	return Errorf("wrong number of arguments for '%s' command", name)
 }
 
+// UnknownCommand is Redis's error for a command it does not know, with
+// the start of its arguments, for an Options.Unknown that adds to it.
+func UnknownCommand(args [][]byte) *Error { return unknownCommand(args) }
+
 func unknownCommand(args [][]byte) *Error {
 	var b []byte
 	for _, a := range args[1:] {

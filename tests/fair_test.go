@@ -145,7 +145,7 @@ func TestFairLockReplies(t *testing.T) {
 		{"ERR resource name must not be empty", []any{"RFAIRLOCK", "", 1000}},
 		{"ERR value is not an integer or out of range", []any{"RFAIRLOCK", "doc", "x"}},
 		{"ERR invalid expire time in 'rfairlock' command", []any{"RFAIRLOCK", "doc", 0}},
-		{"ERR invalid expire time in 'rfairlock' command", []any{"RFAIRLOCK", "doc", 3600001}},
+		{"ERR invalid expire time in 'rfairlock' command (limits.max_ttl is 1h0m0s)", []any{"RFAIRLOCK", "doc", 3600001}},
 		{"ERR timeout is negative", []any{"RFAIRLOCK", "doc", 1000, "WAIT", -1}},
 		{"ERR syntax error", []any{"RFAIRLOCK", "doc", 1000, "WAIT"}},
 		{"ERR syntax error", []any{"RFAIRLOCK", "doc", 1000, "WAIT", 1, "WAIT", 1}},

@@ -133,13 +133,13 @@ func TestBadInput(t *testing.T) {
 		{[]any{"RLOCK", "r", "99999999999999999999"}, "ERR value is not an integer or out of range"},
 		{[]any{"RLOCK", "r", 0}, "ERR invalid expire time in 'rlock' command"},
 		{[]any{"RLOCK", "r", -5}, "ERR invalid expire time in 'rlock' command"},
-		{[]any{"RLOCK", "r", 60001}, "ERR invalid expire time in 'rlock' command"},
+		{[]any{"RLOCK", "r", 60001}, "ERR invalid expire time in 'rlock' command (limits.max_ttl is 1m0s)"},
 		{[]any{"REXTEND", "r", "t", 0}, "ERR invalid expire time in 'rextend' command"},
 		{[]any{"REXTEND", "r", "t", "x"}, "ERR value is not an integer or out of range"},
 		{[]any{"RLOCK", "r", 1000, "WAIT"}, "ERR syntax error"},
 		{[]any{"RLOCK", "r", 1000, "WAIT", "soon"}, "ERR value is not an integer or out of range"},
 		{[]any{"RLOCK", "r", 1000, "WAIT", -1}, "ERR timeout is negative"},
-		{[]any{"RLOCK", "r", 1000, "WAIT", 10001}, "ERR timeout is out of range"},
+		{[]any{"RLOCK", "r", 1000, "WAIT", 10001}, "ERR timeout is out of range (limits.max_wait is 10s)"},
 		{[]any{"RLOCK", "r", 1000, "NX"}, "ERR syntax error"},
 		{[]any{"RLOCK", "r", 1000, "WAIT", 1, "WAIT", 1}, "ERR syntax error"},
 		{[]any{"RLOCK", "r", 1000, "TOKEN"}, "ERR syntax error"},
@@ -150,6 +150,7 @@ func TestBadInput(t *testing.T) {
 		{[]any{"RUNLOCK", "r", long}, "ERR token must be 1 to 128 bytes"},
 		{[]any{"RLOCK", "redlock-proxy:fence:r", 1000}, "ERR resource name is reserved"},
 		{[]any{"RLOCKX", "a", "b"}, "ERR unknown command 'RLOCKX', with args beginning with: 'a' 'b' "},
+		{[]any{"GET", "x"}, "ERR unknown command 'GET', with args beginning with: 'x' (served in drop-in mode: set dropin: true in the configuration, see docs/PROTOCOL.md, Drop-in mode)"},
 		{[]any{"SELECT", 1}, "ERR DB index is out of range"},
 	}
 	for _, tc := range tests {

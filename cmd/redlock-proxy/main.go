@@ -199,7 +199,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmds, cmdInfo := commands.AllWithInfo(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL, MaxWait: cfg.Limits.MaxWait, MaxLatchCount: cfg.Limits.MaxArgs,
 		MaxAutoExtend: cfg.Limits.MaxAutoExtendPerConn, Leases: met, DropIn: cfg.DropIn, DropinScripts: met.DropinScript})
-	var unknown func([][]byte) *proxy.Error
+	unknown := commands.PlainUnknown()
 	if cfg.DropIn {
 		unknown = commands.DropinUnknown
 	}
