@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,31 +21,9 @@ import (
 // nothing else, and takes a lock through it. It also reads /metrics,
 // /healthz and /readyz.
 func TestDevMode(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, _ := ln.(*net.TCPListener).File()
-	addr := ln.Addr().String()
-	log := &syncBuffer{}
-	cmd := exec.Command(proxyBin, "--dev", "--listen-fd", "3", "--metrics-listen", "127.0.0.1:0")
-	cmd.ExtraFiles = []*os.File{f}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	ln.Close()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("proxy log:\n%s", log.String())
-		}
-	})
+	addr, log := startDev(t, "--metrics-listen", "127.0.0.1:0")
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	waitFor(t, 10*time.Second, "the dev proxy to answer", func() bool { return c.Ping(context.Background()).Err() == nil })
 	if !strings.Contains(log.String(), "DEV MODE") || !strings.Contains(log.String(), "NOT FOR PRODUCTION") {
 		t.Errorf("dev mode is not announced as such:\n%s", log.String())
 	}
@@ -86,4 +66,130 @@ func TestDevMode(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+}
+
+// startDev starts the proxy as `make run` does (--dev, embedded masters)
+// on a free port, with extra flags, and returns its address once it
+// answers, and its log.
+func startDev(t *testing.T, extra ...string) (string, *syncBuffer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := ln.(*net.TCPListener).File()
+	addr := ln.Addr().String()
+	log := &syncBuffer{}
+	cmd := exec.Command(proxyBin, append([]string{"--dev", "--listen-fd", "3"}, extra...)...)
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	ln.Close()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("proxy log:\n%s", log.String())
+		}
+	})
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	waitFor(t, 10*time.Second, "the dev proxy to answer", func() bool { return c.Ping(context.Background()).Err() == nil })
+	return addr, log
+}
+
+// TestDevModeExpiry: the embedded masters of --dev expire keys with the
+// wall clock, as real masters do: a lock, a semaphore permit and a latch
+// are there until their ttl has passed (not before) and gone after it,
+// and the scripts that take them again see them gone.
+func TestDevModeExpiry(t *testing.T) {
+	addr, _ := startDev(t, "--metrics-listen", "off")
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	defer c.Close()
+	const ttl = 500 * time.Millisecond
+	ms := ttl.Milliseconds()
+
+	// held reports RLOCKINFO's held field and ttl_ms.
+	info := func(resource string) (int64, int64) {
+		t.Helper()
+		arr, ok := do(t, c, "RLOCKINFO", resource).([]any)
+		if !ok || len(arr) < 4 {
+			t.Fatalf("RLOCKINFO %s = %#v", resource, arr)
+		}
+		return arr[1].(int64), arr[3].(int64)
+	}
+	// stillThere runs check, which says whether a grant sent at sent is
+	// still live, and fails the test if it says no while its reply came
+	// back within the ttl of sent: then the grant cannot have expired yet.
+	stillThere := func(sent time.Time, what string, check func() error) {
+		t.Helper()
+		err := check()
+		switch {
+		case time.Since(sent) >= ttl:
+			t.Logf("%s: the check came back after the ttl (a slow machine): it proves nothing about early expiry (%v)", what, err)
+		case err != nil:
+			t.Fatalf("%s, before its ttl passed: %v", what, err)
+		}
+	}
+
+	sent := time.Now()
+	if _, ok := rlock(t, c, "dev:lock", ms); !ok {
+		t.Fatal("RLOCK not granted")
+	}
+	semSent := time.Now()
+	if v := do(t, c, "RSEMACQUIRE", "dev:sem", 1, ms); v == nil {
+		t.Fatal("RSEMACQUIRE not granted")
+	}
+	latchSent := time.Now()
+	if v := do(t, c, "RLATCH", "dev:latch", 2, ms); v != int64(1) {
+		t.Fatalf("RLATCH = %v", v)
+	}
+
+	time.Sleep(ttl / 2)
+	stillThere(sent, "lock", func() error {
+		if _, ok := rlock(t, c, "dev:lock", ms); ok {
+			return errors.New("RLOCK granted again")
+		}
+		held, left := info("dev:lock")
+		if held != 1 || left <= 0 || left > ms {
+			return fmt.Errorf("RLOCKINFO: held %d ttl_ms %d, want 1 and in (0, %d]", held, left, ms)
+		}
+		// The masters' clock moves: halfway through, less than the whole
+		// ttl is left (the bug was a ttl_ms that stayed at 500).
+		if left >= ms-int64(ttl/4/time.Millisecond) {
+			return fmt.Errorf("RLOCKINFO halfway says ttl_ms %d of %d: the masters' clock does not move", left, ms)
+		}
+		return nil
+	})
+	stillThere(semSent, "permit", func() error {
+		if v := do(t, c, "RSEMCOUNT", "dev:sem"); v != int64(1) {
+			return fmt.Errorf("RSEMCOUNT = %v, want 1", v)
+		}
+		return nil
+	})
+	stillThere(latchSent, "latch", func() error {
+		if v := do(t, c, "RLATCHCOUNT", "dev:latch"); v != int64(2) {
+			return fmt.Errorf("RLATCHCOUNT = %v, want 2", v)
+		}
+		return nil
+	})
+
+	// Past the ttl (and the proxy's second of fence lag has no say in it).
+	time.Sleep(time.Until(latchSent.Add(ttl + 100*time.Millisecond)))
+	if held, left := info("dev:lock"); held != 0 || left != -1 {
+		t.Fatalf("RLOCKINFO after the ttl: held %d ttl_ms %d, want 0 and -1", held, left)
+	}
+	if _, ok := rlock(t, c, "dev:lock", ms); !ok {
+		t.Fatal("RLOCK not granted after the first grant expired")
+	}
+	if v := do(t, c, "RSEMCOUNT", "dev:sem"); v != int64(0) {
+		t.Fatalf("RSEMCOUNT after the ttl = %v, want 0", v)
+	}
+	if v := do(t, c, "RSEMACQUIRE", "dev:sem", 1, ms); v == nil {
+		t.Fatal("RSEMACQUIRE not granted after the first permit expired")
+	}
+	expectErr(t, c, "ERR no such latch", "RLATCHCOUNT", "dev:latch")
 }

@@ -106,13 +106,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("--dev and --config exclude each other")
 	case f.dev:
 		cfg = config.Default()
-		for range max(f.devMasters, 1) {
-			m := miniredis.NewMiniRedis()
-			if err := m.Start(); err != nil {
-				return fmt.Errorf("dev master: %w", err)
-			}
+		if devMasters, err = startDevMasters(f.devMasters); err != nil {
+			return err
+		}
+		for _, m := range devMasters {
 			defer m.Close()
-			devMasters = append(devMasters, m)
 			cfg.Masters = append(cfg.Masters, config.Master{Addr: m.Addr()})
 		}
 	case f.config != "":
