@@ -6,7 +6,7 @@ GO      ?= go
 PKGS    := ./...
 FUZZTIME ?= 60s
 
-.PHONY: run test build vet fmt check fuzz soak clients bench bench-quick clean examples
+.PHONY: run test build vet fmt check fuzz soak clients bench bench-quick clean examples dropin
 
 run:
 	$(GO) run ./cmd/redlock-proxy --dev
@@ -36,6 +36,21 @@ vet:
 # Node.js clients (ioredis, node-redis v4/v5/v6, node-redlock v5) for the real-client tests.
 clients:
 	cd tests/clients && npm install --no-audit --no-fund --no-package-lock
+
+# The drop-in corpus (issue 24): lock libraries and hand-written idioms,
+# unchanged, through two dropin proxies on 5 redis-server masters, against
+# one plain redis-server as the baseline; prints a table. Installs its
+# Node.js libraries (tests/dropin) and the nested Go modules
+# (tests/dropin/go) first. One row: make dropin DROPIN_RUN=redis-py-lock
+DROPIN_RUN ?=
+DROPIN_PARALLEL ?= 2
+dropin:
+	cd tests/dropin && npm install --no-audit --no-fund --no-package-lock --legacy-peer-deps
+	cd tests/dropin/go/loop && $(GO) mod download
+	cd tests/dropin/go && $(GO) mod download
+	cd tests/dropin/go/redsync411 && $(GO) mod download
+	REDLOCK_DROPIN=1 $(GO) test -count=1 -v -timeout 20m -parallel $(DROPIN_PARALLEL) \
+		-run 'TestDropinCorpus/rows/$(DROPIN_RUN)' ./tests
 
 # The proxy beside go-redsync and Redlock written directly on rueidis on the
 # same 5 local redis-server masters (needs redis-server): cycles/s,

@@ -1,0 +1,265 @@
+// Command dropin-go runs the Go workers of the drop-in corpus
+// (tests/dropin_corpus_test.go): go-redis with the docs' idiom, go-redsync
+// v4.18 with its goredis, redigo and rueidis pools, bsm/redislock,
+// rueidislock, and Spring Integration's RedisLockRegistry protocol written
+// out with go-redis. go-redsync v4.11 is in ./redsync411 (a module of its
+// own: one build cannot hold two minor versions of one module).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"dropin/loop"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	rsredigo "github.com/go-redsync/redsync/v4/redis/redigo"
+	rsrueidis "github.com/go-redsync/redsync/v4/redis/rueidis"
+	redigo "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidiscompat"
+	"github.com/redis/rueidis/rueidislock"
+)
+
+func main() {
+	loop.Main(map[string]loop.Row{
+		"redisio-goredis":      redisio,
+		"redsync-4.18-goredis": redsyncRow(goredisPool),
+		"redsync-4.18-redigo":  redsyncRow(redigoPool),
+		"redsync-4.18-rueidis": redsyncRow(rueidisPool),
+		"bsm-redislock":        bsm,
+		"rueidislock":          rueidisLock,
+		"spring-shape":         springShape(),
+	})
+}
+
+// redisio: SET NX PX and the docs' release script, by EVAL (even workers)
+// or go-redis's Script (EVALSHA first, EVAL on NOSCRIPT; odd workers).
+func redisio(ctx context.Context, addr string, w, cycles int, critical loop.Critical) error {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	script := redis.NewScript(loop.Release)
+	for i := range cycles {
+		tok := fmt.Sprintf("%d-%d-%d", w, i, time.Now().UnixNano())
+		if err := loop.Retry(ctx, "SET NX PX", func() (bool, error) { return c.SetNX(ctx, loop.Resource, tok, 10*time.Second).Result() }); err != nil {
+			return err
+		}
+		if err := critical(ctx, i); err != nil {
+			return err
+		}
+		var got int64
+		var err error
+		if w%2 == 0 {
+			got, err = c.Eval(ctx, loop.Release, []string{loop.Resource}, tok).Int64()
+		} else {
+			got, err = script.Run(ctx, c, []string{loop.Resource}, tok).Int64()
+		}
+		if err != nil {
+			return fmt.Errorf("release script: %w", err)
+		}
+		if got != 1 {
+			return fmt.Errorf("the release script answered %d, want 1", got)
+		}
+	}
+	return nil
+}
+
+func goredisPool(addr string) (rsredis.Pool, func()) {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	return rsgoredis.NewPool(c), func() { c.Close() }
+}
+
+func redigoPool(addr string) (rsredis.Pool, func()) {
+	p := &redigo.Pool{MaxIdle: 4, Dial: func() (redigo.Conn, error) { return redigo.Dial("tcp", addr) }}
+	return rsredigo.NewPool(p), func() { p.Close() }
+}
+
+func rueidisPool(addr string) (rsredis.Pool, func()) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+	if err != nil {
+		return nil, func() {}
+	}
+	return rsrueidis.NewPool(rueidiscompat.NewAdapter(c)), c.Close
+}
+
+// redsyncRow: go-redsync given one pool on the lock address: Lock, Extend,
+// Unlock.
+func redsyncRow(pool func(addr string) (rsredis.Pool, func())) loop.Row {
+	return func(ctx context.Context, addr string, w, cycles int, critical loop.Critical) error {
+		p, closer := pool(addr)
+		if p == nil {
+			return errors.New("the rueidis client did not connect")
+		}
+		defer closer()
+		rs := redsync.New(p)
+		for i := range cycles {
+			m := rs.NewMutex(loop.Resource, redsync.WithExpiry(10*time.Second), redsync.WithTries(6000),
+				redsync.WithRetryDelay(5*time.Millisecond))
+			if err := m.LockContext(ctx); err != nil {
+				return fmt.Errorf("Lock: %w", err)
+			}
+			if ok, err := m.ExtendContext(ctx); !ok || err != nil {
+				return fmt.Errorf("Extend: %v, %w", ok, err)
+			}
+			if err := critical(ctx, i); err != nil {
+				return err
+			}
+			if ok, err := m.UnlockContext(ctx); !ok || err != nil {
+				return fmt.Errorf("Unlock: %v, %w", ok, err)
+			}
+		}
+		return nil
+	}
+}
+
+// bsm: Obtain (retrying every 5 ms), obtain again with the same Token (a
+// holder's retry), TTL, Refresh, Release.
+func bsm(ctx context.Context, addr string, w, cycles int, critical loop.Critical) error {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	locker := redislock.New(c)
+	for i := range cycles {
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		l, err := locker.Obtain(octx, loop.Resource, 10*time.Second, &redislock.Options{
+			RetryStrategy: redislock.LinearBackoff(5 * time.Millisecond),
+		})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("Obtain: %w", err)
+		}
+		again, err := locker.Obtain(ctx, loop.Resource, 10*time.Second, &redislock.Options{Token: l.Token()})
+		if err != nil {
+			return fmt.Errorf("Obtain with the holder's Token: %w", err)
+		}
+		if d, err := again.TTL(ctx); err != nil || d <= 0 {
+			return fmt.Errorf("TTL: %v, %w", d, err)
+		}
+		if err := again.Refresh(ctx, 10*time.Second, nil); err != nil {
+			return fmt.Errorf("Refresh: %w", err)
+		}
+		if err := critical(ctx, i); err != nil {
+			return err
+		}
+		if err := again.Release(ctx); err != nil {
+			return fmt.Errorf("Release: %w", err)
+		}
+	}
+	return nil
+}
+
+// rueidisLock: rueidislock with its default options (client-side caching
+// on), WithContext and its cancel.
+func rueidisLock(ctx context.Context, addr string, w, cycles int, critical loop.Critical) error {
+	locker, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption: rueidis.ClientOption{InitAddress: []string{addr}},
+	})
+	if err != nil {
+		return fmt.Errorf("NewLocker: %w", err)
+	}
+	defer locker.Close()
+	for i := range cycles {
+		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		lctx, cancel, err := locker.WithContext(wctx, loop.Resource)
+		if err != nil {
+			wcancel()
+			return fmt.Errorf("WithContext: %w", err)
+		}
+		err = critical(lctx, i)
+		if lctx.Err() != nil && err == nil {
+			err = fmt.Errorf("the lock's context ended while held: %w", context.Cause(lctx))
+		}
+		cancel()
+		wcancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Spring Integration's RedisLockRegistry cannot run here (no JVM, no Maven
+// Central): springShape reproduces its protocol, with scripts of our own
+// writing of the same shape as the registry's. One registry per lock
+// address, each with its client id; a registry's threads take its local
+// lock first, then the Redis lock with the obtain script (re-entrant for
+// the same client id: it renews), spinning every 5 ms; unlock with an
+// UNLINK of the key if it still holds the client id.
+const (
+	springObtain = `local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return true
+elseif not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return true
+end
+return false`
+	springUnlock = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('UNLINK', KEYS[1])
+end
+return false`
+)
+
+type springRegistry struct {
+	clientID string
+	local    sync.Mutex
+	redis    *redis.Client
+}
+
+func springShape() loop.Row {
+	var mu sync.Mutex
+	registries := map[string]*springRegistry{}
+	// registry returns the registry of half h of the workers on addr (on
+	// the baseline both halves share one server, and still have a
+	// registry each).
+	registry := func(addr string, h int) *springRegistry {
+		mu.Lock()
+		defer mu.Unlock()
+		k := fmt.Sprintf("%s#%d", addr, h)
+		r, ok := registries[k]
+		if !ok {
+			r = &springRegistry{
+				clientID: fmt.Sprintf("client-%d-%d", len(registries), time.Now().UnixNano()),
+				redis:    redis.NewClient(&redis.Options{Addr: addr}),
+			}
+			registries[k] = r
+		}
+		return r
+	}
+	obtain, unlock := redis.NewScript(springObtain), redis.NewScript(springUnlock)
+	return func(ctx context.Context, addr string, w, cycles int, critical loop.Critical) error {
+		reg := registry(addr, w%2)
+		for i := range cycles {
+			reg.local.Lock()
+			err := loop.Retry(ctx, "obtain", func() (bool, error) {
+				v, err := obtain.Run(ctx, reg.redis, []string{loop.Resource}, reg.clientID, 10000).Int64()
+				if errors.Is(err, redis.Nil) {
+					return false, nil
+				}
+				return v == 1, err
+			})
+			if err == nil {
+				err = critical(ctx, i)
+			}
+			if err == nil {
+				var n int64
+				n, err = unlock.Run(ctx, reg.redis, []string{loop.Resource}, reg.clientID).Int64()
+				if err == nil && n != 1 {
+					err = fmt.Errorf("the unlock script answered %d, want 1", n)
+				}
+			}
+			reg.local.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
