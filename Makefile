@@ -11,14 +11,14 @@ FUZZTIME ?= 60s
 run:
 	$(GO) run ./cmd/redlock-proxy --dev
 
+# One package at a time (-p 1): the engine's unit tests count 50 ms master
+# timeouts, which the proxies of tests/ running beside them on 2 cores can
+# starve.
 test:
 	@command -v redis-server >/dev/null || { \
 	  echo "!!! WARNING: redis-server not found: integration tests run against EMBEDDED miniredis"; \
 	  echo "!!! masters, NOT real Redis, and tests that need real masters are skipped."; \
 	  echo "!!! Install redis-server (apt-get install -y redis-server) for the real test."; }
-	# One package at a time: the engine's unit tests count 50 ms master
-	# timeouts, which the proxies of tests/ running beside them on 2 cores
-	# can starve.
 	$(GO) test -race -count=1 -p 1 -timeout 9m $(PKGS)
 
 build:
@@ -31,7 +31,18 @@ examples:
 
 vet:
 	$(GO) vet $(PKGS)
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+# The static checks CI runs before the tests: go vet, gofmt, staticcheck
+# (installed into bin/ at the pinned version on first use) and go mod tidy.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := bin/staticcheck
+check: vet
+	@$(STATICCHECK) -version 2>/dev/null | grep -qF '($(patsubst v%,%,$(STATICCHECK_VERSION)))' || { \
+	  echo "installing staticcheck $(STATICCHECK_VERSION) into bin/"; \
+	  GOBIN=$(CURDIR)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); }
+	$(STATICCHECK) $(PKGS)
+	$(GO) mod tidy -diff
 
 # Node.js clients (ioredis, node-redis v4/v5/v6, node-redlock v5) for the real-client tests.
 clients:

@@ -15,12 +15,24 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
+# The first python3 that imports redis-py: the one on PATH (a virtualenv's),
+# else the system's (Debian's python3-redis installs for /usr/bin/python3).
+python=""
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c 'import redis' 2>/dev/null; then python=$p; break; fi
+done
+
 failed=0
 run() {
   echo "== $*"
   if ! "$@"; then echo "!! FAILED: $*"; failed=1; fi
 }
-run /usr/bin/python3 python/locks.py "$port"
+if [ -n "$python" ]; then
+  run "$python" python/locks.py "$port"
+else
+  echo "!! FAILED: no python3 imports redis-py (pip install redis, or apt-get install python3-redis)"
+  failed=1
+fi
 if [ ! -d node/node_modules/ioredis ]; then (cd node && npm install --no-audit --no-fund --no-package-lock >/dev/null); fi
 run node node/locks.js "$port"
 (cd go && run $GO run . "$port")
