@@ -132,6 +132,22 @@
 // master and return the max" without the write-back is not monotonic: two
 // grants can meet on a master that never saw the first grant's maximum.)
 //
+// A retry of the holder keeps its fence. When every lock key of a request
+// already holds its token on a master (a TOKEN retry of a grant whose
+// reply was lost), the script gives each resource the value its fence key
+// holds instead of a new one: the retry is the same grant, and answers
+// the same fence (README, TOKEN). The arguments above still hold, because
+// they are about acquisitions that take a key no one holds: on that
+// master the token has held the key continuously since such an
+// acquisition, whose fence was above every fence stored there before, and
+// the fence key only rose since (write-backs of this grant). A grant to
+// another token in between cannot have been granted where the key held
+// this token, so every master of its fence quorum gave this token the key
+// again afterwards, with a fence above it. A retry that takes a key fresh
+// on some master gets a new, higher fence there, and the grant's fence (the
+// quorum's maximum) may then be higher than the first reply's; it is never
+// lower.
+//
 // FenceLag is a constant of the version, not a setting: the argument needs
 // every proxy to write fence keys with at least the lifetime that every
 // proxy gives fence-lag. Expiry is measured by each master's own clock,

@@ -26,6 +26,8 @@
 -- it in the fence key for ttl + lag ms, raises the sequence, and returns
 -- {1, sequence, fence_1, ..., fence_n}. Else changes nothing and returns
 -- {0, sequence}. See quorum/doc.go, "Fencing", for why this is monotonic.
+-- When every lock key holds the token already, each resource keeps the
+-- fence its key holds (the same grant, retried) instead of a new one.
 -- A lock key holding "" is held by readers (no token is empty).
 -- raise sets the master's lease high-water mark (the master's time in ms
 -- at which the longest-lived grant it holds expires) to now + ttl if that
@@ -117,7 +119,11 @@ for i = 1, n do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
   local c = base
   local cur = redis.call('GET', KEYS[n + i])
-  if cur and tonumber(cur) + 1 > c then
+  if mine and cur then
+    -- The token holds every key already (a TOKEN retry): the same grant
+    -- keeps its fence (quorum/doc.go, "Fencing").
+    c = tonumber(cur)
+  elseif cur and tonumber(cur) + 1 > c then
     c = tonumber(cur) + 1
   end
   redis.call('SET', KEYS[n + i], string.format('%d', c), 'PX', keep)

@@ -1,0 +1,62 @@
+package quorum
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestTokenRetryKeepsFence: an acquire retried with the same TOKEN while
+// its grant is held answers the same fences (it is the same grant); a
+// grant to another token afterwards still gets higher fences, and so does
+// the same token once its grant was released.
+func TestTokenRetryKeepsFence(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	req := LockRequest{Resources: []string{"a", "b"}, TTL: time.Minute, Token: "t"}
+	first, err := c.eng.Lock(ctx, req)
+	if err != nil || first == nil {
+		t.Fatalf("lock: %v %v", first, err)
+	}
+	for i := range 3 {
+		again, err := c.eng.Lock(ctx, req)
+		if err != nil || again == nil {
+			t.Fatalf("retry %d: %v %v", i, again, err)
+		}
+		if !slices.Equal(again.Fences, first.Fences) {
+			t.Fatalf("retry %d: fences %v, the grant it repeats has %v", i, again.Fences, first.Fences)
+		}
+	}
+	// One master lost the key (it expired there early): the retry takes
+	// it fresh on that master, with a higher fence there, and the grant's
+	// fence is the highest of the quorum: never below the first.
+	c.nodes[0].del("a")
+	partial, err := c.eng.Lock(ctx, req)
+	if err != nil || partial == nil {
+		t.Fatalf("retry after a lost key: %v %v", partial, err)
+	}
+	for j := range first.Fences {
+		if partial.Fences[j] < first.Fences[j] {
+			t.Fatalf("retry after a lost key: fences %v below %v", partial.Fences, first.Fences)
+		}
+	}
+	if held, err := c.eng.Unlock(ctx, req.Resources, "t"); !held || err != nil {
+		t.Fatalf("unlock: %v %v", held, err)
+	}
+	for _, tok := range []string{"other", "t"} {
+		next, err := c.eng.Lock(ctx, LockRequest{Resources: req.Resources, TTL: time.Minute, Token: tok})
+		if err != nil || next == nil {
+			t.Fatalf("lock %s: %v %v", tok, next, err)
+		}
+		for j := range partial.Fences {
+			if next.Fences[j] <= partial.Fences[j] {
+				t.Fatalf("new grant to %s: fences %v not above %v", tok, next.Fences, partial.Fences)
+			}
+		}
+		partial = next
+		if held, err := c.eng.Unlock(ctx, req.Resources, tok); !held || err != nil {
+			t.Fatalf("unlock %s: %v %v", tok, held, err)
+		}
+	}
+}
