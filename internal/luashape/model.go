@@ -1,0 +1,652 @@
+package luashape
+
+import (
+	"math"
+	"strconv"
+	"strings"
+)
+
+// entry is one key of the modelled Redis.
+type entry struct {
+	idx  int  // KEYS index, 1-based
+	kind byte // 's' string, 'z' sorted set, 0 not yet used
+
+	// A string key.
+	init    string // symbolic runs: "absent", "argv" (holds ARGV[hi]) or "other"
+	hi      int
+	present bool
+	val     value // string or *sym
+	val0    value // the value it started with
+	ttl     value // remaining ms (float64 or *sym); nil: no expiry
+	valSet  bool
+	ttlSet  bool
+	readTTL bool
+	wrote   stmt // the first statement that wrote it
+
+	// A sorted set (a semaphore): whether the client's members are in it.
+	zmine    int // 0 not asked yet, 1 in it, 2 not
+	zcard    value
+	zadds    []value
+	zrems    []value
+	zttl     value
+	zdeleted bool
+}
+
+// pub is one PUBLISH a run made.
+type pub struct{ ch, msg value }
+
+// model is the one Redis a script runs against: symbolically while
+// recognising (each key's initial state is a choice point), concretely
+// when computing a reply from the state the quorum reported.
+type model struct {
+	keys  []value // KEYS: sym atoms, or the client's strings
+	nargv int
+	ents  map[int]*entry
+	now   value // ms since the epoch: sym NOW or float64
+	pubs  []pub
+}
+
+func okStatus(s string) *table { return &table{hash: map[any]value{"ok": s}} }
+func errTable(s string) *table { return &table{hash: map[any]value{"err": s}} }
+func wrongArgs(cmd string) error {
+	return &redisError{"ERR wrong number of arguments for '" + strings.ToLower(cmd) + "' command"}
+}
+
+var (
+	errNotInt   = &redisError{"ERR value is not an integer or out of range"}
+	errNotFloat = &redisError{"ERR value is not a valid float"}
+	errSyntax   = &redisError{"ERR syntax error"}
+)
+
+// argText returns a command argument as Redis receives it: strings as they
+// are, numbers as Lua formats them.
+func (in *interp) argText(v value) (value, error) {
+	switch v := in.resolve(v).(type) {
+	case string:
+		return v, nil
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1e18 {
+			return strconv.FormatInt(int64(v), 10), nil
+		}
+		return strconv.FormatFloat(v, 'g', 17, 64), nil
+	case *sym:
+		return &sym{e: v.e}, nil
+	}
+	return nil, &redisError{"ERR Lua redis lib command arguments must be strings or integers"}
+}
+
+// ent returns the entry for a key argument; keys other than KEYS are refused.
+func (in *interp) ent(k value, kind byte) (*entry, error) {
+	m := in.m
+	idx := 0
+	switch k := k.(type) {
+	case *sym:
+		if k.e.op == "KEYS" {
+			idx = k.e.i
+		}
+	case string:
+		if !in.symbolic {
+			for i, s := range m.keys {
+				if s == k {
+					idx = i + 1
+					break
+				}
+			}
+		} else {
+			return nil, in.refuse("touches key '%s', which is not in KEYS", k)
+		}
+	}
+	if idx == 0 {
+		return nil, in.refuse("touches a key that is not one of KEYS")
+	}
+	e := m.ents[idx]
+	if e == nil {
+		e = &entry{idx: idx}
+		m.ents[idx] = e
+	}
+	if e.kind == 0 {
+		e.kind = kind
+		if in.symbolic && kind == 's' {
+			c := in.choose(m.nargv + 2)
+			switch {
+			case c == 0:
+				e.init = "absent"
+			case c <= m.nargv:
+				e.init, e.hi, e.present = "argv", c, true
+				e.val, e.ttl = &sym{e: atom("ARGV", c)}, &sym{e: atom("PTTL", idx), num: true}
+			default:
+				e.init, e.present = "other", true
+				e.val, e.ttl = &sym{e: atom("OTHER", idx)}, &sym{e: atom("PTTL", idx), num: true}
+			}
+		}
+		e.val0 = e.val
+		if in.symbolic && kind == 'z' {
+			e.zcard = &sym{e: atom("ZCARD", idx), num: true}
+		}
+	}
+	if kind != 0 && e.kind != kind {
+		return nil, in.refuse("uses one key both as a string and as a sorted set")
+	}
+	return e, nil
+}
+
+// intArg parses an integer argument (ttl, time); symbolic ones pass.
+func (in *interp) intArg(v value) (value, error) {
+	switch v := v.(type) {
+	case *sym:
+		return &sym{e: v.e, num: true}, nil
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, errNotInt
+		}
+		return float64(n), nil
+	}
+	return nil, errNotInt
+}
+
+func (in *interp) optName(v value) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", in.refuse("passes a command option computed from the arguments")
+	}
+	return strings.ToUpper(s), nil
+}
+
+// expiryMs converts a SET/EXPIRE time argument to ms left.
+func (in *interp) expiryMs(unit string, t value) (value, error) {
+	switch unit {
+	case "PX":
+		return t, nil
+	case "EX":
+		return in.arith("*", t, 1000.0)
+	case "PXAT":
+		return in.arith("-", t, in.m.now)
+	case "EXAT":
+		ms, err := in.arith("*", t, 1000.0)
+		if err != nil {
+			return nil, err
+		}
+		return in.arith("-", ms, in.m.now)
+	}
+	return nil, errSyntax
+}
+
+// redisCall runs one command against the model.
+func (in *interp) redisCall(args []value) (value, error) {
+	if len(args) == 0 {
+		return nil, &redisError{"ERR Please specify at least one argument for this redis lib call"}
+	}
+	for i := range args {
+		a, err := in.argText(args[i])
+		if err != nil {
+			return nil, err
+		}
+		args[i] = a
+	}
+	name, ok := args[0].(string)
+	if !ok {
+		return nil, in.refuse("calls redis with a command name computed from the arguments")
+	}
+	cmd := strings.ToUpper(name)
+	a := args[1:]
+	need := func(n int, exact bool) error {
+		if len(a) < n || (exact && len(a) != n) {
+			return wrongArgs(cmd)
+		}
+		return nil
+	}
+	switch cmd {
+	case "GET":
+		if err := need(1, true); err != nil {
+			return nil, err
+		}
+		e, err := in.ent(a[0], 's')
+		if err != nil || !e.present {
+			return false, err
+		}
+		return e.val, nil
+	case "GETRANGE":
+		if err := need(3, true); err != nil {
+			return nil, err
+		}
+		e, err := in.ent(a[0], 's')
+		if err != nil {
+			return nil, err
+		}
+		from, err := in.intArg(a[1])
+		if err != nil {
+			return nil, err
+		}
+		to, err := in.intArg(a[2])
+		if err != nil {
+			return nil, err
+		}
+		if !e.present {
+			return "", nil
+		}
+		return in.substr(e.val, from, to, true)
+	case "EXISTS", "DEL", "UNLINK":
+		if err := need(1, false); err != nil {
+			return nil, err
+		}
+		n := 0.0
+		for _, k := range a {
+			e, err := in.ent(k, 0)
+			if err != nil {
+				return nil, err
+			}
+			if e.kind == 0 {
+				e.kind = 's'
+				in.m.ents[e.idx] = e
+				if in.symbolic {
+					e.kind = 0
+					if e, err = in.ent(k, 's'); err != nil {
+						return nil, err
+					}
+				}
+			}
+			if e.kind == 'z' {
+				if cmd != "EXISTS" {
+					return nil, in.refuse("deletes a sorted set")
+				}
+				n++ // a semaphore in use exists
+				continue
+			}
+			if e.present {
+				n++
+				if cmd != "EXISTS" {
+					e.present, e.val, e.ttl = false, nil, nil
+					if e.wrote == nil {
+						e.wrote = in.cur
+					}
+				}
+			}
+		}
+		return n, nil
+	case "SET", "SETNX", "SETEX", "PSETEX":
+		var k, v value
+		nx, xx, get, keep := false, false, false, false
+		unit, t := "", value(nil)
+		switch cmd {
+		case "SET":
+			if err := need(2, false); err != nil {
+				return nil, err
+			}
+			k, v = a[0], a[1]
+			for i := 2; i < len(a); i++ {
+				o, err := in.optName(a[i])
+				if err != nil {
+					return nil, err
+				}
+				switch o {
+				case "NX":
+					nx = true
+				case "XX":
+					xx = true
+				case "GET":
+					get = true
+				case "KEEPTTL":
+					keep = true
+				case "PX", "EX", "PXAT", "EXAT":
+					if unit != "" || i+1 >= len(a) {
+						return nil, errSyntax
+					}
+					unit, t = o, a[i+1]
+					i++
+				default:
+					return nil, errSyntax
+				}
+			}
+			if (nx && xx) || (keep && unit != "") {
+				return nil, errSyntax
+			}
+		case "SETNX":
+			if err := need(2, true); err != nil {
+				return nil, err
+			}
+			k, v, nx = a[0], a[1], true
+		default:
+			if err := need(3, true); err != nil {
+				return nil, err
+			}
+			k, t, v = a[0], a[1], a[2]
+			unit = map[string]string{"SETEX": "EX", "PSETEX": "PX"}[cmd]
+		}
+		var ms value
+		if unit != "" {
+			n, err := in.intArg(t)
+			if err != nil {
+				return nil, err
+			}
+			if f, ok := n.(float64); ok && f <= 0 {
+				return nil, &redisError{"ERR invalid expire time in '" + strings.ToLower(cmd) + "' command"}
+			}
+			if ms, err = in.expiryMs(unit, n); err != nil {
+				return nil, err
+			}
+		}
+		e, err := in.ent(k, 's')
+		if err != nil {
+			return nil, err
+		}
+		var old value = false
+		if e.present {
+			old = e.val
+		}
+		if (nx && e.present) || (xx && !e.present) {
+			if get {
+				return old, nil
+			}
+			if cmd == "SETNX" {
+				return 0.0, nil
+			}
+			return false, nil
+		}
+		e.present, e.val, e.valSet = true, v, true
+		if !keep {
+			e.ttl, e.ttlSet = ms, true
+		}
+		if e.wrote == nil {
+			e.wrote = in.cur
+		}
+		switch {
+		case get:
+			return old, nil
+		case cmd == "SETNX":
+			return 1.0, nil
+		}
+		return okStatus("OK"), nil
+	case "PEXPIRE", "EXPIRE", "PEXPIREAT", "EXPIREAT":
+		if err := need(2, false); err != nil {
+			return nil, err
+		}
+		n, err := in.intArg(a[1])
+		if err != nil {
+			return nil, err
+		}
+		unit := map[string]string{"PEXPIRE": "PX", "EXPIRE": "EX", "PEXPIREAT": "PXAT", "EXPIREAT": "EXAT"}[cmd]
+		ms, err := in.expiryMs(unit, n)
+		if err != nil {
+			return nil, err
+		}
+		var flag string
+		if len(a) > 3 {
+			return nil, errSyntax
+		}
+		if len(a) == 3 {
+			if flag, err = in.optName(a[2]); err != nil {
+				return nil, err
+			}
+			switch flag {
+			case "NX", "XX", "GT", "LT":
+			default:
+				return nil, &redisError{"ERR Unsupported option " + flag}
+			}
+		}
+		e, err := in.ent(a[0], 0)
+		if err != nil {
+			return nil, err
+		}
+		if e.kind == 0 {
+			e.kind = 0
+			if e, err = in.ent(a[0], 's'); err != nil {
+				return nil, err
+			}
+		}
+		if e.kind == 'z' {
+			e.zttl = ms
+			return 1.0, nil
+		}
+		if !e.present {
+			return 0.0, nil
+		}
+		switch flag {
+		case "NX":
+			if e.ttl != nil {
+				return 0.0, nil
+			}
+		case "XX":
+			if e.ttl == nil {
+				return 0.0, nil
+			}
+		case "GT", "LT":
+			if e.ttl == nil {
+				if flag == "GT" {
+					return 0.0, nil
+				}
+			} else {
+				l, r := e.ttl, ms
+				if flag == "GT" {
+					l, r = ms, e.ttl
+				}
+				ok, err := in.less(l, r, false)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					return 0.0, nil
+				}
+			}
+		}
+		if f, ok := ms.(float64); ok && f <= 0 {
+			e.present, e.val, e.ttl = false, nil, nil
+		} else {
+			e.ttl, e.ttlSet = ms, true
+		}
+		if e.wrote == nil {
+			e.wrote = in.cur
+		}
+		return 1.0, nil
+	case "PTTL", "TTL":
+		if err := need(1, true); err != nil {
+			return nil, err
+		}
+		e, err := in.ent(a[0], 's')
+		if err != nil {
+			return nil, err
+		}
+		e.readTTL = true
+		switch {
+		case !e.present:
+			return -2.0, nil
+		case e.ttl == nil:
+			return -1.0, nil
+		}
+		t := in.resolve(e.ttl)
+		if cmd == "PTTL" {
+			if f, ok := t.(float64); ok {
+				return math.Trunc(f), nil
+			}
+			return t, nil
+		}
+		if f, ok := t.(float64); ok {
+			return math.Floor((f + 500) / 1000), nil
+		}
+		ts := t.(*sym)
+		if ts.e.op == "PTTL" {
+			return &sym{e: atom("TTL", ts.e.i), num: true}, nil
+		}
+		return &sym{e: opaque("ttl", ts.e), num: true}, nil
+	case "PUBLISH":
+		if err := need(2, true); err != nil {
+			return nil, err
+		}
+		in.m.pubs = append(in.m.pubs, pub{ch: a[0], msg: a[1]})
+		return 0.0, nil
+	case "ZCARD":
+		if err := need(1, true); err != nil {
+			return nil, err
+		}
+		e, err := in.ent(a[0], 'z')
+		if err != nil {
+			return nil, err
+		}
+		if e.zcard == nil {
+			return 0.0, nil
+		}
+		return e.zcard, nil
+	case "ZSCORE":
+		if err := need(2, true); err != nil {
+			return nil, err
+		}
+		e, err := in.ent(a[0], 'z')
+		if err != nil {
+			return nil, err
+		}
+		if in.mine(e) {
+			if in.symbolic {
+				return &sym{e: atom("SCORE", e.idx)}, nil
+			}
+			return "1", nil
+		}
+		return false, nil
+	case "ZADD":
+		if err := need(3, false); err != nil {
+			return nil, err
+		}
+		e, err := in.ent(a[0], 'z')
+		if err != nil {
+			return nil, err
+		}
+		rest := a[1:]
+		for len(rest) > 0 {
+			o, ok := rest[0].(string)
+			if !ok {
+				break
+			}
+			switch strings.ToUpper(o) {
+			case "NX", "XX", "GT", "LT", "CH":
+				rest = rest[1:]
+				continue
+			}
+			break
+		}
+		if len(rest) == 0 || len(rest)%2 != 0 {
+			return nil, errSyntax
+		}
+		for i := 0; i < len(rest); i += 2 {
+			if s, ok := rest[i].(string); ok {
+				if _, ok := str2number(s); !ok && s != "+inf" && s != "-inf" {
+					return nil, errNotFloat
+				}
+			}
+			e.zadds = append(e.zadds, rest[i+1])
+		}
+		if in.symbolic && e.zmine == 0 {
+			return &sym{e: opaque("zadd", atom("ZCARD", e.idx)), num: true}, nil
+		}
+		if in.mine(e) {
+			return 0.0, nil
+		}
+		return float64(len(rest) / 2), nil
+	case "ZREM":
+		if err := need(2, false); err != nil {
+			return nil, err
+		}
+		e, err := in.ent(a[0], 'z')
+		if err != nil {
+			return nil, err
+		}
+		e.zrems = append(e.zrems, a[1:]...)
+		if in.symbolic && e.zmine == 0 {
+			return &sym{e: opaque("zrem", atom("ZCARD", e.idx)), num: true}, nil
+		}
+		if in.mine(e) {
+			return float64(len(a) - 1), nil
+		}
+		return 0.0, nil
+	case "ZREMRANGEBYSCORE":
+		if err := need(3, true); err != nil {
+			return nil, err
+		}
+		if lo, ok := a[1].(string); !ok || (lo != "-inf" && lo != "0") {
+			return nil, in.refuse("removes sorted-set members other than expired ones")
+		}
+		if _, err := in.ent(a[0], 'z'); err != nil {
+			return nil, err
+		}
+		return 0.0, nil
+	}
+	return nil, in.refuse("calls %s, which is not a lock operation", cmd)
+}
+
+// mine reports whether the client's members are in a semaphore's set.
+func (in *interp) mine(e *entry) bool {
+	if e.zmine == 0 {
+		if !in.symbolic {
+			e.zmine = 2
+		} else {
+			e.zmine = 1 + in.choose(2)
+		}
+	}
+	return e.zmine == 1
+}
+
+// substr is GETRANGE (redisIdx) or string.sub on a value.
+func (in *interp) substr(s, from, to value, redisIdx bool) (value, error) {
+	from, to = in.resolve(from), in.resolve(to)
+	if str, ok := in.resolve(s).(string); ok {
+		f, fok := toNumber(from)
+		t, tok := toNumber(to)
+		if fok && tok {
+			n := float64(len(str))
+			if redisIdx {
+				if f < 0 {
+					f += n
+				}
+				if t < 0 {
+					t += n
+				}
+				f, t = math.Max(f, 0), math.Min(t, n-1)
+				if f > t || n == 0 {
+					return "", nil
+				}
+				return str[int(f) : int(t)+1], nil
+			}
+			if f < 0 {
+				f = n + f + 1
+			}
+			if t < 0 {
+				t = n + t + 1
+			}
+			f, t = math.Max(f, 1), math.Min(t, n)
+			if f > t {
+				return "", nil
+			}
+			return str[int(f)-1 : int(t)], nil
+		}
+	}
+	var base *sx
+	switch v := in.resolve(s).(type) {
+	case string:
+		base = strPart(v)
+	case *sym:
+		base = v.e
+	default:
+		return nil, in.errf("bad argument #1 to 'sub' (string expected, got %s)", typeName(s))
+	}
+	// A prefix: from the first byte to a given length.
+	fe, fc, _ := symNum(from)
+	te, tc, tok := symNum(to)
+	first := 1.0
+	if redisIdx {
+		first = 0
+	}
+	if fe == nil && fc == first && tok {
+		n := te
+		var c float64
+		if redisIdx {
+			n, c = linAdd(te, 1, nil, 0, tc+1)
+		} else if te == nil {
+			c = tc
+		}
+		if n == nil {
+			n = numConst(c)
+		}
+		e := &sx{op: "prefix", kids: []*sx{base, n}}
+		e.key = "prefix(" + base.key + "," + n.key + ")"
+		return &sym{e: e}, nil
+	}
+	return &sym{e: opaque("sub", base, numSx(fe, fc), numSx(te, tc))}, nil
+}

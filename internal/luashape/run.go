@@ -1,0 +1,521 @@
+package luashape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Declaration is an operator's description of a script the recogniser
+// cannot place (config dropin_scripts). Indexes are 1-based.
+type Declaration struct {
+	Shape     Kind   // acquire, release, extend, check, semacquire, semrelease, semextend
+	Reentrant bool   // acquire: a key already holding the value is refreshed
+	Key       int    // KEYS index of the key (semaphore name); 0: every KEYS
+	Value     int    // ARGV index of the value (semaphore token)
+	TTL       int    // ARGV index of the ttl (acquire, extend, semacquire, semextend)
+	TTLUnit   string // "ms" (default) or "s"
+	Limit     int    // ARGV index of the semaphore's limit (semacquire)
+	Count     int    // ARGV index of the permits taken (semacquire); 0: one
+	// Replies: Done when the operation took effect (check: the pttl in
+	// ms is answered instead), Failed otherwise. Defaults 1 and 0.
+	Done, Failed any
+}
+
+// Declare builds a shape from a declaration.
+func Declare(d Declaration) (*Shape, error) {
+	switch d.Shape {
+	case Acquire, Extend, SemAcquire, SemExtend:
+		if d.TTL < 1 {
+			return nil, fmt.Errorf("%s needs the ARGV index of the ttl", d.Shape)
+		}
+	case Release, Check, SemRelease:
+	default:
+		return nil, fmt.Errorf("unknown shape %q (acquire, release, extend, check, semacquire, semrelease, semextend)", d.Shape)
+	}
+	if d.Value < 1 {
+		return nil, errors.New("the ARGV index of the value is needed")
+	}
+	if d.TTLUnit != "" && d.TTLUnit != "ms" && d.TTLUnit != "s" {
+		return nil, fmt.Errorf("ttl unit %q: ms or s", d.TTLUnit)
+	}
+	if d.Shape == SemAcquire && d.Limit < 1 {
+		return nil, errors.New("semacquire needs the ARGV index of the limit")
+	}
+	if d.Key < 0 || d.Value > 64 || d.TTL > 64 || d.Limit > 64 || d.Count > 64 || d.Key > 64 {
+		return nil, errors.New("index out of range")
+	}
+	if d.Done == nil {
+		d.Done = int64(1)
+	}
+	if d.Failed == nil {
+		d.Failed = int64(0)
+	}
+	return &Shape{Kind: d.Shape, Reentrant: d.Reentrant, Value: d.Value, decl: &d}, nil
+}
+
+// Run executes the shape with the client's KEYS and ARGV against ops and
+// returns the reply the script would have given on one Redis holding the
+// quorum's state: int64, string, nil, []any, Status, or ScriptError
+// inside an array. A script error (bad arguments, a Lua error, an
+// {err=...} reply) is returned as a ScriptError error; it is found, where
+// the arguments alone decide it, before ops is called. Absolute expiries
+// are converted with ops's Clock when it has one, else time.Now.
+func (s *Shape) Run(ctx context.Context, ops Ops, keys, argv []string) (any, error) {
+	now := time.Now()
+	if c, ok := ops.(Clock); ok {
+		now = c.Now()
+	}
+	if s.decl != nil {
+		return s.runDeclared(ctx, ops, keys, argv)
+	}
+	r := &runner{s: s, keys: keys, argv: argv, now: float64(now.UnixMilli())}
+	switch s.Kind {
+	case Acquire:
+		return r.acquire(ctx, ops)
+	case Release, Extend:
+		return r.releaseOrExtend(ctx, ops)
+	case Check:
+		return r.check(ctx, ops)
+	default:
+		return r.sem(ctx, ops)
+	}
+}
+
+type runner struct {
+	s    *Shape
+	keys []string
+	argv []string
+	now  float64
+}
+
+// start is the state of one key for a concrete run.
+type start struct {
+	present bool
+	val     string
+	ttl     float64 // ms; <0: no expiry
+	zmine   bool
+	zcard   float64
+}
+
+// replay runs the script concretely against one Redis whose keys start as
+// st says (nil: absent).
+func (r *runner) replay(st func(idx int) start) (value, *model, error) {
+	keys := make([]value, len(r.keys))
+	for i, k := range r.keys {
+		keys[i] = k
+	}
+	argv := make([]value, len(r.argv))
+	for i, a := range r.argv {
+		argv[i] = a
+	}
+	m := &model{keys: keys, nargv: len(argv), ents: map[int]*entry{}, now: r.now}
+	sem := r.s.Kind == SemAcquire || r.s.Kind == SemRelease || r.s.Kind == SemExtend
+	for i := range r.keys {
+		x := st(i + 1)
+		e := &entry{idx: i + 1, kind: 's', init: "absent"}
+		if sem {
+			e.kind, e.zcard, e.zmine = 'z', x.zcard, 2
+			if x.zmine {
+				e.zmine = 1
+			}
+		} else if x.present {
+			e.init, e.present, e.val, e.val0 = "other", true, x.val, x.val
+			if x.ttl >= 0 {
+				e.ttl = x.ttl
+			}
+		}
+		m.ents[i+1] = e
+	}
+	in := &interp{c: r.s.c, m: m, globals: newGlobals(keys, argv)}
+	ret, err := in.run()
+	return ret, m, err
+}
+
+// scriptErr converts a concrete run's failure to the error reply Redis gives.
+func scriptErr(err error) error {
+	var re *redisError
+	var le *luaError
+	var rf *refusal
+	switch {
+	case errors.As(err, &re):
+		return ScriptError(re.msg)
+	case errors.As(err, &le):
+		return ScriptError("ERR " + le.Error())
+	case errors.As(err, &rf):
+		return ScriptError("ERR drop-in: the script " + rf.msg)
+	case errors.Is(err, errSteps{}):
+		return ScriptError("ERR drop-in: the script runs too long")
+	}
+	return ScriptError("ERR drop-in: " + err.Error())
+}
+
+// finish converts the reply of the run that matches the quorum's state and
+// delivers its PUBLISHes.
+func (r *runner) finish(ctx context.Context, ops Ops, st func(int) start) (any, error) {
+	ret, m, err := r.replay(st)
+	if err != nil {
+		return nil, scriptErr(err)
+	}
+	for _, p := range m.pubs {
+		ch, ok1 := p.ch.(string)
+		msg, ok2 := p.msg.(string)
+		if ok1 && ok2 {
+			if err := ops.Publish(ctx, ch, msg); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return convert(ret, true)
+}
+
+// convert turns a Lua value into a reply as Redis does.
+func convert(v value, top bool) (any, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case bool:
+		if v {
+			return int64(1), nil
+		}
+		return nil, nil
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return int64(math.MinInt64), nil
+		}
+		return int64(v), nil
+	case string:
+		return v, nil
+	case *table:
+		if e, ok := v.get("err").(string); ok {
+			if top {
+				return nil, ScriptError(e)
+			}
+			return ScriptError(e), nil
+		}
+		if ok, isStr := v.get("ok").(string); isStr {
+			return Status(ok), nil
+		}
+		out := []any{}
+		for _, x := range v.arr {
+			if x == nil {
+				break
+			}
+			c, err := convert(x, false)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+		return out, nil
+	}
+	return nil, ScriptError("ERR drop-in: the script returned a value it cannot convert")
+}
+
+func (r *runner) all(x start) func(int) start { return func(int) start { return x } }
+
+// written returns the keys a run changed, with the value and ttl it set.
+func (r *runner) written(m *model, kind string) (keys []string, val string, ttl float64, err error) {
+	ttl = -1
+	for i := 1; i <= len(r.keys); i++ {
+		e := m.ents[i]
+		if e == nil || effectOf(e).kind != kind {
+			continue
+		}
+		keys = append(keys, r.keys[i-1])
+		if kind == "del" {
+			continue
+		}
+		v, _ := e.val.(string)
+		t, ok := e.ttl.(float64)
+		if !ok || t <= 0 {
+			return nil, "", 0, ScriptError("ERR invalid expire time in 'set' command")
+		}
+		if (val != "" && v != val) || (ttl >= 0 && t != ttl) {
+			return nil, "", 0, ScriptError("ERR drop-in: the script sets keys to different values or ttls")
+		}
+		val, ttl = v, t
+	}
+	return keys, val, ttl, nil
+}
+
+// other is the state used when the quorum reports another holder: read
+// from the quorum when the reply depends on it.
+func (r *runner) other(ctx context.Context, ops Ops) (func(int) start, error) {
+	if !r.s.readsOther {
+		return r.all(start{present: true, val: "\x00another holder", ttl: 1}), nil
+	}
+	sts := map[int]start{}
+	for i, k := range r.keys {
+		v, pttl, held, err := ops.Get(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if !held {
+			v, pttl = "\x00another holder", time.Millisecond
+		}
+		sts[i+1] = start{present: true, val: v, ttl: float64(pttl.Milliseconds())}
+	}
+	return func(i int) start { return sts[i] }, nil
+}
+
+func (r *runner) acquire(ctx context.Context, ops Ops) (any, error) {
+	_, m, err := r.replay(r.all(start{}))
+	if err != nil {
+		return nil, scriptErr(err)
+	}
+	keys, val, ttl, err := r.written(m, "set")
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 { // these arguments take nothing: answer as read
+		return r.check(ctx, ops)
+	}
+	granted, err := ops.Acquire(ctx, keys, val, msDuration(ttl), r.s.Reentrant)
+	if err != nil {
+		return nil, err
+	}
+	if granted {
+		return r.finish(ctx, ops, r.all(start{}))
+	}
+	st, err := r.other(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	return r.finish(ctx, ops, st)
+}
+
+func (r *runner) value() string {
+	if r.s.Value >= 1 && r.s.Value <= len(r.argv) {
+		return r.argv[r.s.Value-1]
+	}
+	return ""
+}
+
+func (r *runner) releaseOrExtend(ctx context.Context, ops Ops) (any, error) {
+	if r.s.Value > len(r.argv) { // compared with nil: never equal
+		return r.check(ctx, ops)
+	}
+	mine := start{present: true, val: r.value(), ttl: 1}
+	if r.s.needsPTTL {
+		_, pttl, held, err := ops.Get(ctx, r.keys[0])
+		if err != nil {
+			return nil, err
+		}
+		if held {
+			mine.ttl = float64(pttl.Milliseconds())
+		}
+	}
+	_, m, err := r.replay(r.all(mine))
+	if err != nil {
+		return nil, scriptErr(err)
+	}
+	var st State
+	if keys, _, _, _ := r.written(m, "del"); len(keys) > 0 {
+		// A release, or an extend to a time already past (Redis deletes).
+		if st, err = ops.Release(ctx, keys, r.value()); err != nil {
+			return nil, err
+		}
+	} else {
+		keys, _, ttl, err := r.written(m, "expire")
+		if err != nil {
+			return nil, err
+		}
+		if len(keys) == 0 {
+			return r.check(ctx, ops)
+		}
+		if st, err = ops.Extend(ctx, keys, r.value(), msDuration(ttl)); err != nil {
+			return nil, err
+		}
+	}
+	switch st {
+	case Mine:
+		return r.finish(ctx, ops, r.all(mine))
+	case Absent:
+		return r.finish(ctx, ops, r.all(start{}))
+	}
+	o, err := r.other(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	return r.finish(ctx, ops, o)
+}
+
+// check answers a script that only reads, from the quorum's state.
+func (r *runner) check(ctx context.Context, ops Ops) (any, error) {
+	sts := map[int]start{}
+	for i, k := range r.keys {
+		v, pttl, held, err := ops.Get(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if held {
+			sts[i+1] = start{present: true, val: v, ttl: float64(pttl.Milliseconds())}
+		}
+	}
+	ret, m, err := r.replay(func(i int) start { return sts[i] })
+	if err != nil {
+		return nil, scriptErr(err)
+	}
+	for _, e := range m.ents {
+		if effectOf(e).kind != "none" || len(m.pubs) > 0 {
+			return nil, ScriptError("ERR drop-in: with these arguments the script writes where it was recognised as only reading")
+		}
+	}
+	return convert(ret, true)
+}
+
+func (r *runner) sem(ctx context.Context, ops Ops) (any, error) {
+	if len(r.keys) == 0 {
+		return nil, ScriptError("ERR drop-in: no key")
+	}
+	name, token := r.keys[0], r.value()
+	if r.s.Value > len(r.argv) {
+		return nil, ScriptError("ERR drop-in: the semaphore token is missing")
+	}
+	free := start{zcard: 0}
+	full := start{zcard: math.MaxInt32}
+	mine := start{zmine: true}
+	var st State
+	switch r.s.Kind {
+	case SemAcquire:
+		_, m, err := r.replay(r.all(free))
+		if err != nil {
+			return nil, scriptErr(err)
+		}
+		limit, ok1 := evalSx(r.s.limit, r.argv, nil)
+		count, ok2 := evalSx(r.s.count, r.argv, nil)
+		ttl, ok3 := m.ents[1].zttl.(float64)
+		if !ok1 || !ok2 || limit != math.Trunc(limit) || count != math.Trunc(count) {
+			return nil, ScriptError("ERR drop-in: the semaphore's limit and count must be integers")
+		}
+		if !ok3 || ttl <= 0 {
+			return nil, ScriptError("ERR invalid expire time in 'pexpire' command")
+		}
+		granted, err := ops.SemAcquire(ctx, name, int(limit), int(count), msDuration(ttl), token)
+		if err != nil {
+			return nil, err
+		}
+		if granted {
+			return r.finish(ctx, ops, r.all(free))
+		}
+		return r.finish(ctx, ops, r.all(full))
+	case SemRelease:
+		var err error
+		if st, err = ops.SemRelease(ctx, name, token); err != nil {
+			return nil, err
+		}
+	case SemExtend:
+		_, m, err := r.replay(r.all(mine))
+		if err != nil {
+			return nil, scriptErr(err)
+		}
+		ttl, ok := m.ents[1].zttl.(float64)
+		if !ok || ttl <= 0 {
+			return nil, ScriptError("ERR invalid expire time in 'pexpire' command")
+		}
+		if st, err = ops.SemExtend(ctx, name, token, msDuration(ttl)); err != nil {
+			return nil, err
+		}
+	}
+	if st == Mine {
+		return r.finish(ctx, ops, r.all(mine))
+	}
+	return r.finish(ctx, ops, r.all(free))
+}
+
+// runDeclared runs a declared shape.
+func (s *Shape) runDeclared(ctx context.Context, ops Ops, keys, argv []string) (any, error) {
+	d := s.decl
+	get := func(i int) (string, error) {
+		if i < 1 || i > len(argv) {
+			return "", ScriptError(fmt.Sprintf("ERR drop-in: ARGV[%d] is missing", i))
+		}
+		return argv[i-1], nil
+	}
+	num := func(i int) (int64, error) {
+		a, err := get(i)
+		if err != nil {
+			return 0, err
+		}
+		n, err := strconv.ParseInt(a, 10, 64)
+		if err != nil {
+			return 0, ScriptError("ERR value is not an integer or out of range")
+		}
+		return n, nil
+	}
+	ks := keys
+	if d.Key > 0 {
+		if d.Key > len(keys) {
+			return nil, ScriptError(fmt.Sprintf("ERR drop-in: KEYS[%d] is missing", d.Key))
+		}
+		ks = keys[d.Key-1 : d.Key]
+	}
+	if len(ks) == 0 {
+		return nil, ScriptError("ERR drop-in: no key")
+	}
+	val, err := get(d.Value)
+	if err != nil {
+		return nil, err
+	}
+	var ttl time.Duration
+	if d.TTL > 0 {
+		n, err := num(d.TTL)
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return nil, ScriptError("ERR invalid expire time in 'set' command")
+		}
+		ttl = time.Duration(n) * time.Millisecond
+		if d.TTLUnit == "s" {
+			ttl = time.Duration(n) * time.Second
+		}
+	}
+	reply := func(ok bool) any {
+		if ok {
+			return d.Done
+		}
+		return d.Failed
+	}
+	switch d.Shape {
+	case Acquire:
+		ok, err := ops.Acquire(ctx, ks, val, ttl, d.Reentrant)
+		return reply(ok), err
+	case Release:
+		st, err := ops.Release(ctx, ks, val)
+		return reply(st == Mine), err
+	case Extend:
+		st, err := ops.Extend(ctx, ks, val, ttl)
+		return reply(st == Mine), err
+	case Check:
+		v, pttl, held, err := ops.Get(ctx, ks[0])
+		if err != nil || !held || v != val {
+			return d.Failed, err
+		}
+		return pttl.Milliseconds(), nil
+	case SemAcquire:
+		limit, err := num(d.Limit)
+		if err != nil {
+			return nil, err
+		}
+		count := int64(1)
+		if d.Count > 0 {
+			if count, err = num(d.Count); err != nil {
+				return nil, err
+			}
+		}
+		ok, err := ops.SemAcquire(ctx, ks[0], int(limit), int(count), ttl, val)
+		return reply(ok), err
+	case SemRelease:
+		st, err := ops.SemRelease(ctx, ks[0], val)
+		return reply(st == Mine), err
+	case SemExtend:
+		st, err := ops.SemExtend(ctx, ks[0], val, ttl)
+		return reply(st == Mine), err
+	}
+	return nil, fmt.Errorf("unknown shape %q", d.Shape)
+}

@@ -1,0 +1,666 @@
+// Package luashape recognises a Redis lock script by what it does, so that
+// drop-in mode can run it as a quorum operation.
+//
+// Recognise parses the script (a Lua 5.1 subset: everything lock scripts
+// use, no function definitions) and runs it symbolically against a model
+// of one Redis: the client's KEYS and ARGV are symbols, each key starts
+// free, holding one of the ARGV, or holding another client's value, and
+// every comparison the run cannot decide (an ARGV against a constant, a
+// sorted set's size against a limit) is explored both ways. Whitespace,
+// comments, quoting, local names, redis.call or redis.pcall, command-name
+// case, tonumber/tostring and the order of a comparison's operands do not
+// change what such a run computes. The effects of all the paths (which
+// keys end set, refreshed or deleted, from which state, with which value)
+// are then matched against the lock operations a quorum can run: acquire,
+// release, extend, check, and the semaphore's acquire, release and
+// refresh.
+//
+// Shape.Run runs the quorum operation, then runs the script once more,
+// concretely, against one Redis holding the state the quorum reported, to
+// compute the reply the script would have given.
+package luashape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind names a lock operation.
+type Kind string
+
+// The shapes a script can have.
+const (
+	Acquire    Kind = "acquire"
+	Release    Kind = "release"
+	Extend     Kind = "extend"
+	Check      Kind = "check"
+	SemAcquire Kind = "semacquire"
+	SemRelease Kind = "semrelease"
+	SemExtend  Kind = "semextend"
+)
+
+// State is what a quorum found at a lock's keys.
+type State int
+
+// The states of a lock's keys.
+const (
+	Absent State = iota // no holder
+	Mine                // held with the client's value
+	Other               // held with another value
+)
+
+// Status is a status reply (+OK): what a script's {ok=...} converts to.
+type Status string
+
+// ScriptError is an error reply a script gives (its {err=...}, or the
+// error Redis's Lua raises); the text is the whole reply, code included.
+type ScriptError string
+
+func (e ScriptError) Error() string { return string(e) }
+
+// Ops is what a quorum offers. Acquire grants keys all-or-nothing,
+// re-entrant when asked (a key already holding value gets the new ttl).
+// Release, Extend, SemRelease and SemExtend report the state they found.
+type Ops interface {
+	Acquire(ctx context.Context, keys []string, value string, ttl time.Duration, reentrant bool) (granted bool, err error)
+	Release(ctx context.Context, keys []string, value string) (State, error)
+	Extend(ctx context.Context, keys []string, value string, ttl time.Duration) (State, error)
+	Get(ctx context.Context, key string) (value string, pttl time.Duration, held bool, err error)
+	SemAcquire(ctx context.Context, name string, limit, count int, ttl time.Duration, token string) (bool, error)
+	SemRelease(ctx context.Context, name, token string) (State, error)
+	SemExtend(ctx context.Context, name, token string, ttl time.Duration) (State, error)
+	Publish(ctx context.Context, channel, message string) error
+}
+
+// Clock may be implemented by an Ops to give the time used for absolute
+// expiries (PXAT, EXAT, PEXPIREAT, EXPIREAT); without it Run uses
+// time.Now.
+type Clock interface{ Now() time.Time }
+
+// Shape is a recognised (or declared) lock operation.
+type Shape struct {
+	Kind      Kind
+	Reentrant bool // acquire: a key already holding the value is refreshed
+	// Value is the ARGV index (1-based) of the value compared with the
+	// keys (release, extend, check) or of the semaphore token; 0 when the
+	// script sets a value computed otherwise (acquire).
+	Value int
+
+	c          *chunk
+	needsPTTL  bool // extend: the new expiry depends on the current one
+	readsOther bool // the reply depends on another holder's value or ttl
+	limit      *sx  // semaphore acquire: expressions over ARGV
+	count      *sx
+	decl       *Declaration
+}
+
+// Limits on the symbolic exploration.
+const (
+	maxPaths = 4096
+)
+
+// Recognise parses src and returns its shape, or an error whose text names
+// the first statement it could not place. It never panics.
+func Recognise(src []byte) (s *Shape, err error) {
+	defer func() {
+		if r := recover(); r != nil { // a bug here must refuse, not crash
+			s, err = nil, fmt.Errorf("internal error: %v", r)
+		}
+	}()
+	c, err := parse(string(src))
+	if err != nil {
+		return nil, err
+	}
+	if c.keys == 0 && !c.dynK {
+		return nil, errors.New("uses no KEYS")
+	}
+	nks := []int{c.keys}
+	if c.dynK {
+		nks = []int{max(c.keys, 1), max(c.keys, 2)}
+		if nks[0] == nks[1] {
+			nks = nks[:1]
+		}
+	}
+	nargv := c.argv
+	if c.dynA {
+		nargv++
+	}
+	var paths []*path
+	for _, nk := range nks {
+		ps, err := explore(c, nk, nargv)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, ps...)
+	}
+	return classify(c, paths)
+}
+
+// path is one way through the script in the symbolic model.
+type path struct {
+	nk     int
+	ents   []*entry // by KEYS index
+	pubs   []pub
+	ret    value
+	err    error
+	assume []assumption
+	bind   map[string]float64
+	end    stmt
+}
+
+func explore(c *chunk, nk, nargv int) ([]*path, error) {
+	keys := make([]value, nk)
+	for i := range keys {
+		keys[i] = &sym{e: atom("KEYS", i+1)}
+	}
+	argv := make([]value, nargv)
+	for i := range argv {
+		argv[i] = &sym{e: atom("ARGV", i+1)}
+	}
+	var out []*path
+	var choices []int
+	for {
+		if len(out) >= maxPaths {
+			return nil, errors.New("too many ways through the script")
+		}
+		in := &interp{c: c, symbolic: true, choices: choices, globals: newGlobals(keys, argv)}
+		in.m = &model{keys: keys, nargv: nargv, ents: map[int]*entry{}, now: &sym{e: atom("NOW", 0), num: true}}
+		ret, err := in.run()
+		var rf *refusal
+		if errors.As(err, &rf) {
+			return nil, rf
+		}
+		if errors.Is(err, errSteps{}) {
+			return nil, fmt.Errorf("%s runs too long", at(c, in.cur))
+		}
+		p := &path{nk: nk, pubs: in.m.pubs, ret: ret, err: err, assume: in.assume, bind: in.bind, end: in.cur}
+		for i := 1; i <= nk; i++ {
+			if e := in.m.ents[i]; e != nil {
+				p.ents = append(p.ents, e)
+			}
+		}
+		out = append(out, p)
+		k := len(in.branches) - 1
+		for k >= 0 && in.choices[k]+1 >= in.branches[k] {
+			k--
+		}
+		if k < 0 {
+			return out, nil
+		}
+		choices = append(append([]int(nil), in.choices[:k]...), in.choices[k]+1)
+	}
+}
+
+func at(c *chunk, s stmt) string {
+	if s == nil {
+		return "the script"
+	}
+	return c.describe(s)
+}
+
+// effect is what one path did to one string key.
+type effect struct {
+	e    *entry
+	kind string // none set expire del overwrite
+}
+
+func effectOf(e *entry) effect {
+	if e.kind != 's' {
+		return effect{e: e, kind: "none"}
+	}
+	switch {
+	case e.init == "absent" && e.present:
+		return effect{e, "set"}
+	case e.init == "absent":
+		return effect{e, "none"}
+	case !e.present:
+		return effect{e, "del"}
+	case e.valSet && !sameValue(e.val, e.initVal()):
+		return effect{e, "overwrite"}
+	case e.ttlSet:
+		return effect{e, "expire"}
+	}
+	return effect{e, "none"}
+}
+
+func (e *entry) initVal() value { return e.val0 }
+
+func sameValue(a, b value) bool { return valueKey(a) == valueKey(b) }
+
+// valueKey is a canonical text of a Lua value, symbolic or not.
+func valueKey(v value) string {
+	switch v := v.(type) {
+	case *sym:
+		if v.num {
+			return "n:" + v.e.key
+		}
+		return "s:" + v.e.key
+	case string:
+		return "s:" + strconv.Quote(v)
+	case float64:
+		return "n:#" + fmtNum(v)
+	case *table:
+		var b strings.Builder
+		b.WriteString("{")
+		for _, x := range v.arr {
+			b.WriteString(valueKey(x) + ",")
+		}
+		var ks []string
+		for k, x := range v.hash {
+			ks = append(ks, fmt.Sprint(k)+"="+valueKey(x))
+		}
+		sort.Strings(ks)
+		b.WriteString(strings.Join(ks, ","))
+		b.WriteString("}")
+		return b.String()
+	}
+	return fmt.Sprintf("%T:%v", v, v)
+}
+
+func replyKey(p *path) string {
+	if p.err != nil {
+		return "error:" + p.err.Error()
+	}
+	return valueKey(p.ret)
+}
+
+func classify(c *chunk, paths []*path) (*Shape, error) {
+	var dels, sets, expires []effect
+	var zs []*entry
+	strKeys := false
+	for _, p := range paths {
+		for _, e := range p.ents {
+			if e.kind == 'z' {
+				zs = append(zs, e)
+				continue
+			}
+			strKeys = true
+			ef := effectOf(e)
+			switch ef.kind {
+			case "overwrite":
+				return nil, fmt.Errorf("%s: overwrites a key that holds another value", at(c, e.wrote))
+			case "del", "expire":
+				if e.init == "other" {
+					return nil, fmt.Errorf("%s: changes a key held by another value without comparing it with ARGV", at(c, e.wrote))
+				}
+				if ef.kind == "expire" && e.ttl == nil {
+					return nil, fmt.Errorf("%s: removes a lock's expiry", at(c, e.wrote))
+				}
+				if ef.kind == "del" {
+					dels = append(dels, ef)
+				} else {
+					expires = append(expires, ef)
+				}
+			case "set":
+				if e.ttl == nil {
+					return nil, fmt.Errorf("%s: sets a key without an expiry", at(c, e.wrote))
+				}
+				sets = append(sets, ef)
+			}
+		}
+	}
+	if len(zs) > 0 {
+		if strKeys {
+			return nil, errors.New("uses both a sorted set and string keys")
+		}
+		return classifySem(c, paths)
+	}
+	// Paths that failed with an error must not have written anything.
+	for _, p := range paths {
+		if p.err != nil {
+			for _, e := range p.ents {
+				if effectOf(e).kind != "none" {
+					return nil, fmt.Errorf("%s: can fail after writing", at(c, p.end))
+				}
+			}
+		}
+	}
+	s := &Shape{c: c}
+	switch {
+	case len(dels) > 0:
+		if len(sets)+len(expires) > 0 {
+			return nil, fmt.Errorf("%s: both deletes and sets keys", at(c, dels[0].e.wrote))
+		}
+		s.Kind, s.Value = Release, dels[0].e.hi
+	case len(sets) > 0:
+		s.Kind = Acquire
+		v := sets[0].e.val
+		if vs, ok := v.(*sym); ok && vs.e.op == "ARGV" {
+			s.Value = vs.e.i
+		}
+		for _, ef := range sets {
+			if !sameValue(ef.e.val, v) {
+				return nil, fmt.Errorf("%s: sets keys to different values", at(c, ef.e.wrote))
+			}
+		}
+		for _, ef := range expires {
+			if s.Value == 0 || ef.e.hi != s.Value {
+				return nil, fmt.Errorf("%s: refreshes a key holding ARGV[%d], which is not the value it sets", at(c, ef.e.wrote), ef.e.hi)
+			}
+			s.Reentrant = true
+		}
+	case len(expires) > 0:
+		s.Kind, s.Value = Extend, expires[0].e.hi
+	default:
+		for _, p := range paths {
+			if len(p.pubs) > 0 {
+				return nil, errors.New("publishes without taking, releasing or extending a lock")
+			}
+		}
+		touched := false
+		for _, p := range paths {
+			touched = touched || len(p.ents) > 0
+		}
+		if !touched {
+			return nil, errors.New("reads no key")
+		}
+		s.Kind = Check
+		return s, nil
+	}
+	for _, ef := range append(dels, expires...) {
+		if ef.e.hi != s.Value {
+			return nil, fmt.Errorf("%s: compares keys with ARGV[%d] here and ARGV[%d] elsewhere", at(c, ef.e.wrote), ef.e.hi, s.Value)
+		}
+	}
+	if s.Kind == Extend || s.Kind == Release || s.Reentrant {
+		for _, ef := range expires {
+			if ef.e.ttlSet && ef.e.ttl != nil {
+				if ts, ok := ef.e.ttl.(*sym); ok && (ts.e.has("PTTL") || ts.e.has("TTL")) {
+					s.needsPTTL = true
+				}
+			}
+		}
+	}
+	if s.Value > 0 && s.Kind != Acquire {
+		for _, p := range paths {
+			for _, e := range p.ents {
+				if e.init == "argv" && e.hi == s.Value && s.isTTLArg(e, paths) {
+					return nil, fmt.Errorf("%s: compares keys with ARGV[%d], which is also the expiry", at(c, e.wrote), s.Value)
+				}
+			}
+		}
+	}
+	// All or nothing, and always: where every key is in a state the
+	// operation applies to, every key changes; elsewhere none does (a
+	// release may also delete, key by key, those holding the value).
+	granted, refused := map[int][]*path{}, map[int][]*path{}
+	for _, p := range paths {
+		if p.err != nil {
+			refused[p.nk] = append(refused[p.nk], p)
+			continue
+		}
+		if len(p.ents) == 0 {
+			return nil, fmt.Errorf("%s: a way through the script that reads no key", at(c, p.end))
+		}
+		applies, perKey, all, none := true, true, true, true
+		for _, e := range p.ents {
+			ok := e.init == "argv" && e.hi == s.Value
+			if s.Kind == Acquire {
+				ok = e.init == "absent" || (s.Reentrant && ok)
+			}
+			changed := effectOf(e).kind != "none"
+			applies = applies && ok
+			perKey = perKey && ok == changed
+			all = all && changed
+			none = none && !changed
+		}
+		switch {
+		case applies && all && len(p.ents) == p.nk:
+			granted[p.nk] = append(granted[p.nk], p)
+		case applies:
+			return nil, fmt.Errorf("%s: does not %s every key where it should", at(c, p.end), s.Kind)
+		case none:
+			refused[p.nk] = append(refused[p.nk], p)
+		case s.Kind == Release && perKey:
+		case all:
+			return nil, fmt.Errorf("%s: changes keys in a state it should leave alone", at(c, p.end))
+		default:
+			return nil, fmt.Errorf("%s: changes some keys and not others", at(c, p.end))
+		}
+	}
+	// Run answers from the state the quorum reports: for an acquire, the
+	// reply must not depend on more than whether it was granted.
+	if s.Kind == Acquire {
+		for nk := range granted {
+			if err := sameReply(c, granted[nk], "when it takes the lock"); err != nil {
+				return nil, err
+			}
+			if err := sameReply(c, refused[nk], "when the lock is taken"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, ps := range refused {
+		for _, p := range ps {
+			if k := replyKey(p); strings.Contains(k, "OTHER[") || strings.Contains(k, "PTTL[") || strings.Contains(k, "TTL[") {
+				s.readsOther = true
+			}
+		}
+	}
+	return s, nil
+}
+
+// isTTLArg reports whether ARGV[Value] ends up in an expiry.
+func (s *Shape) isTTLArg(_ *entry, paths []*path) bool {
+	for _, p := range paths {
+		for _, e := range p.ents {
+			if ts, ok := e.ttl.(*sym); ok && e.ttlSet {
+				m := map[string]*sx{}
+				ts.e.atoms(m)
+				if _, ok := m[atom("ARGV", s.Value).key]; ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func sameReply(c *chunk, ps []*path, when string) error {
+	for _, p := range ps[min(1, len(ps)):] {
+		if replyKey(p) != replyKey(ps[0]) {
+			return fmt.Errorf("%s: answers differently %s depending on more than whether the quorum granted it", at(c, p.end), when)
+		}
+	}
+	return nil
+}
+
+// classifySem matches a script on one sorted set: a semaphore.
+func classifySem(c *chunk, paths []*path) (*Shape, error) {
+	s := &Shape{c: c}
+	token := 0
+	noteMember := func(m value) error {
+		ms, ok := m.(*sym)
+		if !ok {
+			return errors.New("uses a sorted-set member that is not built from ARGV")
+		}
+		as := map[string]*sx{}
+		ms.e.atoms(as)
+		t := 0
+		for _, a := range as {
+			if a.op != "ARGV" || t != 0 {
+				return errors.New("uses a sorted-set member that is not built from one ARGV")
+			}
+			t = a.i
+		}
+		if token != 0 && t != token {
+			return fmt.Errorf("uses sorted-set members from ARGV[%d] and ARGV[%d]", token, t)
+		}
+		token = t
+		return nil
+	}
+	adds, rems := false, false
+	for _, p := range paths {
+		if p.err != nil {
+			continue
+		}
+		if len(p.ents) != 1 {
+			return nil, errors.New("uses more than one sorted set")
+		}
+		e := p.ents[0]
+		for _, m := range append(append([]value(nil), e.zadds...), e.zrems...) {
+			if err := noteMember(m); err != nil {
+				return nil, err
+			}
+		}
+		adds = adds || len(e.zadds) > 0
+		rems = rems || len(e.zrems) > 0
+	}
+	if token == 0 {
+		return nil, errors.New("neither adds nor removes sorted-set members")
+	}
+	s.Value = token
+	switch {
+	case adds && rems:
+		return nil, errors.New("both adds and removes sorted-set members")
+	case rems:
+		s.Kind = SemRelease
+		for _, p := range paths {
+			if p.err != nil {
+				continue
+			}
+			if e := p.ents[0]; e.zttl != nil {
+				return nil, errors.New("releases and sets an expiry")
+			}
+		}
+		return s, nil
+	}
+	for _, p := range paths {
+		if p.err != nil {
+			continue
+		}
+		e := p.ents[0]
+		if len(e.zadds) == 0 {
+			continue
+		}
+		if e.zttl == nil {
+			return nil, errors.New("adds sorted-set members without an expiry on the set")
+		}
+		var zc []assumption
+		for _, a := range p.assume {
+			if a.op == "<=" && a.d.has("ZCARD") {
+				zc = append(zc, a)
+			}
+		}
+		switch {
+		case e.zmine == 1 && len(zc) == 0:
+			if s.Kind == SemAcquire {
+				return nil, errors.New("both acquires and refreshes semaphore permits")
+			}
+			s.Kind = SemExtend
+		case e.zmine != 1 && len(zc) == 1 && zc[0].holds:
+			if s.Kind == SemExtend {
+				return nil, errors.New("both acquires and refreshes semaphore permits")
+			}
+			limit, count, err := splitLimit(zc[0].d)
+			if err != nil {
+				return nil, err
+			}
+			if s.limit != nil && (s.limit.key != limit.key || s.count.key != count.key) {
+				return nil, errors.New("compares the set's size with different limits")
+			}
+			n, ok := evalSx(count, nil, p.bind)
+			if !ok || n != float64(len(e.zadds)) {
+				return nil, errors.New("adds a number of members other than the count it checks")
+			}
+			s.Kind, s.limit, s.count = SemAcquire, limit, count
+		default:
+			return nil, errors.New("adds sorted-set members without checking the limit or its own membership")
+		}
+	}
+	if s.Kind == "" {
+		return nil, errors.New("never adds a sorted-set member")
+	}
+	return s, nil
+}
+
+// splitLimit reads "ZCARD + count - limit <= 0".
+func splitLimit(d *sx) (limit, count *sx, err error) {
+	t, cf, c := linTerms(d)
+	var zk string
+	for k, e := range t {
+		if e.op == "ZCARD" {
+			zk = k
+		}
+	}
+	if cf[zk] != 1 {
+		return nil, nil, errors.New("compares the set's size in a way it cannot follow")
+	}
+	lt, lc := map[string]*sx{}, map[string]float64{}
+	ct, cc := map[string]*sx{}, map[string]float64{}
+	for k, v := range cf {
+		switch {
+		case k == zk:
+		case v < 0:
+			lt[k], lc[k] = t[k], -v
+		default:
+			ct[k], cc[k] = t[k], v
+		}
+	}
+	limit, l0 := mkLin(lt, lc, 0)
+	count, c0 := mkLin(ct, cc, c)
+	if limit == nil {
+		limit = numConst(l0)
+	}
+	if count == nil {
+		count = numConst(c0)
+	}
+	return limit, count, nil
+}
+
+// evalSx evaluates a numeric expression over concrete ARGV.
+func evalSx(e *sx, argv []string, bind map[string]float64) (float64, bool) {
+	if v, ok := bind[e.key]; ok {
+		return v, true
+	}
+	switch e.op {
+	case "num":
+		return e.c, true
+	case "ARGV":
+		if e.i < 1 || e.i > len(argv) {
+			return 0, false
+		}
+		return str2number(argv[e.i-1])
+	case "lin":
+		sum := e.c
+		for j, k := range e.kids {
+			v, ok := evalSx(k, argv, bind)
+			if !ok {
+				return 0, false
+			}
+			sum += e.coef[j] * v
+		}
+		return sum, true
+	}
+	return 0, false
+}
+
+// String describes the shape.
+func (s *Shape) String() string {
+	if s == nil {
+		return "<nil>"
+	}
+	b := string(s.Kind)
+	if s.Reentrant {
+		b += " (re-entrant)"
+	}
+	if s.Value > 0 {
+		b += fmt.Sprintf(" value=ARGV[%d]", s.Value)
+	}
+	if s.limit != nil {
+		b += " limit=" + s.limit.key + " count=" + s.count.key
+	}
+	return b
+}
+
+func msDuration(ms float64) time.Duration {
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+var _ = math.Inf
