@@ -177,8 +177,13 @@ func (e *Engine) latchCount(ctx context.Context, k latchKeys) (int, error) {
 }
 
 // LatchWait waits up to wait until the latch is open on a quorum of
-// masters: true when open, false when the wait ran out, ErrNoLatch when
-// the latch does not exist (or expired while waiting).
+// masters: true when open, false when the wait ran out. A latch that does
+// not exist (yet, or any more) is waited for like a closed one, so that a
+// worker that starts before its coordinator created the latch waits for
+// it; only with wait 0 (a check, not a wait) is it ErrNoLatch. Creating a
+// latch never opens it (its count is at least 1), so the waiter needs no
+// wake-up at creation: its tries, every retry delay, find the latch, and
+// the arrival that opens it wakes the waiter as usual.
 func (e *Engine) LatchWait(ctx context.Context, name string, wait time.Duration) (open bool, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("latch_wait", t0, open, err) }()
@@ -191,8 +196,12 @@ func (e *Engine) LatchWait(ctx context.Context, name string, wait time.Duration)
 		switch {
 		case err == nil && left == 0:
 			return true, stepFinal, nil
-		case errors.Is(err, ErrNoLatch):
+		case errors.Is(err, ErrNoLatch) && wait <= 0:
 			return false, stepFinal, err
+		case errors.Is(err, ErrNoLatch):
+			// Not created yet, or expired: wait for it as for a closed
+			// latch; if the wait runs out it answers "not open".
+			return false, stepWait, nil
 		}
 		return false, stepWait, err
 	})

@@ -304,8 +304,14 @@ func TestLatch(t *testing.T) {
 	}) {
 		t.Fatal("the latch outlived its ttl")
 	}
-	if _, err := c.eng.LatchWait(ctx, "go", time.Second); !errors.Is(err, ErrNoLatch) {
-		t.Fatalf("wait on an expired latch: %v", err)
+	if _, err := c.eng.LatchWait(ctx, "go", 0); !errors.Is(err, ErrNoLatch) {
+		t.Fatalf("check (wait 0) of an expired latch: %v", err)
+	}
+	// A wait on a missing latch waits for it to be created: here nobody
+	// does, and the wait runs out.
+	t2 := time.Now()
+	if open, err := c.eng.LatchWait(ctx, "go", 200*time.Millisecond); open || err != nil || time.Since(t2) < 200*time.Millisecond {
+		t.Fatalf("wait on an expired latch: %v %v after %v, want false after the wait", open, err, time.Since(t2))
 	}
 	c.settle()
 	for i, f := range c.nodes {

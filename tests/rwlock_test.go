@@ -303,7 +303,8 @@ func TestReadWriteContention(t *testing.T) {
 
 // TestLatches: creation, count mismatch, an arrival counted once however
 // often and through whichever proxy it is sent, a waiter on the other
-// proxy woken at once by the opening arrival, the missing-latch error,
+// proxy woken at once by the opening arrival, the missing-latch error
+// (RLATCHWAIT waits for a missing latch, and errs only with wait 0),
 // nothing left after the ttl.
 func TestLatches(t *testing.T) {
 	cl := newCluster(t, 5)
@@ -311,7 +312,10 @@ func TestLatches(t *testing.T) {
 	a, b := startProxy(t, cfg).Client(), startProxy(t, cfg).Client()
 	expectErr(t, a, "ERR no such latch", "RLATCHCOUNT", "start")
 	expectErr(t, a, "ERR no such latch", "RLATCHDOWN", "start", "w1")
-	expectErr(t, a, "ERR no such latch", "RLATCHWAIT", "start", 100)
+	expectErr(t, a, "ERR no such latch", "RLATCHWAIT", "start", 0)
+	if v := do(t, a, "RLATCHWAIT", "start", 100); v != int64(0) {
+		t.Fatalf("RLATCHWAIT 100 on a latch not created = %v, want 0 (the wait ran out)", v)
+	}
 	if v := do(t, a, "RLATCH", "start", 3, 3000); v != int64(1) {
 		t.Fatalf("RLATCH = %v", v)
 	}
@@ -361,5 +365,55 @@ func TestLatches(t *testing.T) {
 				t.Errorf("master%d keeps %s", i, k)
 			}
 		}
+	}
+}
+
+// TestLatchWaitBeforeCreate: a worker that waits on a latch before its
+// coordinator created it (RLATCHWAIT on proxy A) is answered 1 once the
+// coordinator creates it and every arrival comes in through proxy B.
+func TestLatchWaitBeforeCreate(t *testing.T) {
+	cl := newCluster(t, 5)
+	cfg := fairConfig(cl)
+	a, b := startProxy(t, cfg).Client(), startProxy(t, cfg).Client()
+	type result struct {
+		v   any
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 1)
+	go func() {
+		v, err := a.Do(context.Background(), "RLATCHWAIT", "job", 10000).Result()
+		got <- result{v, err, time.Now()}
+	}()
+	// The waiter has tried at least once (and found no latch) before the
+	// latch exists: its first count reached every master.
+	waitFor(t, 5*time.Second, "the waiter's first try", func() bool {
+		n := 0
+		for _, rc := range cl.direct {
+			if rc.PubSubNumSub(context.Background(), "redlock-proxy:latch-open:3:job").Val()["redlock-proxy:latch-open:3:job"] >= 1 {
+				n++
+			}
+		}
+		return n == len(cl.direct)
+	})
+	select {
+	case r := <-got:
+		t.Fatalf("RLATCHWAIT answered %v %v before the latch existed", r.v, r.err)
+	default:
+	}
+	if v := do(t, b, "RLATCH", "job", 2, 10000); v != int64(1) {
+		t.Fatalf("RLATCH = %v", v)
+	}
+	do(t, b, "RLATCHDOWN", "job", "w1")
+	t1 := time.Now()
+	if v := do(t, b, "RLATCHDOWN", "job", "w2"); v != int64(0) {
+		t.Fatalf("RLATCHDOWN w2 = %v, want 0", v)
+	}
+	r := <-got
+	if r.v != int64(1) || r.err != nil {
+		t.Fatalf("RLATCHWAIT before RLATCH = %v %v, want 1", r.v, r.err)
+	}
+	if d := r.at.Sub(t1); d > time.Second {
+		t.Fatalf("the waiter answered %v after the latch opened (retry delay 2 s): not woken by the opening arrival", d)
 	}
 }
