@@ -52,16 +52,16 @@ clients:
 # unchanged, through two dropin proxies on 5 redis-server masters, against
 # one plain redis-server as the baseline; prints a table. Installs its
 # Node.js libraries (tests/dropin) and the nested Go modules
-# (tests/dropin/go) first. One row: make dropin DROPIN_RUN=redis-py-lock
+# (tests/dropin/go) first. One row: make dropin DROPIN_RUN='redis-py-lock$$' ($$ is make's $)
 DROPIN_RUN ?=
-DROPIN_PARALLEL ?= 2
+DROPIN_PARALLEL ?= 3
 dropin:
 	cd tests/dropin && npm install --no-audit --no-fund --no-package-lock --legacy-peer-deps
 	cd tests/dropin/go/loop && $(GO) mod download
 	cd tests/dropin/go && $(GO) mod download
 	cd tests/dropin/go/redsync411 && $(GO) mod download
 	REDLOCK_DROPIN=1 $(GO) test -count=1 -v -timeout 20m -parallel $(DROPIN_PARALLEL) \
-		-run 'TestDropinCorpus/rows/$(DROPIN_RUN)' ./tests
+		-run 'TestDropinCorpus/$(DROPIN_RUN)' ./tests
 
 # The proxy beside go-redsync and Redlock written directly on rueidis on the
 # same 5 local redis-server masters (needs redis-server): cycles/s,

@@ -198,7 +198,7 @@ type dropinResult struct {
 }
 
 // TestDropinCorpus runs the corpus: one subtest per row (run one with
-// -run 'TestDropinCorpus/rows/redis-py-lock$'), then a summary table.
+// -run 'TestDropinCorpus/redis-py-lock$'), then a summary table.
 // Knobs: REDLOCK_DROPIN_WORKERS (8), REDLOCK_DROPIN_CYCLES (200),
 // REDLOCK_DROPIN_TIMEOUT (seconds per run of a row's workers, 120).
 func TestDropinCorpus(t *testing.T) {
@@ -212,22 +212,28 @@ func TestDropinCorpus(t *testing.T) {
 
 	var mu sync.Mutex
 	var results []*dropinResult
-	t.Run("rows", func(t *testing.T) {
-		for _, r := range dropinCorpus {
-			t.Run(r.name, func(t *testing.T) {
-				t.Parallel()
-				res := runDropinRow(t, progs, r, workers, cycles, timeout)
-				mu.Lock()
-				results = append(results, res)
-				mu.Unlock()
-			})
-		}
+	// Cleanup runs once every row's subtest, parallel ones included, ended.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		printDropinSummary(t, results, workers, cycles)
 	})
+	for _, r := range dropinCorpus {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			res := runDropinRow(t, progs, r, workers, cycles, timeout)
+			mu.Lock()
+			results = append(results, res)
+			mu.Unlock()
+		})
+	}
+}
+
+func printDropinSummary(t *testing.T, results []*dropinResult, workers, cycles int) {
 	sort.Slice(results, func(i, j int) bool { return rowIndex(results[i].row.name) < rowIndex(results[j].row.name) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "drop-in corpus: %d workers x %d cycles, two proxies on 5 masters\n", workers, cycles)
 	fmt.Fprintf(&b, "%-34s %-6s %-22s %-22s %-22s %-14s %-13s %s\n", "row", "result", "baseline (1 redis)", "proxy", "2 of 5 paused", "on>=3 sampled", "leftover", "first error")
-	b.WriteString("(counter/expected and peak holders; leftover: lock keys or keys without expiry left on the masters after the runs; late: keys found right after the paused masters resumed, given up to 12 s to expire)\n")
 	pass := 0
 	for _, res := range results {
 		verdict := "FAIL"
@@ -242,8 +248,10 @@ func TestDropinCorpus(t *testing.T) {
 			res.base.cell(res.want), res.proxy.cell(res.want), res.paused.cell(res.want), res.sampleOK, left, res.note)
 	}
 	fmt.Fprintf(&b, "%d of %d rows pass through the proxy\n", pass, len(results))
+	b.WriteString("(counter/expected and peak holders at once; on>=3 sampled: samples of the masters while a worker held the lock, NO = some had the key on fewer than 3;\n" +
+		" leftover: lock keys, or keys without expiry, left on the masters after the runs; late: keys found right after the paused masters resumed, given 12 s to expire)\n")
 	t.Log("\n" + b.String())
-	fmt.Println(b.String()) // also in the summary of a non-verbose run
+	fmt.Println(b.String()) // also in the output of a run without -v
 }
 
 func rowIndex(name string) int {

@@ -28,7 +28,7 @@ const RELEASE_SHA = crypto.createHash("sha1").update(RELEASE).digest("hex");
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function fail(what) {
-  console.log("FAIL " + what);
+  console.log("FAIL " + String(what).split(/\s+/).join(" ")); // one line
   process.exit(1);
 }
 process.on("unhandledRejection", (e) => fail("unhandled rejection: " + describe(e)));

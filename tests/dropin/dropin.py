@@ -139,6 +139,7 @@ def main():
     row, lock_addrs, counter_addr, workers, cycles = sys.argv[1:6]
     run = ROWS[row]
     addrs = lock_addrs.split(",")
+    failing = threading.Lock()
 
     def worker(w):
         try:
@@ -146,8 +147,11 @@ def main():
             plain = client(counter_addr)
             run(r, plain, w, int(cycles))
         except Exception as e:  # the first failure is the row's verdict
-            print("FAIL worker %d: %s: %s" % (w, type(e).__name__, e), flush=True)
-            os._exit(1)
+            with failing:  # one FAIL line, on one line, then out
+                msg = " ".join(("worker %d: %s: %s" % (w, type(e).__name__, e)).split())
+                sys.stdout.write("FAIL " + msg + "\n")
+                sys.stdout.flush()
+                os._exit(1)
 
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(int(workers))]
     for th in threads:
