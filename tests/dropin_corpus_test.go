@@ -218,6 +218,20 @@ func TestDropinCorpus(t *testing.T) {
 		defer mu.Unlock()
 		printDropinSummary(t, results, workers, cycles)
 	})
+	// The negative control: workers that take no lock at all must be
+	// caught by the counter and the peak, else the harness proves nothing.
+	t.Run("control-nolock", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t)
+		counter := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		t.Cleanup(func() { counter.Close() })
+		r := dropinRow{name: "control-nolock", lang: "py", limit: 1}
+		ph := runDropinPhase(t, progs, r, []string{srv.Addr, srv.Addr}, counter, nil, nil, workers, cycles, timeout)
+		if ph.err != "" || ph.counter >= int64(workers*cycles) || ph.peak < 2 {
+			t.Fatalf("the harness did not see workers without a lock overlap: counter %d of %d, peak %d, error %q",
+				ph.counter, workers*cycles, ph.peak, ph.err)
+		}
+	})
 	for _, r := range dropinCorpus {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
@@ -423,7 +437,7 @@ func sampleWhileRunning(r dropinRow, counter *redis.Client, cl *cluster, live []
 		}
 		before, err := counter.MGet(bg, held...).Result()
 		if err != nil || !anyHeld(before) {
-			time.Sleep(200 * time.Microsecond)
+			time.Sleep(time.Millisecond)
 			continue
 		}
 		seen := readMasters(r, cl, live)

@@ -126,7 +126,14 @@ def const_set_del(r, plain, w, cycles):
             raise RuntimeError("DEL of the held lock did not delete it")
 
 
+def control_nolock(r, plain, w, cycles):
+    # No lock at all: the negative control, which the harness must catch.
+    for c in range(cycles):
+        critical(plain, w, c)
+
+
 ROWS = {
+    "control-nolock": control_nolock,
     "redis-py-lock": redis_py_lock,
     "redis-py-lock-timeout": redis_py_lock_timeout,
     "redis-py-pipeline": redis_py_pipeline,
