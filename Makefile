@@ -44,15 +44,19 @@ check: vet
 	$(STATICCHECK) $(PKGS)
 	$(GO) mod tidy -diff
 
-# Node.js clients (ioredis, node-redis v4/v5/v6, node-redlock v5) for the real-client tests.
+# Node.js clients (ioredis, node-redis v4/v5/v6, node-redlock v5) for the real-client tests,
+# and the drop-in corpus's libraries (tests/dropin).
 clients:
 	cd tests/clients && npm install --no-audit --no-fund --no-package-lock
+	cd tests/dropin && npm install --no-audit --no-fund --no-package-lock --legacy-peer-deps
 
 # The drop-in corpus (issue 24): lock libraries and hand-written idioms,
 # unchanged, through two dropin proxies on 5 redis-server masters, against
 # one plain redis-server as the baseline; prints a table. Installs its
 # Node.js libraries (tests/dropin) and the nested Go modules
 # (tests/dropin/go) first. One row: make dropin DROPIN_RUN='redis-py-lock$$' ($$ is make's $)
+# --legacy-peer-deps: ioredis-lock 4 names ioredis ~4 as a peer, which it gets
+# as ioredis4 beside the ioredis 5 of the other libraries.
 DROPIN_RUN ?=
 DROPIN_PARALLEL ?= 3
 dropin:
