@@ -36,7 +36,8 @@ type NodeStatus struct {
 	Restarts int
 	// Latency is the duration of the last successful request.
 	Latency time.Duration
-	// LastError is the text of the last failure, "" if none yet.
+	// LastError is the text of the failure that took the master down, ""
+	// while it answers (a master back up does not keep its old error).
 	LastError string
 	// LastErrorAt is when LastError happened.
 	LastErrorAt time.Time
@@ -69,6 +70,10 @@ func (h *nodeHealth) record(d time.Duration, err error) {
 		h.lastErr = err.Error()
 		h.lastErrAt = time.Now()
 		return
+	}
+	if !h.up {
+		// Back up: the failure that took it down is over.
+		h.lastErr, h.lastErrAt = "", time.Time{}
 	}
 	h.up = true
 	h.latency = d
