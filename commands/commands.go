@@ -41,6 +41,7 @@ func AllWithInfo(eng *quorum.Engine, lim Limits) ([]*proxy.Command, []proxy.Info
 	for _, c := range cmds {
 		k.lostGuard(c)
 	}
+	info = append(info, k.info())
 	return cmds, info
 }
 

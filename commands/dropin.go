@@ -169,7 +169,7 @@ func dropinCommands(eng *quorum.Engine, lim Limits, d *dropin) []*proxy.Command 
 	}
 	return []*proxy.Command{
 		{
-			Name: "set", Arity: -3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "set", Result: proxy.ResultNull, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				key, _ := a.String()

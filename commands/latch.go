@@ -84,7 +84,7 @@ func latchCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
 			},
 		},
 		{
-			Name: "rlatchwait", Arity: 3, Flags: proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rlatchwait", Result: proxy.ResultZero, Arity: 3, Flags: proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				name, err := latchName(a)

@@ -2,9 +2,11 @@ package commands
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
@@ -89,6 +91,8 @@ type keeper struct {
 
 	mu    sync.Mutex
 	conns map[*proxy.Session]*connLeases
+
+	lostTotal atomic.Int64 // leases lost since the start, for INFO leases
 }
 
 func newKeeper(eng *quorum.Engine, lim Limits) *keeper {
@@ -96,6 +100,9 @@ func newKeeper(eng *quorum.Engine, lim Limits) *keeper {
 }
 
 func (k *keeper) event(e string) {
+	if e == eventLost {
+		k.lostTotal.Add(1)
+	}
 	if k.obs != nil {
 		k.obs.LeaseEvent(e)
 	}
@@ -419,4 +426,22 @@ func (k *keeper) lostGuard(cmd *proxy.Command) {
 		}
 		return h(ctx, sess, args)
 	}
+}
+
+// info is INFO's "leases" section: the AUTOEXTEND leases the proxy keeps
+// alive now, and those lost since the start (an extension could not reach
+// a quorum before the validity ended).
+func (k *keeper) info() proxy.InfoSection {
+	return proxy.InfoSection{Name: "leases", Lines: func() []string {
+		k.mu.Lock()
+		n := 0
+		for _, cl := range k.conns {
+			n += len(cl.leases)
+		}
+		k.mu.Unlock()
+		return []string{
+			fmt.Sprintf("autoextend_leases:%d", n),
+			fmt.Sprintf("autoextend_lost:%d", k.lostTotal.Load()),
+		}
+	}}
 }

@@ -184,7 +184,7 @@ func always([][]byte) bool { return true }
 func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
-			Name: "rlock", Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rlock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				la, err := parseLock("rlock", args, lim)
 				if err != nil {
@@ -219,7 +219,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 		},
 		{
-			Name: "rfairlock", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rfairlock", Result: proxy.ResultNull, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				la, err := parseLock("rfairlock", args, lim)
 				if err != nil {
@@ -281,7 +281,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 		},
 		{
-			Name: "runlock", Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "runlock", Result: proxy.ResultZero, Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				r, t, err := resourceToken(a)
@@ -302,7 +302,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 		},
 		{
-			Name: "rextend", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rextend", Result: proxy.ResultNull, Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				r, t, err := resourceToken(a)

@@ -87,7 +87,7 @@ func multiLockKeys(args [][]byte) [][]byte {
 func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
-			Name: "rmultilock", Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, Keys: multiLockKeys,
+			Name: "rmultilock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, Keys: multiLockKeys,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				ma, err := parseMultiLock(args, lim)
 				if err != nil {
@@ -127,7 +127,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 		},
 		{
-			Name: "rmultiunlock", Concurrent: always, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 2, LastKey: -1, Step: 1,
+			Name: "rmultiunlock", Result: proxy.ResultZero, Concurrent: always, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 2, LastKey: -1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				t, err := token(a)
@@ -152,7 +152,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 		},
 		{
-			Name: "rmultiextend", Arity: -4, Flags: proxy.FlagWrite, FirstKey: 3, LastKey: -1, Step: 1,
+			Name: "rmultiextend", Result: proxy.ResultNull, Arity: -4, Flags: proxy.FlagWrite, FirstKey: 3, LastKey: -1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				t, err := token(a)

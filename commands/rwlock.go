@@ -11,7 +11,7 @@ import (
 func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
-			Name: "rrlock", Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rrlock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				la, err := parseLock("rrlock", args, lim)
 				if err != nil {
@@ -46,7 +46,7 @@ func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command 
 			},
 		},
 		{
-			Name: "rrunlock", Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rrunlock", Result: proxy.ResultZero, Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				r, t, err := resourceToken(proxy.NewArgs(args))
 				if err != nil {
@@ -66,7 +66,7 @@ func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command 
 			},
 		},
 		{
-			Name: "rrextend", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rrextend", Result: proxy.ResultNull, Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				r, t, err := resourceToken(a)

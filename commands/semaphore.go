@@ -97,7 +97,7 @@ func parseSemAcquire(args [][]byte, lim Limits) (semArgs, error) {
 func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
-			Name: "rsemacquire", Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rsemacquire", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				sa, err := parseSemAcquire(args, lim)
 				if err != nil {
@@ -135,7 +135,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 		},
 		{
-			Name: "rsemrelease", Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rsemrelease", Result: proxy.ResultZero, Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				s, err := semaphore(a)
@@ -160,7 +160,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 			},
 		},
 		{
-			Name: "rsemextend", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rsemextend", Result: proxy.ResultNull, Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				a := proxy.NewArgs(args)
 				s, err := semaphore(a)

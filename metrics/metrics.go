@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	commands        *prometheus.CounterVec
+	commandErrors   *prometheus.CounterVec
 	commandDuration *prometheus.HistogramVec
 	operations      *prometheus.CounterVec
 	opDuration      *prometheus.HistogramVec
@@ -53,8 +55,12 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.commands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redlock_proxy_commands_total",
-		Help: "Commands answered, by command and result (ok, or the RESP error code).",
+		Help: "Commands answered, by command and result: granted (an acquire or extension answered a value, a release 1), not_granted (an acquire or extension answered null, a release 0), ok (a command that grants nothing answered) or error (any error reply; its code in redlock_proxy_command_errors_total).",
 	}, []string{"command", "result"})
+	m.commandErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redlock_proxy_command_errors_total",
+		Help: "Error replies, by command and RESP error code (NOQUORUM, ERR, NOPERM, NOAUTH, LOST, ...).",
+	}, []string{"command", "code"})
 	m.commandDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "redlock_proxy_command_duration_seconds",
 		Help:    "Time from reading a command to writing its reply, WAIT included.",
@@ -62,7 +68,7 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 	}, []string{"command"})
 	m.operations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redlock_proxy_operations_total",
-		Help: "Engine operations by op (lock, fairlock, unlock, extend, read_lock, read_unlock, read_extend, sem_acquire, sem_release, sem_extend, sem_count, latch_create, latch_down, latch_count, latch_wait, lock_info, delete) and outcome: ok, refused, no_quorum, canceled, error.",
+		Help: "Engine operations by op (" + strings.Join(engineOps(), ", ") + ") and outcome: ok, refused, no_quorum, canceled, error.",
 	}, []string{"op", "outcome"})
 	m.opDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "redlock_proxy_operation_duration_seconds",
@@ -106,7 +112,7 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 		Name: "redlock_proxy_dropin_scripts_total",
 		Help: "Drop-in mode: runs of each recorded library lock script, by script (<library>@<version>/<operation>).",
 	}, []string{"script"})
-	m.reg.MustRegister(m.commands, m.commandDuration, m.operations, m.opDuration,
+	m.reg.MustRegister(m.commands, m.commandErrors, m.commandDuration, m.operations, m.opDuration,
 		m.masterRequests, m.masterDuration, m.connections, m.rejected, m.dropped, m.authFailures,
 		m.leaseEvents, m.autoLeases, m.dropinScripts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -114,7 +120,66 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 	if status != nil {
 		m.reg.MustRegister(&masterCollector{status: status})
 	}
+	// The series dashboards and alerts use exist from the start, at 0.
+	for _, op := range engineOps() {
+		for _, o := range []quorum.Outcome{quorum.OutcomeOK, quorum.OutcomeRefused, quorum.OutcomeNoQuorum, quorum.OutcomeCanceled, quorum.OutcomeError} {
+			m.operations.WithLabelValues(op, string(o))
+		}
+	}
+	for _, e := range []string{"extended", "extend_failed", "lost", "released_on_disconnect"} {
+		m.leaseEvents.WithLabelValues(e)
+	}
+	for _, r := range []string{"protocol_error", "timeout", "tls_handshake"} {
+		m.dropped.WithLabelValues(r)
+	}
 	return m
+}
+
+// engineOps are the engine's operation names (quorum.Observer's op),
+// whose series exist from the start.
+func engineOps() []string {
+	return []string{"lock", "fairlock", "unlock", "extend", "read_lock", "read_unlock", "read_extend",
+		"sem_acquire", "sem_release", "sem_extend", "sem_count", "latch_create", "latch_down", "latch_count",
+		"latch_wait", "lock_info", "delete"}
+}
+
+// CommandLabels are one command's label values, for InitCommands.
+type CommandLabels struct {
+	// Name is the command's name, as in COMMAND.
+	Name string
+	// Results are the result label values it can report.
+	Results []string
+	// Errors are the error codes whose series it starts with (NOQUORUM
+	// for a command that asks the masters).
+	Errors []string
+}
+
+// InitCommands creates the command series of cmds at 0, so that a rate
+// or an alert over them has a series before the first call. main passes
+// the command table (proxy.Command's Result.Labels).
+func (m *Metrics) InitCommands(cmds []CommandLabels) {
+	for _, c := range cmds {
+		for _, r := range c.Results {
+			m.commands.WithLabelValues(c.Name, r)
+		}
+		for _, code := range c.Errors {
+			m.commandErrors.WithLabelValues(c.Name, code)
+		}
+		m.commandDuration.WithLabelValues(c.Name)
+	}
+}
+
+// Masters registers redlock_proxy_masters and redlock_proxy_quorum: the
+// masters configured and the votes a grant needs. Alerts compare the
+// masters up and voting with them.
+func (m *Metrics) Masters(n, quorum int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "redlock_proxy_masters",
+		Help: "Masters configured.",
+	}, func() float64 { return float64(n) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "redlock_proxy_quorum",
+		Help: "Masters whose votes a grant needs (the quorum).",
+	}, func() float64 { return float64(quorum) }))
 }
 
 // Operation implements quorum.Observer.
@@ -143,12 +208,11 @@ func (m *Metrics) MasterCall(addr string, d time.Duration, err error) {
 }
 
 // Command implements the proxy's Observer.
-func (m *Metrics) Command(name string, d time.Duration, errCode string) {
-	result := "ok"
-	if errCode != "" {
-		result = errCode
-	}
+func (m *Metrics) Command(name string, d time.Duration, result, errCode string) {
 	m.commands.WithLabelValues(name, result).Inc()
+	if errCode != "" {
+		m.commandErrors.WithLabelValues(name, errCode).Inc()
+	}
 	m.commandDuration.WithLabelValues(name).Observe(d.Seconds())
 }
 

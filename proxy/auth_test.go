@@ -332,8 +332,8 @@ func FuzzCommands(f *testing.F) {
 		if authed {
 			sess.user = srv.users.byName["billing"]
 		}
-		name := ""
-		reply, err := srv.handle(sess, args, &name, false)
+		var rec record
+		reply, err := srv.handle(sess, args, &rec, false)
 		if err != nil {
 			if e := srv.mapError(err); e.Msg == "internal error" {
 				t.Fatalf("%q: internal error (a panic or an unmapped error): %v", args, err)

@@ -6,8 +6,10 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -365,16 +367,20 @@ func (s *Server) info(_ context.Context, _ *Session, args [][]byte) (any, error)
 		{Name: "server", Lines: s.infoServer},
 		{Name: "clients", Lines: s.infoClients},
 		{Name: "stats", Lines: s.infoStats},
+		{Name: "commandstats", Lines: s.infoCommandstats, NotDefault: true},
+		{Name: "errorstats", Lines: s.infoErrorstats},
+		{Name: "locks", Lines: s.infoLocks},
 	}
 	sections = append(sections, s.opts.Info...)
 	want := map[string]bool{}
 	for _, a := range args {
 		want[strings.ToLower(string(a))] = true
 	}
-	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
+	all := want["all"] || want["everything"]
+	dflt := len(want) == 0 || want["default"]
 	var b strings.Builder
 	for _, sec := range sections {
-		if !all && !want[sec.Name] {
+		if !all && !want[sec.Name] && (!dflt || sec.NotDefault) {
 			continue
 		}
 		if b.Len() > 0 {
@@ -426,5 +432,55 @@ func (s *Server) infoStats() []string {
 		fmt.Sprintf("protocol_error_connections:%d", s.protocolErrors.Load()),
 		fmt.Sprintf("timed_out_connections:%d", s.timedOut.Load()),
 		fmt.Sprintf("acl_access_denied_auth:%d", s.authFailures.Load()),
+	}
+}
+
+// infoCommandstats is INFO commandstats, in Redis's layout: one line per
+// command called (or refused) since the start, in table order. usec
+// counts from reading the command to its reply, WAIT included.
+func (s *Server) infoCommandstats() []string {
+	var out []string
+	for _, c := range s.table.order {
+		st := s.stats[c]
+		calls, usec, rej, failed := st.calls.Load(), st.usec.Load(), st.rejected.Load(), st.failed.Load()
+		if calls == 0 && rej == 0 {
+			continue
+		}
+		per := 0.0
+		if calls > 0 {
+			per = float64(usec) / float64(calls)
+		}
+		out = append(out, fmt.Sprintf("cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d",
+			c.Name, calls, usec, per, rej, failed))
+	}
+	return out
+}
+
+// infoErrorstats is INFO errorstats, as Redis 7 prints it: error replies
+// since the start, by code.
+func (s *Server) infoErrorstats() []string {
+	var out []string
+	s.errStats.Range(func(k, v any) bool {
+		out = append(out, fmt.Sprintf("errorstat_%s:count=%d", k, v.(*atomic.Int64).Load()))
+		return true
+	})
+	sort.Strings(out)
+	return out
+}
+
+// infoLocks are the lock figures the proxy knows without asking the
+// masters (docs/metrics.md, "INFO"): the clients blocked now in a command
+// that waits (an acquire with WAIT, RLATCHWAIT), the distinct resources
+// they wait on, and since the start the replies that granted (an acquire
+// or extension granted, a release that released) and those that did not.
+func (s *Server) infoLocks() []string {
+	s.mu.Lock()
+	resources := len(s.waitingOn)
+	s.mu.Unlock()
+	return []string{
+		fmt.Sprintf("waiting_clients:%d", s.blocked.Load()),
+		fmt.Sprintf("waiting_resources:%d", resources),
+		fmt.Sprintf("granted_replies:%d", s.granted.Load()),
+		fmt.Sprintf("not_granted_replies:%d", s.refused.Load()),
 	}
 }

@@ -61,14 +61,19 @@ type InfoSection struct {
 	Name string
 	// Lines returns "key:value" lines.
 	Lines func() []string
+	// NotDefault leaves the section out of a bare INFO (as Redis does
+	// with commandstats); INFO all, everything or its name shows it.
+	NotDefault bool
 }
 
 // Observer is told about commands and connections, for metrics. It must be
 // safe for concurrent use and must not block.
 type Observer interface {
 	// Command reports one command: its table name ("unknown" if none), how
-	// long it took and the RESP error code it answered ("" for none).
-	Command(name string, d time.Duration, errCode string)
+	// long it took until its reply was written (to the connection's
+	// buffer), its result ("granted", "not_granted", "ok" or "error": see
+	// Result) and the RESP error code it answered ("" for none).
+	Command(name string, d time.Duration, result, errCode string)
 	// Connections reports the number of open client connections.
 	Connections(open int)
 	// Rejected reports a connection refused by max_clients.
@@ -113,6 +118,29 @@ type Server struct {
 	protocolErrors atomic.Int64
 	timedOut       atomic.Int64
 	authFailures   atomic.Int64
+
+	stats     map[*Command]*cmdStats // INFO commandstats; fixed after New
+	errStats  sync.Map               // error code -> *atomic.Int64, INFO errorstats
+	granted   atomic.Int64           // INFO locks
+	refused   atomic.Int64
+	waitingOn map[string]int // resource -> blocked clients waiting on it, under mu
+}
+
+// cmdStats are one command's INFO commandstats figures, as Redis keeps
+// them: calls that ran (failed ones included), their time, the calls
+// refused before they ran (authentication, arity, permissions) and the
+// calls that ran and answered an error.
+type cmdStats struct {
+	calls, usec, rejected, failed atomic.Int64
+}
+
+// record is what dispatch learns about a command as it runs, for metrics,
+// INFO commandstats and CLIENT LIST.
+type record struct {
+	cmd      *Command // nil: not in the table
+	name     string
+	t0       time.Time
+	rejected bool // refused before its handler ran
 }
 
 // New returns a server with the built-in commands and opts.Commands.
@@ -160,6 +188,11 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.table = t
+	s.stats = make(map[*Command]*cmdStats, len(t.order))
+	for _, c := range t.order {
+		s.stats[c] = &cmdStats{}
+	}
+	s.waitingOn = map[string]int{}
 	return s, nil
 }
 
@@ -323,20 +356,58 @@ func (s *Server) dispatch(sess *Session, args [][]byte, more bool) {
 	defer s.inflight.Add(-1)
 	s.totalCmd.Add(1)
 
-	name := "unknown"
-	reply, code := s.run(sess, args, &name, false)
+	rec := record{name: "unknown", t0: t0}
+	reply := s.run(sess, args, &rec, false)
 	sess.write(reply)
-	s.done(sess, name, t0, code)
+	s.done(sess, &rec, reply)
 }
 
-// done records a command's end for metrics and CLIENT LIST.
-func (s *Server) done(sess *Session, name string, t0 time.Time, code string) {
+// done records a command's end, once its final reply (a Late one
+// computed) is known, for metrics, INFO and CLIENT LIST.
+func (s *Server) done(sess *Session, rec *record, reply any) {
+	d := time.Since(rec.t0)
+	code := ""
+	if e, ok := reply.(*Error); ok {
+		code = e.Code
+		s.countError(code)
+	}
+	result := ResultLabelOK
+	if rec.cmd != nil {
+		st := s.stats[rec.cmd]
+		if rec.rejected {
+			st.rejected.Add(1)
+		} else {
+			st.calls.Add(1)
+			st.usec.Add(d.Microseconds())
+			if code != "" {
+				st.failed.Add(1)
+			}
+		}
+		result = rec.cmd.Result.Of(reply)
+		switch result {
+		case ResultGranted:
+			s.granted.Add(1)
+		case ResultNotGranted:
+			s.refused.Add(1)
+		}
+	} else if code != "" {
+		result = ResultError
+	}
 	if s.opts.Observer != nil {
-		s.opts.Observer.Command(name, time.Since(t0), code)
+		s.opts.Observer.Command(rec.name, d, result, code)
 	}
 	sess.mu.Lock()
-	sess.lastCmd, sess.lastAt = name, time.Now()
+	sess.lastCmd, sess.lastAt = rec.name, time.Now()
 	sess.mu.Unlock()
+}
+
+// countError counts one error reply by its code, for INFO errorstats.
+func (s *Server) countError(code string) {
+	v, ok := s.errStats.Load(code)
+	if !ok {
+		v, _ = s.errStats.LoadOrStore(code, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(1)
 }
 
 // maxRunning bounds the pipelined commands one connection runs at once,
@@ -381,17 +452,14 @@ func (s *Server) parallel(sess *Session, cmd *Command, args [][]byte) bool {
 // reply in turn.
 func (s *Server) spawn(sess *Session, cmd *Command, args [][]byte) {
 	args = cloneArgs(args) // the reader reuses its buffer
-	sl := &slot{done: make(chan struct{}), keys: cmd.KeysOf(args)}
+	sl := &slot{done: make(chan struct{}), keys: cmd.KeysOf(args), rec: record{name: "unknown", t0: time.Now()}}
 	sess.running = append(sess.running, sl)
 	s.inflight.Add(1)
 	s.totalCmd.Add(1)
 	s.parallelNow.Add(1)
 	go func() {
-		t0 := time.Now()
-		name := "unknown"
-		var code string
-		sl.reply, code = s.run(sess, args, &name, true)
-		s.done(sess, name, t0, code)
+		// drain records its end once its reply (maybe Late) is computed.
+		sl.reply = s.run(sess, args, &sl.rec, true)
 		s.inflight.Add(-1)
 		s.parallelNow.Add(-1)
 		close(sl.done)
@@ -414,22 +482,21 @@ func cloneArgs(args [][]byte) [][]byte {
 }
 
 // run runs one command and returns its reply (a mapped error is a reply)
-// and the error code, "" if none. For a command run beside others
-// (parallel) a Late reply is left for the writer; otherwise handle
-// computed it while the command's context lived.
-func (s *Server) run(sess *Session, args [][]byte, name *string, parallel bool) (reply any, code string) {
-	reply, err := s.handle(sess, args, name, parallel)
+// and fills rec. For a command run beside others (parallel) a Late reply
+// is left for the writer; otherwise handle computed it while the
+// command's context lived.
+func (s *Server) run(sess *Session, args [][]byte, rec *record, parallel bool) any {
+	reply, err := s.handle(sess, args, rec, parallel)
 	if err != nil {
-		e := s.mapError(err)
-		reply, code = e, e.Code
+		return s.mapError(err)
 	}
-	return reply, code
+	return reply
 }
 
-func (s *Server) handle(sess *Session, args [][]byte, name *string, parallel bool) (reply any, err error) {
+func (s *Server) handle(sess *Session, args [][]byte, rec *record, parallel bool) (reply any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("panic in command", "command", *name, "panic", r, "stack", string(debug.Stack()))
+			s.log.Error("panic in command", "command", rec.name, "panic", r, "stack", string(debug.Stack()))
 			reply, err = nil, Errorf("internal error")
 		}
 	}()
@@ -440,18 +507,21 @@ func (s *Server) handle(sess *Session, args [][]byte, name *string, parallel boo
 		}
 		return nil, unknownCommand(args)
 	}
-	*name = cmd.Name
+	rec.cmd, rec.name = cmd, cmd.Name
 	sess.mu.Lock()
 	u := sess.user
 	sess.lastCmd = cmd.Name // CLIENT LIST shows a blocked client's command
 	sess.mu.Unlock()
 	if u == nil && cmd.Flags&FlagNoAuth == 0 {
+		rec.rejected = true
 		return nil, &Error{Code: "NOAUTH", Msg: "Authentication required."}
 	}
 	if !cmd.arityOK(len(args)) {
+		rec.rejected = true
 		return nil, WrongArity(cmd.Name)
 	}
 	if u != nil && !cmd.allows(u, args) {
+		rec.rejected = true
 		return nil, ErrNoPerm
 	}
 	if parallel {
@@ -479,8 +549,9 @@ func (s *Server) handle(sess *Session, args [][]byte, name *string, parallel boo
 		defer stop()
 		s.blocked.Add(1)
 		defer s.blocked.Add(-1)
-		sess.setBlocked(true)
-		defer sess.setBlocked(false)
+		keys := cmd.KeysOf(args)
+		s.wait(sess, keys, 1)
+		defer s.wait(sess, keys, -1)
 		ctx = cctx
 	}
 	reply, err = cmd.Handler(ctx, sess, args[1:])

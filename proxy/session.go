@@ -37,7 +37,8 @@ type Session struct {
 	user    *user // nil: not authenticated
 	lastCmd string
 	lastAt  time.Time
-	blocked bool // a command that may block is running
+	blocked bool     // a command that may block is running
+	waitsOn []string // the resources it names
 	quit    bool
 	closers []func() // run once the connection is closed
 	closed  bool
@@ -121,10 +122,28 @@ func (s *Session) setName(name string) {
 	s.mu.Unlock()
 }
 
-func (s *Session) setBlocked(b bool) {
-	s.mu.Lock()
-	s.blocked = b
-	s.mu.Unlock()
+// wait marks sess as blocked in a command naming keys (delta 1), or no
+// longer (delta -1), for CLIENT LIST and INFO locks.
+func (srv *Server) wait(sess *Session, keys [][]byte, delta int) {
+	var names []string
+	if delta > 0 {
+		names = make([]string, len(keys))
+		for i, k := range keys {
+			names[i] = string(k)
+		}
+	}
+	sess.mu.Lock()
+	sess.blocked, sess.waitsOn = delta > 0, names
+	sess.mu.Unlock()
+	srv.mu.Lock()
+	for _, k := range keys {
+		if n := srv.waitingOn[string(k)] + delta; n > 0 {
+			srv.waitingOn[string(k)] = n
+		} else {
+			delete(srv.waitingOn, string(k))
+		}
+	}
+	srv.mu.Unlock()
 }
 
 func (s *Session) quitting() bool {
@@ -151,6 +170,7 @@ type slot struct {
 	done  chan struct{}
 	reply any
 	keys  [][]byte
+	rec   record // filled by the command's goroutine before done closes
 }
 
 // drain waits for the pipelined commands running and writes their
@@ -158,7 +178,12 @@ type slot struct {
 func (s *Session) drain() {
 	for i, sl := range s.running {
 		<-sl.done
-		s.write(sl.reply)
+		reply := sl.reply
+		if l, ok := reply.(Late); ok {
+			reply = l.value(s.srv)
+		}
+		s.write(reply)
+		s.srv.done(s, &sl.rec, reply)
 		s.running[i] = nil
 	}
 	s.running = s.running[:0]
@@ -218,7 +243,38 @@ func (s *Session) line(now time.Time) string {
 	if s.blocked {
 		flags = "b"
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s",
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s resource=%s",
 		s.id, s.addr, s.laddr, s.name, int(now.Sub(s.created).Seconds()), int(now.Sub(s.lastAt).Seconds()), flags,
-		strings.ToLower(last), name, s.proto, s.libName, s.libVer)
+		strings.ToLower(last), name, s.proto, s.libName, s.libVer, clientListResources(s.waitsOn))
+}
+
+// maxListedResource bounds the bytes of resource names one CLIENT LIST
+// line shows.
+const maxListedResource = 128
+
+// clientListResources is the resource= field of CLIENT LIST: the
+// resources a blocked client waits on, comma-separated, each byte outside
+// printable ASCII and each space, '=', ',' and '%' written as %XX (so that
+// the line still splits on spaces and '='), cut at maxListedResource
+// bytes with "..." after; empty when the client waits on nothing.
+func clientListResources(rs []string) string {
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		for j := 0; j < len(r); j++ {
+			if b.Len() >= maxListedResource {
+				b.WriteString("...")
+				return b.String()
+			}
+			c := r[j]
+			if c <= ' ' || c > '~' || c == '=' || c == ',' || c == '%' {
+				fmt.Fprintf(&b, "%%%02X", c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+	}
+	return b.String()
 }

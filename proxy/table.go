@@ -76,8 +76,82 @@ type Command struct {
 	Concurrent func(args [][]byte) bool
 	// Handler runs the command.
 	Handler Handler
+	// Result says how the command's reply counts in the result label of
+	// its metrics and in INFO: see Result. The zero value is ResultOK.
+	Result Result
 	// Doc describes the command for COMMAND DOCS (redis-cli hints).
 	Doc Doc
+}
+
+// Result tells how a command's reply reads as an outcome, for the
+// result label of its metrics: "granted", "not_granted", "ok" or "error".
+// An error reply is always "error".
+type Result uint8
+
+// The ways a reply reads as an outcome.
+const (
+	// ResultOK: any reply that is not an error is "ok" (PING, INFO,
+	// RLOCKINFO, RLATCH ...): the command grants nothing.
+	ResultOK Result = iota
+	// ResultNull: a null reply is "not_granted", any other value
+	// "granted" (acquires and extensions: RLOCK, REXTEND, SET ... NX).
+	ResultNull
+	// ResultZero: the integer 0 is "not_granted", any other value
+	// "granted" (releases: RUNLOCK answers 1 when the token held the lock
+	// up to the release, 0 when it did not; RLATCHWAIT 1 open, 0 not).
+	ResultZero
+)
+
+// The values of the result label.
+const (
+	ResultGranted    = "granted"
+	ResultNotGranted = "not_granted"
+	ResultLabelOK    = "ok"
+	ResultError      = "error"
+)
+
+// Labels are the result label values the command can report, in a fixed
+// order, so that its counters can exist (at 0) before its first call.
+func (r Result) Labels() []string {
+	if r == ResultOK {
+		return []string{ResultLabelOK, ResultError}
+	}
+	return []string{ResultGranted, ResultNotGranted, ResultError}
+}
+
+// Of reads reply (a final value, not a Late) as one of r.Labels().
+func (r Result) Of(reply any) string {
+	if _, ok := reply.(*Error); ok {
+		return ResultError
+	}
+	switch r {
+	case ResultNull:
+		if reply == nil {
+			return ResultNotGranted
+		}
+		return ResultGranted
+	case ResultZero:
+		if isZero(reply) {
+			return ResultNotGranted
+		}
+		return ResultGranted
+	}
+	return ResultLabelOK
+}
+
+// isZero reports whether v is an integer 0 (or null: nothing granted).
+func isZero(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case int:
+		return v == 0
+	case int64:
+		return v == 0
+	case bool:
+		return !v
+	}
+	return false
 }
 
 // Doc is a command's documentation, as COMMAND DOCS returns it.

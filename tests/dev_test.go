@@ -31,8 +31,18 @@ func TestDevMode(t *testing.T) {
 	if !ok {
 		t.Fatal("RLOCK not granted in dev mode")
 	}
+	if _, ok := rlock(t, c, "orders:42", 30000); ok {
+		t.Fatal("RLOCK of a held resource granted in dev mode")
+	}
 	if v := do(t, c, "RUNLOCK", "orders:42", g.token); v != int64(1) {
 		t.Fatalf("RUNLOCK = %v", v)
+	}
+
+	info := c.Info(context.Background(), "commandstats", "locks", "leases").String()
+	for _, want := range []string{"cmdstat_rlock:calls=2,usec=", "cmdstat_runlock:calls=1,", "granted_replies:2", "not_granted_replies:1", "waiting_clients:0", "autoextend_leases:0", "autoextend_lost:0"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("INFO lacks %q:\n%s", want, info)
+		}
 	}
 
 	m := regexp.MustCompile(`metrics=(127\.0\.0\.1:\d+)`).FindStringSubmatch(log.String())
@@ -56,7 +66,14 @@ func TestDevMode(t *testing.T) {
 	}
 	_, body := get("/metrics")
 	for _, want := range []string{
-		`redlock_proxy_commands_total{command="rlock",result="ok"} 1`,
+		`redlock_proxy_commands_total{command="rlock",result="granted"} 1`,
+		`redlock_proxy_commands_total{command="rlock",result="not_granted"} 1`,
+		`redlock_proxy_commands_total{command="runlock",result="granted"} 1`,
+		`redlock_proxy_commands_total{command="rsemacquire",result="granted"} 0`,
+		`redlock_proxy_command_errors_total{code="NOQUORUM",command="rlock"} 0`,
+		`redlock_proxy_autoextend_events_total{event="lost"} 0`,
+		`redlock_proxy_masters `,
+		`redlock_proxy_quorum `,
 		`redlock_proxy_operations_total{op="lock",outcome="ok"} 1`,
 		`redlock_proxy_master_up{master=`,
 		`# HELP redlock_proxy_client_connections`,

@@ -224,6 +224,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	met.Waiting(srv.Blocked)
+	met.Masters(len(nodes), eng.Quorum())
+	met.InitCommands(commandLabels(srv.Table()))
 
 	var ln net.Listener
 	if f.listenFD > 0 {
@@ -278,4 +280,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// commandLabels are the metric labels of every command in the table: its
+// result values, and NOQUORUM for a command that asks the masters (one
+// that names resources).
+func commandLabels(t *proxy.Table) []metrics.CommandLabels {
+	var out []metrics.CommandLabels
+	for _, c := range t.Commands() {
+		l := metrics.CommandLabels{Name: c.Name, Results: c.Result.Labels()}
+		if c.FirstKey > 0 || c.Keys != nil {
+			l.Errors = []string{"NOQUORUM"}
+		}
+		out = append(out, l)
+	}
+	return out
 }
