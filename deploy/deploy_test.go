@@ -240,7 +240,7 @@ func TestDashboardAndAlertsUseRealMetrics(t *testing.T) {
 	m := metrics.New(func() []quorum.NodeStatus {
 		return []quorum.NodeStatus{{Addr: "m1", State: quorum.StateUp}}
 	})
-	m.Command("rlock", time.Millisecond, "")
+	m.Command("rlock", time.Millisecond, "granted", "")
 	m.Operation("lock", quorum.OutcomeOK, time.Millisecond)
 	m.MasterCall("m1", time.Millisecond, nil)
 	m.Connections(1)
