@@ -189,12 +189,12 @@ func (ph dropinPhase) cell(want int64) string {
 
 // dropinResult is a row's line of the summary.
 type dropinResult struct {
-	row                    dropinRow
-	want                   int64
-	base, proxy, paused    dropinPhase
-	note                   string
-	passed                 bool
-	proxySamples, sampleOK string
+	row                 dropinRow
+	want                int64
+	base, proxy, paused dropinPhase
+	note                string
+	passed              bool
+	sampleOK            string
 }
 
 // TestDropinCorpus runs the corpus: one subtest per row (run one with
