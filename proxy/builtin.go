@@ -24,9 +24,9 @@ func (s *Server) builtins() []*Command {
 		{Name: "echo", Arity: 2, Flags: FlagFast, Handler: echo,
 			Doc: Doc{Summary: "Returns the given string.", Since: "1.0.0", Group: conn,
 				Args: []ArgDoc{{Name: "message", Type: "string"}}}},
-		{Name: "quit", Arity: -1, Flags: FlagNoAuth | FlagFast, Handler: quit,
+		{Name: "quit", Arity: -1, Flags: FlagNoAuth | FlagFast | FlagTx, Handler: quit,
 			Doc: Doc{Summary: "Closes the connection.", Since: "1.0.0", Group: conn}},
-		{Name: "reset", Arity: 1, Flags: FlagFast, Handler: s.reset,
+		{Name: "reset", Arity: 1, Flags: FlagFast | FlagTx, Handler: s.reset,
 			Doc: Doc{Summary: "Resets the connection.", Since: "6.2.0", Group: conn}},
 		{Name: "hello", Arity: -1, Flags: FlagNoAuth | FlagFast, Handler: s.hello,
 			Doc: Doc{Summary: "Handshakes with the server.", Since: "6.0.0", Group: conn,
@@ -72,6 +72,7 @@ func quit(_ context.Context, sess *Session, _ [][]byte) (any, error) {
 }
 
 func (s *Server) reset(_ context.Context, sess *Session, _ [][]byte) (any, error) {
+	sess.endTx()
 	sess.mu.Lock()
 	sess.proto, sess.name, sess.libName, sess.libVer = 2, "", "", ""
 	// As Redis: back to the default user, authenticated only if it needs

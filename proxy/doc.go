@@ -27,6 +27,17 @@
 //     arguments may ask to wait) has its context cancelled when its client
 //     hangs up or the server shuts down; bytes the client pipelined
 //     meanwhile are kept for the next commands.
+//   - MULTI / EXEC / DISCARD as Redis serves them (WATCH is refused):
+//     inside MULTI a command is checked (unknown, NOAUTH, arity, NOPERM,
+//     FlagNoMulti, at most Limits.MaxArgs commands and MaxCommandBytes
+//     bytes queued) and answered +QUEUED, or its error, after which EXEC
+//     answers EXECABORT and runs nothing; queued commands never start
+//     beside others. EXEC runs them in order with the connection watched:
+//     a client that hangs up (or a shutdown) stops it, and every Late reply
+//     of the transaction is computed together just before the EXEC reply
+//     is written, so a grant whose client left is given back. A
+//     transaction is not atomic: each command keeps only its own
+//     guarantees.
 //   - Malformed RESP, an argument over Limits.MaxArgBytes, a command with
 //     more than Limits.MaxArgs elements or over Limits.MaxCommandBytes, and
 //     an inline line over 64 KB answer "-ERR Protocol error: ..." and close

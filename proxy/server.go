@@ -141,6 +141,7 @@ type record struct {
 	name     string
 	t0       time.Time
 	rejected bool // refused before its handler ran
+	queued   bool // queued in MULTI: recorded when EXEC runs it
 }
 
 // New returns a server with the built-in commands and opts.Commands.
@@ -183,7 +184,7 @@ func New(opts Options) (*Server, error) {
 		return &b
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
-	t, err := NewTable(append(s.builtins(), opts.Commands...)...)
+	t, err := NewTable(append(append(s.builtins(), s.txBuiltins()...), opts.Commands...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -294,6 +295,7 @@ func (s *Server) accept(nc net.Conn) {
 		lastAt:  now,
 		proto:   2,
 		user:    s.users.open,
+		multi:   -1,
 	}
 	sess.ctx, sess.cancel = context.WithCancel(context.Background())
 	s.mu.Lock()
@@ -343,8 +345,11 @@ func (s *Server) closed(sess *Session) {
 // connection still running, unless it names a resource one of them names;
 // its reply is written in order once those before it are written. Any
 // other command first waits for the running ones and writes their replies.
+//
+// Inside MULTI nothing starts beside others: commands are queued (see
+// multi.go).
 func (s *Server) dispatch(sess *Session, args [][]byte, more bool) {
-	if more || len(sess.running) > 0 {
+	if sess.tx == nil && (more || len(sess.running) > 0) {
 		if cmd := s.table.Lookup(args[0]); cmd != nil && s.parallel(sess, cmd, args) {
 			s.spawn(sess, cmd, args)
 			return
@@ -363,8 +368,15 @@ func (s *Server) dispatch(sess *Session, args [][]byte, more bool) {
 }
 
 // done records a command's end, once its final reply (a Late one
-// computed) is known, for metrics, INFO and CLIENT LIST.
+// computed) is known, for metrics, INFO and CLIENT LIST. A command queued
+// in MULTI is recorded when EXEC runs it.
 func (s *Server) done(sess *Session, rec *record, reply any) {
+	if rec.queued {
+		sess.mu.Lock()
+		sess.lastAt = time.Now()
+		sess.mu.Unlock()
+		return
+	}
 	d := time.Since(rec.t0)
 	code := ""
 	if e, ok := reply.(*Error); ok {
@@ -501,28 +513,29 @@ func (s *Server) handle(sess *Session, args [][]byte, rec *record, parallel bool
 		}
 	}()
 	cmd := s.table.Lookup(args[0])
-	if cmd == nil {
-		if s.opts.Unknown != nil {
-			return nil, s.opts.Unknown(args)
+	if cmd != nil {
+		rec.cmd, rec.name = cmd, cmd.Name
+		sess.mu.Lock()
+		sess.lastCmd = cmd.Name // CLIENT LIST shows a blocked client's command
+		sess.mu.Unlock()
+	}
+	err = s.admit(sess, cmd, args)
+	if !parallel && sess.tx != nil {
+		// Inside MULTI: a refused command aborts the transaction; others
+		// but the transaction's own are queued, not run.
+		if err != nil {
+			rec.rejected = true
+			sess.tx.abort()
+			sess.setMulti(0)
+			return nil, err
 		}
-		return nil, unknownCommand(args)
+		if cmd.Flags&FlagTx == 0 {
+			return s.queue(sess, rec, args)
+		}
 	}
-	rec.cmd, rec.name = cmd, cmd.Name
-	sess.mu.Lock()
-	u := sess.user
-	sess.lastCmd = cmd.Name // CLIENT LIST shows a blocked client's command
-	sess.mu.Unlock()
-	if u == nil && cmd.Flags&FlagNoAuth == 0 {
+	if err != nil {
 		rec.rejected = true
-		return nil, &Error{Code: "NOAUTH", Msg: "Authentication required."}
-	}
-	if !cmd.arityOK(len(args)) {
-		rec.rejected = true
-		return nil, WrongArity(cmd.Name)
-	}
-	if u != nil && !cmd.allows(u, args) {
-		rec.rejected = true
-		return nil, ErrNoPerm
+		return nil, err
 	}
 	if parallel {
 		// Its reply is written in turn, and a Late reply (a grant's
@@ -560,6 +573,31 @@ func (s *Server) handle(sess *Session, args [][]byte, rec *record, parallel bool
 		reply = l.value(s)
 	}
 	return reply, err
+}
+
+// admit checks a command before it runs (or is queued in MULTI): it is
+// known (cmd not nil), the session authenticated unless the command needs
+// none, the arity, and the user's resource patterns.
+func (s *Server) admit(sess *Session, cmd *Command, args [][]byte) error {
+	if cmd == nil {
+		if s.opts.Unknown != nil {
+			return s.opts.Unknown(args)
+		}
+		return unknownCommand(args)
+	}
+	sess.mu.Lock()
+	u := sess.user
+	sess.mu.Unlock()
+	if u == nil && cmd.Flags&FlagNoAuth == 0 {
+		return &Error{Code: "NOAUTH", Msg: "Authentication required."}
+	}
+	if !cmd.arityOK(len(args)) {
+		return WrongArity(cmd.Name)
+	}
+	if u != nil && !cmd.allows(u, args) {
+		return ErrNoPerm
+	}
+	return nil
 }
 
 func (s *Server) mapError(err error) *Error {

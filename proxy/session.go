@@ -28,6 +28,7 @@ type Session struct {
 	deadline bool    // a read deadline may be set
 	werr     error   // the first write error: nothing more is written
 	running  []*slot // pipelined commands running, in arrival order
+	tx       *tx     // the open transaction (MULTI), nil when none
 
 	mu      sync.Mutex
 	proto   int
@@ -39,6 +40,7 @@ type Session struct {
 	lastAt  time.Time
 	blocked bool     // a command that may block is running
 	waitsOn []string // the resources it names
+	multi   int      // commands queued in MULTI, -1 outside one (CLIENT LIST)
 	quit    bool
 	closers []func() // run once the connection is closed
 	closed  bool
@@ -146,6 +148,20 @@ func (srv *Server) wait(sess *Session, keys [][]byte, delta int) {
 	srv.mu.Unlock()
 }
 
+// setMulti records how many commands the open transaction holds, for
+// CLIENT LIST (-1: none).
+func (s *Session) setMulti(n int) {
+	s.mu.Lock()
+	s.multi = n
+	s.mu.Unlock()
+}
+
+// endTx drops the open transaction, if any (EXEC, DISCARD, RESET).
+func (s *Session) endTx() {
+	s.tx = nil
+	s.setMulti(-1)
+}
+
 func (s *Session) quitting() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -240,12 +256,15 @@ func (s *Session) line(now time.Time) string {
 		name = s.user.name
 	}
 	flags := "N"
-	if s.blocked {
+	switch {
+	case s.blocked:
 		flags = "b"
+	case s.multi >= 0:
+		flags = "x"
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s resource=%s",
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s resource=%s",
 		s.id, s.addr, s.laddr, s.name, int(now.Sub(s.created).Seconds()), int(now.Sub(s.lastAt).Seconds()), flags,
-		strings.ToLower(last), name, s.proto, s.libName, s.libVer, clientListResources(s.waitsOn))
+		s.multi, strings.ToLower(last), name, s.proto, s.libName, s.libVer, clientListResources(s.waitsOn))
 }
 
 // maxListedResource bounds the bytes of resource names one CLIENT LIST

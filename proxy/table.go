@@ -26,6 +26,12 @@ const (
 	FlagWrite
 	// FlagFast: answers without waiting on the masters.
 	FlagFast
+	// FlagTx: runs at once inside MULTI instead of being queued (MULTI,
+	// EXEC, DISCARD, WATCH, QUIT, RESET).
+	FlagTx
+	// FlagNoMulti: refused inside MULTI ("Command not allowed inside a
+	// transaction"), which aborts the transaction.
+	FlagNoMulti
 )
 
 func (f Flag) names() []string {
@@ -33,7 +39,7 @@ func (f Flag) names() []string {
 	for _, x := range []struct {
 		f    Flag
 		name string
-	}{{FlagWrite, "write"}, {FlagMayBlock, "blocking"}, {FlagNoAuth, "no_auth"}, {FlagFast, "fast"}} {
+	}{{FlagWrite, "write"}, {FlagMayBlock, "blocking"}, {FlagNoAuth, "no_auth"}, {FlagFast, "fast"}, {FlagNoMulti, "no_multi"}} {
 		if f&x.f != 0 {
 			out = append(out, x.name)
 		}
