@@ -232,12 +232,14 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil || lease == nil {
 					return nil, err
 				}
-				v, ok := validity(ctx, lease, eng.FairAbandon)
-				if !ok {
-					return nil, nil
-				}
-				k.keepIf(sess, la.auto, kindLock, lease.Resources, lease.Token, la.ttl, v)
-				return []any{lease.Token, v, lease.Fences[0]}, nil
+				return proxy.Late(func() any {
+					v, ok := validity(ctx, lease, eng.FairAbandon)
+					if !ok {
+						return nil
+					}
+					k.keepIf(sess, la.auto, kindLock, lease.Resources, lease.Token, la.ttl, v)
+					return []any{lease.Token, v, lease.Fences[0]}
+				}), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Acquires a lock like RLOCK, but waiters are granted in arrival order across every proxy. Returns [token, validity, fence], or nil if held.",
@@ -318,7 +320,7 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 					return nil, err
 				}
 				k.extended(sess, kindLock, []string{r}, t, d, v)
-				return v.Milliseconds(), nil
+				return decaying(v, time.Now()), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of a lock held with token. Returns the new validity, or nil if the lock is lost.",
@@ -326,6 +328,20 @@ func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
 				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
 			},
 		},
+	}
+}
+
+// decaying is an extend's reply: the validity v the masters gave, counted
+// down from at (when the extend returned) to when the reply is written,
+// which inside EXEC may be well after it ran; nil (lost) once less than a
+// millisecond is left.
+func decaying(v time.Duration, at time.Time) proxy.Late {
+	return func() any {
+		left := (v - time.Since(at)).Milliseconds()
+		if left < 1 {
+			return nil
+		}
+		return left
 	}
 }
 

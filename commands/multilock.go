@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -172,7 +173,7 @@ func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 					return nil, err
 				}
 				k.extended(sess, kindLock, rs, t, d, v)
-				return v.Milliseconds(), nil
+				return decaying(v, time.Now()), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of every resource held with token. Returns the new validity, or nil if any could not be extended on a quorum.",

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
@@ -82,7 +83,7 @@ func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command 
 					return nil, err
 				}
 				k.extended(sess, kindRead, []string{r}, t, d, v)
-				return v.Milliseconds(), nil
+				return decaying(v, time.Now()), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of a read lock held with token. Returns the new validity, or nil if it is lost.",

@@ -180,7 +180,7 @@ func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 					return nil, err
 				}
 				k.extended(sess, kindSem, []string{s}, t, d, v)
-				return v.Milliseconds(), nil
+				return decaying(v, time.Now()), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of the permits held with token. Returns the new validity, or nil if they are lost.",
