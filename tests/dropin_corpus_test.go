@@ -236,6 +236,28 @@ func TestDropinCorpus(t *testing.T) {
 				ph.counter, workers*cycles, ph.peak, ph.err)
 		}
 	})
+	// The sampler's control: a correct lock taken on ONE of the 5 masters
+	// directly is held on fewer than 3, which the samples must show; and
+	// a key left without an expiry must be reported.
+	t.Run("control-one-master", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t)
+		counter := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		t.Cleanup(func() { counter.Close() })
+		cl := newCluster(t, 5)
+		r := dropinRow{name: "redisio-py", lang: "py", limit: 1, keys: []string{"dropin"}, need: 1}
+		m0 := cl.servers[0].Addr
+		ph := runDropinPhase(t, progs, r, []string{m0, m0}, counter, cl, []int{0, 1, 2, 3, 4}, workers, cycles, timeout)
+		if ph.err != "" || ph.counter != int64(workers*cycles) || ph.samples == 0 || len(ph.short) != ph.samples {
+			t.Fatalf("a lock on one master: counter %d, error %q, %d samples of which %d on fewer than 3 masters, want all",
+				ph.counter, ph.err, ph.samples, len(ph.short))
+		}
+		cl.direct[2].Set(context.Background(), "redlock-proxy:forever", 1, 0)
+		cl.direct[3].Set(context.Background(), "lockish", 1, time.Minute)
+		if left := leftoverKeys(cl.direct, false); len(left) != 2 {
+			t.Fatalf("leftoverKeys = %v, want the key without expiry and the lock key", left)
+		}
+	})
 	for _, r := range dropinCorpus {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
