@@ -1,0 +1,440 @@
+package luashape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// libCase is a lock script written here in the shape a library's script
+// has (our own paraphrase: same KEYS/ARGV layout, same behaviour on one
+// Redis), with the arguments the library passes.
+type libCase struct {
+	lib       string
+	src       string
+	kind      Kind
+	reentrant bool
+	keys      []string
+	argv      []string // "{now}" and "{now+10000}" are replaced by ms timestamps
+	val       int      // ARGV index of the value a held key has in state "mine"
+	num       []int    // ARGV that are numbers (for the tonumber mutation)
+	publishes bool     // publishes once in state "mine"
+	// Semaphores: the token's members in state "mine", the limit.
+	members func(token string) []string
+	limit   int
+}
+
+const (
+	tok   = "tok-5f2a9c"
+	other = "someone-else"
+)
+
+func single(tok string) []string { return []string{tok} }
+func permits(n int) func(string) []string {
+	return func(tok string) []string {
+		var out []string
+		for i := 0; i < n; i++ {
+			out = append(out, tok+"_"+strconv.Itoa(i))
+		}
+		return out
+	}
+}
+
+var libCases = []libCase{
+	{lib: "redis-py Lock.release", kind: Release, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
+local held = redis.call('get', KEYS[1])
+if (not held) or held ~= ARGV[1] then
+  return 0
+end
+redis.call('del', KEYS[1])
+return 1`},
+	{lib: "redis-py Lock.extend (add to the ttl)", kind: Extend, keys: []string{"lk"}, argv: []string{tok, "5000", "0"}, val: 1, num: []int{2}, src: `
+local held = redis.call('get', KEYS[1])
+if not held or held ~= ARGV[1] then return 0 end
+local left = redis.call('pttl', KEYS[1])
+if not left then left = 0 end
+if left < 0 then return 0 end
+local ttl = ARGV[2]
+if ARGV[3] == "0" then ttl = ARGV[2] + left end
+redis.call('pexpire', KEYS[1], ttl)
+return 1`},
+	{lib: "redis-py Lock.extend (replace the ttl)", kind: Extend, keys: []string{"lk"}, argv: []string{tok, "5000", "1"}, val: 1, num: []int{2}, src: `
+local held = redis.call('get', KEYS[1])
+if not held or held ~= ARGV[1] then return 0 end
+local left = redis.call('pttl', KEYS[1])
+if not left then left = 0 end
+if left < 0 then return 0 end
+local ttl = ARGV[2]
+if ARGV[3] == "0" then ttl = ARGV[2] + left end
+redis.call('pexpire', KEYS[1], ttl)
+return 1`},
+	{lib: "redis-py Lock.reacquire", kind: Extend, keys: []string{"lk"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+local held = redis.call('get', KEYS[1])
+if not held or held ~= ARGV[1] then
+  return 0
+end
+redis.call('pexpire', KEYS[1], ARGV[2])
+return 1`},
+	{lib: "go-redsync v4.11 delete, the redis.io release, bsm release, rueidislock delete, ioredis-lock delifequal",
+		kind: Release, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+	return redis.call("DEL", KEYS[1])
+else
+	return 0
+end`},
+	{lib: "go-redsync v4.18 delete (three-way)", kind: Release, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
+local v = redis.call("GET", KEYS[1])
+if v == ARGV[1] then
+	return redis.call("DEL", KEYS[1])
+elseif v == false then
+	return -1
+else
+	return 0
+end`},
+	{lib: "go-redsync touch, bsm refresh, ioredis-lock pexpireifequal", kind: Extend, keys: []string{"lk"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end
+return 0`},
+	{lib: "go-redsync v4.18 touch or SET NX", kind: Acquire, reentrant: true, keys: []string{"lk"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+elseif redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2], "NX") then
+	return 1
+else
+	return 0
+end`},
+	{lib: "bsm/redislock obtain (token prefix re-entry)", kind: Acquire, reentrant: true, keys: []string{"lk"}, argv: []string{tok, "6", "20000"}, val: 1, num: []int{2, 3}, src: `
+if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[3]) then
+  return redis.status_reply("OK")
+end
+local n = tonumber(ARGV[2])
+local head = redis.call("getrange", KEYS[1], 0, n - 1)
+if head == string.sub(ARGV[1], 1, n) then
+  return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[3])
+end`},
+	{lib: "bsm/redislock pttl", kind: Check, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
+if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pttl", KEYS[1]) end
+return -3`},
+	{lib: "node-redlock 4.2 / 5.0 acquire", kind: Acquire, keys: []string{"a", "b"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+for _, k in ipairs(KEYS) do
+  if redis.call("exists", k) == 1 then
+    return 0
+  end
+end
+for _, k in ipairs(KEYS) do
+  redis.call("set", k, ARGV[1], "PX", ARGV[2])
+end
+return #KEYS`},
+	{lib: "node-redlock 4.2 / 5.0 extend", kind: Extend, keys: []string{"a", "b"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+for _, k in ipairs(KEYS) do
+  if redis.call("get", k) ~= ARGV[1] then
+    return 0
+  end
+end
+for _, k in ipairs(KEYS) do
+  redis.call("set", k, ARGV[1], "PX", ARGV[2])
+end
+return #KEYS`},
+	{lib: "node-redlock 4.2 / 5.0 release", kind: Release, keys: []string{"a", "b"}, argv: []string{tok}, val: 1, src: `
+local n = 0
+for _, k in ipairs(KEYS) do
+  if redis.call("get", k) == ARGV[1] then
+    redis.pcall("del", k)
+    n = n + 1
+  end
+end
+return n`},
+	{lib: "redis-semaphore Mutex refresh", kind: Extend, keys: []string{"lk"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+local key = KEYS[1]
+local id = ARGV[1]
+local timeout = ARGV[2]
+if redis.call('get', key) == id then
+  redis.call('pexpire', key, timeout)
+  return 1
+end
+return 0`},
+	{lib: "redis-semaphore Semaphore acquire", kind: SemAcquire, keys: []string{"sem"}, argv: []string{"3", tok, "20000", "{now}"}, val: 2, num: []int{1, 3, 4}, members: single, limit: 3, src: `
+local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local id = ARGV[2]
+local timeout = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+redis.call('zremrangebyscore', key, '-inf', now - timeout)
+if redis.call('zcard', key) < limit then
+  redis.call('zadd', key, now, id)
+  redis.call('pexpire', key, timeout)
+  return 1
+end
+return 0`},
+	{lib: "redis-semaphore Semaphore refresh", kind: SemExtend, keys: []string{"sem"}, argv: []string{"3", tok, "20000", "{now}"}, val: 2, num: []int{1, 3, 4}, members: single, limit: 3, src: `
+local key = KEYS[1]
+local id = ARGV[2]
+local timeout = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+redis.call('zremrangebyscore', key, '-inf', now - timeout)
+if redis.call('zscore', key, id) then
+  redis.call('zadd', key, now, id)
+  redis.call('pexpire', key, timeout)
+  return 1
+end
+return 0`},
+	{lib: "redis-semaphore MultiSemaphore acquire", kind: SemAcquire, keys: []string{"sem"}, argv: []string{"4", "2", tok, "20000", "{now}"}, val: 3, num: []int{1, 2, 4, 5}, members: permits(2), limit: 4, src: `
+local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+local id = ARGV[3]
+local timeout = tonumber(ARGV[4])
+local now = tonumber(ARGV[5])
+local args = {}
+redis.call('zremrangebyscore', key, '-inf', now - timeout)
+if redis.call('zcard', key) + n <= limit then
+  for i = 0, n - 1 do
+    table.insert(args, now)
+    table.insert(args, id .. '_' .. i)
+  end
+  redis.call('zadd', key, unpack(args))
+  redis.call('pexpire', key, timeout)
+  return 1
+end
+return 0`},
+	{lib: "redis-semaphore MultiSemaphore refresh", kind: SemExtend, keys: []string{"sem"}, argv: []string{"4", "2", tok, "20000", "{now}"}, val: 3, num: []int{1, 2, 4, 5}, members: permits(2), limit: 4, src: `
+local key = KEYS[1]
+local n = tonumber(ARGV[2])
+local id = ARGV[3]
+local timeout = tonumber(ARGV[4])
+local now = tonumber(ARGV[5])
+local args = {}
+redis.call('zremrangebyscore', key, '-inf', now - timeout)
+if redis.call('zscore', key, id .. '_0') then
+  for i = 0, n - 1 do
+    table.insert(args, now)
+    table.insert(args, id .. '_' .. i)
+  end
+  redis.call('zadd', key, unpack(args))
+  redis.call('pexpire', key, timeout)
+  return 1
+end
+return 0`},
+	{lib: "redis-semaphore MultiSemaphore release", kind: SemRelease, keys: []string{"sem"}, argv: []string{"2", tok}, val: 2, num: []int{1}, members: permits(2), limit: 4, src: `
+local key = KEYS[1]
+local n = tonumber(ARGV[1])
+local id = ARGV[2]
+local args = {}
+for i = 0, n - 1 do
+  table.insert(args, id .. '_' .. i)
+end
+return redis.call('zrem', key, unpack(args))`},
+	{lib: "rueidislock extend (PEXPIREAT)", kind: Extend, keys: []string{"lk"}, argv: []string{tok, "{now+10000}"}, val: 1, num: []int{2}, src: `
+if redis.call("GET",KEYS[1]) == ARGV[1] then return redis.call("PEXPIREAT",KEYS[1],ARGV[2]) else return 0 end`},
+	{lib: "Spring RedisLockRegistry obtain", kind: Acquire, reentrant: true, keys: []string{"lk"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+local owner = redis.call('GET', KEYS[1])
+if owner == ARGV[1] then
+	redis.call('PEXPIRE', KEYS[1], ARGV[2])
+	return true
+elseif not owner then
+	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+	return true
+end
+return false`},
+	{lib: "Spring RedisLockRegistry renew", kind: Extend, keys: []string{"lk"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+if (redis.call('GET', KEYS[1]) == ARGV[1]) then
+	redis.call('PEXPIRE', KEYS[1], ARGV[2])
+	return true
+end
+return false`},
+	{lib: "Spring RedisLockRegistry unlock (spin, UNLINK)", kind: Release, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
+local owner = redis.call('GET', KEYS[1])
+if owner == ARGV[1] then
+	redis.call('UNLINK', KEYS[1])
+	return true
+end
+return false`},
+	{lib: "Spring RedisLockRegistry unlock (pub/sub)", kind: Release, keys: []string{"lk"}, argv: []string{tok, "spring-unlock"}, val: 1, publishes: true, src: `
+local owner = redis.call('GET', KEYS[1])
+if (owner == ARGV[1] and redis.call('DEL', KEYS[1]) == 1) then
+	redis.call('PUBLISH', ARGV[2], KEYS[1])
+	return true
+end
+return false`},
+	// Other ways to write the same operations.
+	{lib: "SETNX then PEXPIRE", kind: Acquire, keys: []string{"lk"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+if redis.call('setnx', KEYS[1], ARGV[1]) == 1 then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+return 0`},
+	{lib: "GET then SET EX if absent", kind: Acquire, keys: []string{"lk"}, argv: []string{tok, "20"}, val: 1, num: []int{2}, src: `
+local cur = redis.call('get', KEYS[1])
+if cur then return 0 end
+return redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2])`},
+	{lib: "SET NX PXAT, two named keys", kind: Acquire, keys: []string{"a", "b"}, argv: []string{tok, "{now+10000}"}, val: 1, num: []int{2}, src: `
+if redis.call('exists', KEYS[1], KEYS[2]) > 0 then return 0 end
+redis.call('set', KEYS[1], ARGV[1], 'PXAT', ARGV[2])
+redis.call('set', KEYS[2], ARGV[1], 'PXAT', ARGV[2])
+return 1`},
+	{lib: "extend with SET XX PX", kind: Extend, keys: []string{"lk"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+if ARGV[1] == redis.call('get', KEYS[1]) then
+  return redis.call('set', KEYS[1], ARGV[1], 'XX', 'PX', ARGV[2])
+end
+return nil`},
+	{lib: "check returning the value", kind: Check, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
+local v = redis.call('get', KEYS[1])
+if v == ARGV[1] then return {v, redis.call('pttl', KEYS[1])} end
+return {}`},
+}
+
+func nowArgs(argv []string) []string {
+	out := make([]string, len(argv))
+	now := time.Now().UnixMilli()
+	for i, a := range argv {
+		switch a {
+		case "{now}":
+			a = strconv.FormatInt(now, 10)
+		case "{now+10000}":
+			a = strconv.FormatInt(now+10000, 10)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// TestLibraries runs each script, and each mutation of it, on one real
+// Redis and through the recognised shape over a fake quorum, from every
+// state (free, held by the client, held by another), and compares the
+// replies and the state each leaves.
+func TestLibraries(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := dialRESP(t, srv.Addr)
+	for _, lc := range libCases {
+		for _, m := range mutations {
+			if m.name == "tonumber wrappers" {
+				m.wrapNum = lc.num
+			}
+			t.Run(lc.lib+"/"+m.name, func(t *testing.T) {
+				src, err := printLua(lc.src, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, err := Recognise([]byte(src))
+				if err != nil {
+					t.Fatalf("not recognised: %v\n%s", err, src)
+				}
+				if s.Kind != lc.kind || s.Reentrant != lc.reentrant {
+					t.Fatalf("shape %v, want %s (re-entrant %v)\n%s", s, lc.kind, lc.reentrant, src)
+				}
+				states := []string{"absent", "mine", "other"}
+				if lc.members != nil {
+					states = []string{"absent", "mine", "full"}
+				}
+				for _, st := range states {
+					compareRun(t, rc, lc, src, s, st)
+				}
+			})
+		}
+	}
+}
+
+func compareRun(t *testing.T, rc *respConn, lc libCase, src string, s *Shape, st string) {
+	t.Helper()
+	argv := nowArgs(lc.argv)
+	fake := newFake()
+	rc.do(t, "FLUSHALL")
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	val := argv[lc.val-1]
+	for _, k := range lc.keys {
+		switch {
+		case lc.members != nil && st == "mine":
+			for _, m := range lc.members(val) {
+				rc.do(t, "ZADD", k, now, m)
+			}
+			rc.do(t, "PEXPIRE", k, "10000")
+			fake.sems[k] = map[string]int{val: len(lc.members(val))}
+		case lc.members != nil && st == "full":
+			fake.sems[k] = map[string]int{}
+			for i := 0; i < lc.limit; i++ {
+				rc.do(t, "ZADD", k, now, other+strconv.Itoa(i))
+				fake.sems[k][other+strconv.Itoa(i)] = 1
+			}
+		case lc.members != nil:
+		case st == "mine":
+			rc.do(t, "SET", k, val, "PX", "10000")
+			fake.kv[k] = fakeKey{val, time.Now().Add(10 * time.Second)}
+		case st == "other":
+			rc.do(t, "SET", k, other, "PX", "10000")
+			fake.kv[k] = fakeKey{other, time.Now().Add(10 * time.Second)}
+		}
+	}
+	args := append([]string{"EVAL", src, strconv.Itoa(len(lc.keys))}, lc.keys...)
+	want := rc.do(t, append(args, argv...)...)
+	got, err := s.Run(context.Background(), fake, lc.keys, argv)
+	var se ScriptError
+	if errors.As(err, &se) {
+		got = se
+	} else if err != nil {
+		t.Fatalf("%s: Run: %v", st, err)
+	}
+	if fmtReply(got) != fmtReply(want) {
+		t.Errorf("%s: Run answers %s, one Redis %s (ops: %v)\n%s", st, fmtReply(got), fmtReply(want), fake.calls, src)
+	}
+	// The state left behind.
+	for _, k := range lc.keys {
+		if lc.members != nil {
+			n := 0
+			for _, c := range fake.sems[k] {
+				n += c
+			}
+			if real := rc.do(t, "ZCARD", k); real != int64(n) {
+				t.Errorf("%s: %s has %v members on one Redis, %d permits through the quorum (ops: %v)", st, k, real, n, fake.calls)
+			}
+			continue
+		}
+		rv := rc.do(t, "GET", k)
+		rp, _ := rc.do(t, "PTTL", k).(int64)
+		fv, held := fake.held(k)
+		switch {
+		case !held && rv != nil, held && rv != fv.val:
+			t.Errorf("%s: %s holds %v on one Redis, %q (held %v) through the quorum (ops: %v)", st, k, rv, fv.val, held, fake.calls)
+		case held:
+			if d := time.Until(fv.exp).Milliseconds() - rp; d > 500 || d < -500 {
+				t.Errorf("%s: %s expires in %dms on one Redis, %v through the quorum (ops: %v)", st, k, rp, time.Until(fv.exp), fake.calls)
+			}
+		}
+	}
+	wantPubs := 0
+	if lc.publishes && st == "mine" {
+		wantPubs = 1
+	}
+	if len(fake.pubs) != wantPubs {
+		t.Errorf("%s: published %v, want %d messages", st, fake.pubs, wantPubs)
+	}
+}
+
+func fmtReply(v any) string {
+	switch v := v.(type) {
+	case []any:
+		var parts []string
+		for _, x := range v {
+			parts = append(parts, fmtReply(x))
+		}
+		return "[" + strings.Join(parts, " ") + "]"
+	case ScriptError:
+		// Redis appends where the script failed; compare the error itself.
+		s := string(v)
+		if i := strings.Index(s, " script: "); i >= 0 {
+			s = s[:i]
+		}
+		return "error:" + s
+	case int64:
+		// pttl replies differ by the time between the two runs.
+		if v >= 1000 {
+			return fmt.Sprintf("int:~%ds", (v+500)/1000)
+		}
+		return fmt.Sprintf("int:%d", v)
+	}
+	return fmtAny(v)
+}
