@@ -97,6 +97,7 @@ fuzz:
 	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzCommands$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzGlob$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/luashape -run '^$$' -fuzz '^FuzzRecognise$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin

@@ -2,9 +2,9 @@ package luashape
 
 import (
 	"bufio"
-	"io"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -219,4 +219,3 @@ func (rc *respConn) read() (any, error) {
 	}
 	return nil, fmt.Errorf("bad reply %q", line)
 }
-

@@ -111,7 +111,12 @@ func (errSteps) Error() string      { return "the script runs too long" }
 
 var errBreak = errors.New("break")
 
-const maxSteps = 20000
+// Bounds on one run: statements and expressions evaluated, and the
+// length of a string built by concatenation.
+const (
+	maxSteps  = 20000
+	maxString = 1 << 20
+)
 
 // assumption is a branch the symbolic run took on something it could not
 // decide: cond (a canonical comparison) was taken as holds.
@@ -667,9 +672,11 @@ func (in *interp) eval1(e expr) (value, error) {
 		case ">=":
 			return in.less(r, l, true)
 		case "..":
-			return in.concat(l, r)
+			v, err := in.concat(l, r)
+			return v, in.varInfo(err, "concatenate", e, l, r)
 		default:
-			return in.arith(e.op, l, r)
+			v, err := in.arith(e.op, l, r)
+			return v, in.varInfo(err, "perform arithmetic on", e, l, r)
 		}
 	}
 	return nil, in.errf("unsupported expression")
@@ -931,6 +938,9 @@ func (in *interp) concat(l, r value) (value, error) {
 		}
 		return nil, in.errf("attempt to concatenate a %s value", typeName(bad))
 	}
+	if ls.op == "str" && rs.op == "str" && len(ls.s)+len(rs.s) > maxString {
+		return nil, in.errf("not enough memory")
+	}
 	e := mkConcat([]*sx{ls, rs})
 	if e.op == "str" {
 		return e.s, nil
@@ -1063,4 +1073,45 @@ func base(e *sx) *sx {
 		return base(e.kids[0])
 	}
 	return nil
+}
+
+// varInfo words an operand error as Lua 5.1 does when it can name the
+// operand: "attempt to perform arithmetic on local 'x' (a nil value)".
+func (in *interp) varInfo(err error, what string, e *binExpr, l, r value) error {
+	var le *luaError
+	if err == nil || !errors.As(err, &le) || !strings.HasPrefix(le.msg, "attempt to "+what+" a ") {
+		return err
+	}
+	x, v := e.r, r
+	if _, _, ok := symNum(l); (what != "concatenate" && !ok) || (what == "concatenate" && !isStringy(l)) {
+		x, v = e.l, l
+	}
+	name := ""
+	switch x := x.(type) {
+	case *nameExpr:
+		name = "global '" + x.name + "'"
+		for i := len(in.scopes) - 1; i >= 0; i-- {
+			if _, ok := in.scopes[i][x.name]; ok {
+				name = "local '" + x.name + "'"
+				break
+			}
+		}
+	case *indexExpr:
+		name = "field '?'"
+		if k, ok := x.key.(*strExpr); ok {
+			name = "field '" + k.v + "'"
+		}
+	}
+	if name == "" {
+		return err
+	}
+	return &luaError{line: le.line, msg: fmt.Sprintf("attempt to %s %s (a %s value)", what, name, typeName(v))}
+}
+
+func isStringy(v value) bool {
+	switch v.(type) {
+	case string, float64, *sym:
+		return true
+	}
+	return false
 }

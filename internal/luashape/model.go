@@ -646,6 +646,7 @@ func (in *interp) substr(s, from, to value, redisIdx bool) (value, error) {
 		}
 		e := &sx{op: "prefix", kids: []*sx{base, n}}
 		e.key = "prefix(" + base.key + "," + n.key + ")"
+		bounded(e)
 		return &sym{e: e}, nil
 	}
 	return &sym{e: opaque("sub", base, numSx(fe, fc), numSx(te, tc))}, nil

@@ -47,7 +47,7 @@ func TestLexParse(t *testing.T) {
 		{"ipairs over ARGV", "local n = 0 for _, v in ipairs(ARGV) do n = n + tonumber(v) end return n", []string{"2", "5"}, int64(7), ""},
 		{"float truncates", "return 3.9", nil, int64(3), ""},
 		{"true is 1, false nil", "return {true, false}", nil, []any{int64(1), nil}, ""},
-		{"arith on nil", "return ARGV[3] + 1", nil, nil, "ERR user_script:1: attempt to perform arithmetic on a nil value"},
+		{"arith on nil", "return ARGV[3] + 1", nil, nil, "ERR user_script:1: attempt to perform arithmetic on field '?' (a nil value)"},
 		{"unknown global", "return foo", nil, nil, "nonexistent global variable 'foo'"},
 		{"while and break", "local i = 0 while true do i = i + 1 if i == 5 then break end end return i", nil, int64(5), ""},
 		{"repeat", "local i = 0 repeat i = i + 2 until i >= 6 return i", nil, int64(6), ""},

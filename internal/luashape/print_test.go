@@ -9,17 +9,17 @@ import (
 // mutation says how printLua re-writes a parsed script: each option is a
 // change that must not change what the script does.
 type mutation struct {
-	name      string
-	oneLine   bool   // all on one line, single spaces
-	indent    string // indentation unit (default two spaces)
-	comments  bool   // a line comment and a long comment around each statement
-	rename    bool   // every local gets another name
-	swapCall  bool   // redis.call <-> redis.pcall
-	flipCase  bool   // command names change case
-	swapCmp   bool   // a == b -> b == a, a < b -> b > a, ...
-	wrapStr   bool   // ARGV[i] -> tostring(ARGV[i])
-	wrapNum   []int  // ARGV[i] -> tonumber(ARGV[i]) for these (numeric) i
-	quote     string // ' " or [[ for string literals
+	name     string
+	oneLine  bool   // all on one line, single spaces
+	indent   string // indentation unit (default two spaces)
+	comments bool   // a line comment and a long comment around each statement
+	rename   bool   // every local gets another name
+	swapCall bool   // redis.call <-> redis.pcall
+	flipCase bool   // command names change case
+	swapCmp  bool   // a == b -> b == a, a < b -> b > a, ...
+	wrapStr  bool   // ARGV[i] -> tostring(ARGV[i])
+	wrapNum  []int  // ARGV[i] -> tonumber(ARGV[i]) for these (numeric) i
+	quote    string // ' " or [[ for string literals
 }
 
 var mutations = []mutation{

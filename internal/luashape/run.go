@@ -154,11 +154,20 @@ func scriptErr(err error) error {
 }
 
 // finish converts the reply of the run that matches the quorum's state and
-// delivers its PUBLISHes.
-func (r *runner) finish(ctx context.Context, ops Ops, st func(int) start) (any, error) {
+// delivers its PUBLISHes. done says whether the quorum operation took
+// effect: a run that writes where it did not (arguments that make the
+// script do more than its shape) answers an error instead.
+func (r *runner) finish(ctx context.Context, ops Ops, st func(int) start, done bool) (any, error) {
 	ret, m, err := r.replay(st)
 	if err != nil {
 		return nil, scriptErr(err)
+	}
+	if !done {
+		for _, e := range m.ents {
+			if effectOf(e).kind != "none" || len(e.zadds) > 0 || (len(e.zrems) > 0 && e.zmine == 1) {
+				return nil, ScriptError("ERR drop-in: with these arguments the script writes where the quorum operation did not")
+			}
+		}
 	}
 	for _, p := range m.pubs {
 		ch, ok1 := p.ch.(string)
@@ -264,12 +273,12 @@ func (r *runner) other(ctx context.Context, ops Ops) (func(int) start, error) {
 
 func (r *runner) acquire(ctx context.Context, ops Ops) (any, error) {
 	_, m, err := r.replay(r.all(start{}))
-	if err != nil {
-		return nil, scriptErr(err)
+	if err != nil { // fails where it would write: answer from the real state
+		return r.check(ctx, ops)
 	}
 	keys, val, ttl, err := r.written(m, "set")
 	if err != nil {
-		return nil, err
+		return r.check(ctx, ops)
 	}
 	if len(keys) == 0 { // these arguments take nothing: answer as read
 		return r.check(ctx, ops)
@@ -279,13 +288,13 @@ func (r *runner) acquire(ctx context.Context, ops Ops) (any, error) {
 		return nil, err
 	}
 	if granted {
-		return r.finish(ctx, ops, r.all(start{}))
+		return r.finish(ctx, ops, r.all(start{}), true)
 	}
 	st, err := r.other(ctx, ops)
 	if err != nil {
 		return nil, err
 	}
-	return r.finish(ctx, ops, st)
+	return r.finish(ctx, ops, st, false)
 }
 
 func (r *runner) value() string {
@@ -310,8 +319,8 @@ func (r *runner) releaseOrExtend(ctx context.Context, ops Ops) (any, error) {
 		}
 	}
 	_, m, err := r.replay(r.all(mine))
-	if err != nil {
-		return nil, scriptErr(err)
+	if err != nil { // fails where it would write: answer from the real state
+		return r.check(ctx, ops)
 	}
 	var st State
 	if keys, _, _, _ := r.written(m, "del"); len(keys) > 0 {
@@ -322,7 +331,7 @@ func (r *runner) releaseOrExtend(ctx context.Context, ops Ops) (any, error) {
 	} else {
 		keys, _, ttl, err := r.written(m, "expire")
 		if err != nil {
-			return nil, err
+			return r.check(ctx, ops)
 		}
 		if len(keys) == 0 {
 			return r.check(ctx, ops)
@@ -333,15 +342,15 @@ func (r *runner) releaseOrExtend(ctx context.Context, ops Ops) (any, error) {
 	}
 	switch st {
 	case Mine:
-		return r.finish(ctx, ops, r.all(mine))
+		return r.finish(ctx, ops, r.all(mine), true)
 	case Absent:
-		return r.finish(ctx, ops, r.all(start{}))
+		return r.finish(ctx, ops, r.all(start{}), false)
 	}
 	o, err := r.other(ctx, ops)
 	if err != nil {
 		return nil, err
 	}
-	return r.finish(ctx, ops, o)
+	return r.finish(ctx, ops, o, false)
 }
 
 // check answers a script that only reads, from the quorum's state.
@@ -400,9 +409,9 @@ func (r *runner) sem(ctx context.Context, ops Ops) (any, error) {
 			return nil, err
 		}
 		if granted {
-			return r.finish(ctx, ops, r.all(free))
+			return r.finish(ctx, ops, r.all(free), true)
 		}
-		return r.finish(ctx, ops, r.all(full))
+		return r.finish(ctx, ops, r.all(full), false)
 	case SemRelease:
 		var err error
 		if st, err = ops.SemRelease(ctx, name, token); err != nil {
@@ -422,9 +431,9 @@ func (r *runner) sem(ctx context.Context, ops Ops) (any, error) {
 		}
 	}
 	if st == Mine {
-		return r.finish(ctx, ops, r.all(mine))
+		return r.finish(ctx, ops, r.all(mine), true)
 	}
-	return r.finish(ctx, ops, r.all(free))
+	return r.finish(ctx, ops, r.all(free), false)
 }
 
 // runDeclared runs a declared shape.

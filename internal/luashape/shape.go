@@ -102,7 +102,8 @@ type Shape struct {
 
 // Limits on the symbolic exploration.
 const (
-	maxPaths = 4096
+	maxPaths      = 1024
+	maxTotalSteps = 400000
 )
 
 // Recognise parses src and returns its shape, or an error whose text names
@@ -165,6 +166,7 @@ func explore(c *chunk, nk, nargv int) ([]*path, error) {
 	}
 	var out []*path
 	var choices []int
+	total := 0
 	for {
 		if len(out) >= maxPaths {
 			return nil, errors.New("too many ways through the script")
@@ -178,6 +180,9 @@ func explore(c *chunk, nk, nargv int) ([]*path, error) {
 		}
 		if errors.Is(err, errSteps{}) {
 			return nil, fmt.Errorf("%s runs too long", at(c, in.cur))
+		}
+		if total += in.steps; total > maxTotalSteps {
+			return nil, errors.New("too many ways through the script")
 		}
 		p := &path{nk: nk, pubs: in.m.pubs, ret: ret, err: err, assume: in.assume, bind: in.bind, end: in.cur}
 		for i := 1; i <= nk; i++ {
@@ -422,6 +427,14 @@ func classify(c *chunk, paths []*path) (*Shape, error) {
 			return nil, fmt.Errorf("%s: changes keys in a state it should leave alone", at(c, p.end))
 		default:
 			return nil, fmt.Errorf("%s: changes some keys and not others", at(c, p.end))
+		}
+	}
+	// A reply that shows the ttl the key had: Run reads it first.
+	for _, ps := range granted {
+		for _, p := range ps {
+			if k := replyKey(p); strings.Contains(k, "PTTL[") || strings.Contains(k, "TTL[") {
+				s.needsPTTL = true
+			}
 		}
 	}
 	// Run answers from the state the quorum reports: for an acquire, the

@@ -1,6 +1,7 @@
 package luashape
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -26,6 +27,17 @@ type sx struct {
 type sym struct {
 	e   *sx
 	num bool // a Lua number (else a string)
+}
+
+// maxKey bounds a canonical text: a larger expression gets a text of its
+// own, equal to no other (it is only compared, never decided, then).
+const maxKey = 2048
+
+func bounded(e *sx) *sx {
+	if len(e.key) > maxKey {
+		e.key = fmt.Sprintf("big@%p", e)
+	}
+	return e
 }
 
 func atom(op string, i int) *sx {
@@ -106,7 +118,7 @@ func mkLin(terms map[string]*sx, coef map[string]float64, c float64) (*sx, float
 	}
 	b.WriteString(fmtNum(c) + ")")
 	e.key = b.String()
-	return e, 0
+	return bounded(e), 0
 }
 
 // linAdd returns a*ka + b*kb, either operand may be nil (zero).
@@ -138,7 +150,7 @@ func opaque(name string, kids ...*sx) *sx {
 	}
 	b.WriteString(")")
 	e.key = b.String()
-	return e
+	return bounded(e)
 }
 
 // mkConcat joins parts (sx or constant strings), merging constants.
@@ -150,6 +162,9 @@ func mkConcat(parts []*sx) *sx {
 		} else {
 			flat = append(flat, p)
 		}
+	}
+	if len(flat) > 256 { // keep growth linear: stop flattening
+		return opaque("cat", parts...)
 	}
 	var out []*sx
 	for _, p := range flat {
@@ -173,7 +188,7 @@ func mkConcat(parts []*sx) *sx {
 	}
 	b.WriteString(")")
 	e.key = b.String()
-	return e
+	return bounded(e)
 }
 
 // rng is an atom's known range of numeric values.

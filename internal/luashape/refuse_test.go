@@ -1,0 +1,184 @@
+package luashape
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// TestRefused: scripts that are not a lock operation a quorum can run, and
+// the reason each is refused.
+func TestRefused(t *testing.T) {
+	tests := []struct{ name, src, want string }{
+		{"SET without NX", `return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])`,
+			"line 1: return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]): overwrites a key that holds another value"},
+		{"DEL without comparing", `return redis.call('del', KEYS[1])`, "changes a key held by another value without comparing it with ARGV"},
+		{"a second key not in KEYS", `if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) redis.call('del', KEYS[1] .. ':fence') return 1 end return 0`,
+			"touches a key that is not one of KEYS"},
+		{"a hard-coded key", `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', 'locks:all') end return 0`,
+			"touches key 'locks:all', which is not in KEYS"},
+		{"INCR", `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('incr', KEYS[1]) end return 0`,
+			"calls INCR, which is not a lock operation"},
+		{"an arbitrary write", "redis.call('hset', KEYS[1], 'owner', ARGV[1])\nreturn 1", "line 1: redis.call('hset', KEYS[1], 'owner', ARGV[1]): calls HSET"},
+		{"compare on the wrong ARGV", `if redis.call('get', KEYS[1]) == ARGV[2] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`,
+			"compares keys with ARGV[2], which is also the expiry"},
+		{"re-entry on another ARGV than the value set", `
+if redis.call('get', KEYS[1]) == ARGV[3] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`, "refreshes a key holding ARGV[3], which is not the value it sets"},
+		{"a loop writing arbitrary keys", `for i = 1, 10 do redis.call('set', KEYS[1] .. i, ARGV[1], 'NX', 'PX', 100) end return 1`, "touches a key that is not one of KEYS"},
+		{"a loop over ARGV as keys", `if redis.call('get', KEYS[1]) == ARGV[1] then for _, k in ipairs(ARGV) do redis.call('del', k) end end return 1`,
+			"touches a key that is not one of KEYS"},
+		{"a computed command name", `return redis.call(ARGV[2], KEYS[1], ARGV[1])`, "calls redis with a command name computed from the arguments"},
+		{"a computed option", `return redis.call('set', KEYS[1], ARGV[1], ARGV[2], 'PX', ARGV[3])`, "passes a command option computed from the arguments"},
+		{"SET NX without expiry", `return redis.call('set', KEYS[1], ARGV[1], 'NX')`, "sets a key without an expiry"},
+		{"removing the expiry", `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('persist', KEYS[1]) end return 0`, "calls PERSIST"},
+		{"release and acquire at once", `
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 1000)`, "both deletes and sets keys"},
+		{"delete only some of the time", `if redis.call('get', KEYS[1]) == ARGV[1] and ARGV[2] == 'yes' then return redis.call('del', KEYS[1]) end return 0`,
+			"does not release every key where it should"},
+		{"compared with a constant", `if redis.call('get', KEYS[1]) == 'mine' then return redis.call('del', KEYS[1]) end return 0`,
+			"changes a key held by another value without comparing it with ARGV"},
+		{"publish only", `return redis.call('publish', ARGV[1], ARGV[2])`, "uses no KEYS"},
+		{"function definitions", `local function f() return KEYS[1] end return f()`, "function definitions are not supported"},
+		{"no keys", `return 1`, "uses no KEYS"},
+		{"an endless loop", `while true do redis.call('get', KEYS[1]) end`, "runs too long"},
+		{"syntax", `if redis.call('get', KEYS[1]) == ARGV[1] then`, "'end' expected near <eof>"},
+		{"a sorted set without limit", `redis.call('zadd', KEYS[1], ARGV[2], ARGV[1]) redis.call('pexpire', KEYS[1], 1000) return 1`,
+			"adds sorted-set members without checking the limit or its own membership"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Recognise([]byte(tt.src))
+			if err == nil {
+				t.Fatalf("recognised as %v", s)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("refused with %q, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRunBadArguments: a script's own errors come back as one real Redis
+// gives them, and arguments that make the write fail never reach the
+// quorum.
+func TestRunBadArguments(t *testing.T) {
+	rc := dialRESP(t, redistest.Start(t).Addr)
+	acquire := `return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`
+	extend := `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`
+	tests := []struct {
+		name, src  string
+		held       string // the value k holds, if any
+		keys, argv []string
+		want       string
+	}{
+		{"a ttl that is not an integer", acquire, "", []string{"k"}, []string{"v", "ten"}, "error:ERR value is not an integer or out of range"},
+		{"a zero ttl", acquire, "", []string{"k"}, []string{"v", "0"}, "error:ERR invalid expire time in 'set' command"},
+		{"a missing ARGV", acquire, "", []string{"k"}, []string{"v"}, "error:ERR Lua redis lib command arguments must be strings or integers"},
+		{"a missing KEYS", acquire, "", nil, []string{"v", "100"}, "error:ERR Lua redis lib command arguments must be strings or integers"},
+		{"extend with a bad ttl", extend, "v", []string{"k"}, []string{"v", "1.5"}, "error:ERR value is not an integer or out of range"},
+		{"extend with a bad ttl, not held", extend, "", []string{"k"}, []string{"v", "1.5"}, "int:0"},
+		{"extend with a bad ttl, held by another", extend, "w", []string{"k"}, []string{"v", "1.5"}, "int:0"},
+		{"arithmetic on a missing ARGV", `local t = ARGV[3] + 1 return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', t)`, "", []string{"k"}, []string{"v", "1"},
+			"error:ERR user_script:1: attempt to perform arithmetic on field '?' (a nil value)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Recognise([]byte(tt.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := newFake()
+			rc.do(t, "FLUSHALL")
+			if tt.held != "" {
+				f.kv["k"] = fakeKey{tt.held, time.Now().Add(10 * time.Second)}
+				rc.do(t, "SET", "k", tt.held, "PX", "10000")
+			}
+			got, err := s.Run(context.Background(), f, tt.keys, tt.argv)
+			var se ScriptError
+			if errors.As(err, &se) {
+				got = se
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if fmtReply(got) != tt.want {
+				t.Fatalf("Run: %s, want %s", fmtReply(got), tt.want)
+			}
+			args := append([]string{"EVAL", tt.src, strconv.Itoa(len(tt.keys))}, tt.keys...)
+			if real := rc.do(t, append(args, tt.argv...)...); fmtReply(real) != tt.want {
+				t.Errorf("one Redis answers %s, Run %s", fmtReply(real), tt.want)
+			}
+			for _, c := range f.calls {
+				if !strings.HasPrefix(c, "get ") {
+					t.Fatalf("the quorum was asked to %s", c)
+				}
+			}
+		})
+	}
+}
+
+// TestDeclare runs declared shapes over the fake quorum.
+func TestDeclare(t *testing.T) {
+	ctx := context.Background()
+	acq, err := Declare(Declaration{Shape: Acquire, Key: 1, Value: 2, TTL: 1, TTLUnit: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := Declare(Declaration{Shape: Release, Key: 1, Value: 1, Done: Status("OK"), Failed: int64(-1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	if r, err := acq.Run(ctx, f, []string{"k"}, []string{"30", "me"}); err != nil || r != int64(1) {
+		t.Fatalf("acquire: %v %v", r, err)
+	}
+	if v, ok := f.held("k"); !ok || v.val != "me" || time.Until(v.exp) < 29*time.Second {
+		t.Fatalf("after acquire: %+v %v", v, ok)
+	}
+	if r, err := acq.Run(ctx, f, []string{"k"}, []string{"30", "you"}); err != nil || r != int64(0) {
+		t.Fatalf("second acquire: %v %v", r, err)
+	}
+	if r, err := rel.Run(ctx, f, []string{"k"}, []string{"you"}); err != nil || r != int64(-1) {
+		t.Fatalf("release by another: %v %v", r, err)
+	}
+	if r, err := rel.Run(ctx, f, []string{"k"}, []string{"me"}); err != nil || r != Status("OK") {
+		t.Fatalf("release: %v %v", r, err)
+	}
+	if _, err := acq.Run(ctx, f, []string{"k"}, []string{"x", "me"}); err == nil || err.Error() != "ERR value is not an integer or out of range" {
+		t.Fatalf("bad ttl: %v", err)
+	}
+	for _, d := range []Declaration{{Shape: "lock", Value: 1}, {Shape: Acquire, Value: 1}, {Shape: Release}, {Shape: SemAcquire, Value: 1, TTL: 2}} {
+		if _, err := Declare(d); err == nil {
+			t.Errorf("Declare(%+v) accepted", d)
+		}
+	}
+}
+
+// FuzzRecognise: no input makes the recogniser panic or run unbounded,
+// and whatever it recognises runs without panicking.
+func FuzzRecognise(f *testing.F) {
+	for _, lc := range libCases {
+		f.Add([]byte(lc.src))
+	}
+	f.Add([]byte("--[==[ x ]==] return [[a]] .. 'b' .. \"c\\65\""))
+	f.Add([]byte("while true do local x = ARGV[1] .. KEYS[1] end"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		start := time.Now()
+		s, err := Recognise(src)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("Recognise took %v", d)
+		}
+		if err != nil {
+			return
+		}
+		for _, argv := range [][]string{{"v", "1000", "0", "5"}, {}} {
+			s.Run(context.Background(), newFake(), []string{"a", "b"}, argv)
+		}
+	})
+}
