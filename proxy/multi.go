@@ -101,6 +101,7 @@ func (s *Server) queue(sess *Session, rec *record, args [][]byte) (any, error) {
 		return nil, errNoMulti
 	}
 	rec.queued = true
+	s.totalCmd.Add(-1) // counted when EXEC runs it, as Redis counts it
 	if t.aborted {
 		// Nothing will run: keep nothing, answer as Redis does.
 		return SimpleString("QUEUED"), nil
@@ -111,6 +112,7 @@ func (s *Server) queue(sess *Session, rec *record, args [][]byte) (any, error) {
 		n += len(a)
 	}
 	if len(t.cmds) >= lim.MaxArgs || t.bytes+n > lim.MaxCommandBytes {
+		s.totalCmd.Add(1)
 		rec.queued, rec.rejected = false, true
 		t.abort()
 		sess.setMulti(0)

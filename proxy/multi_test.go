@@ -421,4 +421,7 @@ func TestMultiObserved(t *testing.T) {
 	if got := o.take(); !slices.Equal(got, want) {
 		t.Fatalf("observed %q, want %q", got, want)
 	}
+	if n := ts.srv.totalCmd.Load(); n != int64(len(want)) {
+		t.Fatalf("total_commands_processed %d, want %d", n, len(want))
+	}
 }
