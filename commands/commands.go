@@ -35,7 +35,7 @@ func AllWithInfo(eng *quorum.Engine, lim Limits) ([]*proxy.Command, []proxy.Info
 	cmds = append(cmds, latchCommands(eng, lim)...)
 	if lim.DropIn {
 		d := newDropin(eng, lim)
-		cmds = append(cmds, dropinCommands(eng, lim, d)...)
+		cmds = append(cmds, dropinCommands(eng, lim, k, d)...)
 		info = append(info, d.info())
 	}
 	for _, c := range cmds {

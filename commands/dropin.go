@@ -158,97 +158,8 @@ func evalKeys(args [][]byte) [][]byte {
 
 // dropinCommands are the Redis commands lock libraries written for one
 // Redis send, served as quorum operations.
-func dropinCommands(eng *quorum.Engine, lim Limits, d *dropin) []*proxy.Command {
-	info := func(ctx context.Context, key string) (*quorum.LockInfo, error) { return eng.LockInfo(ctx, key) }
-	keys := func(args [][]byte) []string {
-		out := make([]string, len(args))
-		for i, a := range args {
-			out[i] = string(a)
-		}
-		return out
-	}
-	return []*proxy.Command{
-		{
-			Name: "set", Result: proxy.ResultNull, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
-				key, _ := a.String()
-				value, _ := a.String()
-				var nx bool
-				var ttl time.Duration
-				for a.More() {
-					switch opt := a.Option(); opt {
-					case "NX":
-						nx = true
-					case "PX", "EX":
-						if ttl != 0 || !a.More() {
-							return nil, errDropinSet
-						}
-						n, err := a.Int()
-						if err != nil {
-							return nil, err
-						}
-						unit := time.Millisecond
-						if opt == "EX" {
-							unit = time.Second
-						}
-						if n <= 0 || time.Duration(n)*unit > lim.MaxTTL {
-							return nil, proxy.Errorf("invalid expire time in 'set' command")
-						}
-						ttl = time.Duration(n) * unit
-					default:
-						return nil, errDropinSet
-					}
-				}
-				if !nx || ttl == 0 || key == "" {
-					return nil, errDropinSet
-				}
-				if len(value) == 0 || len(value) > MaxTokenLen {
-					return nil, errTokenLen
-				}
-				lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: []string{key}, TTL: ttl, Token: value})
-				if err != nil || lease == nil {
-					return nil, err
-				}
-				if _, ok := validity(ctx, lease, eng.Abandon); !ok {
-					return nil, nil
-				}
-				return proxy.OK, nil
-			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: SET key value NX PX|EX ttl is a quorum lock acquire with token value.", Since: since, Group: "redlock"},
-		},
-		{
-			Name: "get", Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				li, err := info(ctx, string(args[0]))
-				if err != nil || !li.Held || li.Holder == "" {
-					return nil, err
-				}
-				return li.Holder, nil
-			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: the token that holds the lock on a quorum, or nil.", Since: since, Group: "redlock"},
-		},
-		ttlCommand("pttl", info, time.Millisecond),
-		ttlCommand("ttl", info, time.Second),
-		{
-			Name: "exists", Arity: -2, FirstKey: 1, LastKey: -1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				n := int64(0)
-				for _, k := range args {
-					li, err := info(ctx, string(k))
-					if err != nil {
-						return nil, err
-					}
-					if li.Held {
-						n++
-					}
-				}
-				return n, nil
-			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: how many of the locks are held on a quorum.", Since: since, Group: "redlock"},
-		},
-		deleteCommand("del", eng, keys),
-		deleteCommand("unlink", eng, keys),
+func dropinCommands(eng *quorum.Engine, lim Limits, k *keeper, d *dropin) []*proxy.Command {
+	return append(dropinKeyCommands(eng, lim, k), []*proxy.Command{
 		{
 			Name: "eval", Arity: -3, Flags: proxy.FlagWrite, Keys: evalKeys,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
@@ -302,38 +213,7 @@ func dropinCommands(eng *quorum.Engine, lim Limits, d *dropin) []*proxy.Command 
 			},
 			Doc: proxy.Doc{Summary: "Drop-in mode: SCRIPT LOAD and SCRIPT EXISTS for the known lock scripts.", Since: since, Group: "redlock"},
 		},
-	}
-}
-
-func ttlCommand(name string, info func(context.Context, string) (*quorum.LockInfo, error), unit time.Duration) *proxy.Command {
-	return &proxy.Command{
-		Name: name, Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
-		Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-			li, err := info(ctx, string(args[0]))
-			if err != nil {
-				return nil, err
-			}
-			if !li.Held {
-				return int64(-2), nil
-			}
-			return int64((li.TTL + unit/2) / unit), nil
-		},
-		Doc: proxy.Doc{Summary: "Drop-in mode: the lock's remaining time as a quorum sees it, -2 if not held.", Since: since, Group: "redlock"},
-	}
-}
-
-func deleteCommand(name string, eng *quorum.Engine, keys func([][]byte) []string) *proxy.Command {
-	return &proxy.Command{
-		Name: name, Arity: -2, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: -1, Step: 1,
-		Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-			n, err := eng.Delete(ctx, keys(args))
-			if err != nil {
-				return nil, err
-			}
-			return int64(n), nil
-		},
-		Doc: proxy.Doc{Summary: "Drop-in mode: deletes the locks whatever token holds them; the number a quorum held.", Since: since, Group: "redlock"},
-	}
+	}...)
 }
 
 // info is the "dropin" section of INFO: how often each recorded script

@@ -42,6 +42,11 @@ const (
 	kindLock leaseKind = iota // RLOCK, RFAIRLOCK, RMULTILOCK
 	kindSem                   // RSEMACQUIRE: resources[0] is the semaphore
 	kindRead                  // RRLOCK
+	// kindDropin: a drop-in SET key value NX without a ttl, kept alive
+	// while its connection is open. Its client speaks plain Redis, so its
+	// end is silent: no -LOST, no push (it ends when the key is deleted
+	// through any proxy, which one Redis would also do).
+	kindDropin
 )
 
 // autoLease is one AUTOEXTEND grant, kept alive by its own goroutine
@@ -161,6 +166,28 @@ func (k *keeper) keep(sess *proxy.Session, kind leaseKind, resources []string, t
 		sess.OnClose(func() { k.closed(sess) })
 	}
 	go k.extend(sess, l)
+}
+
+// forgetDropin stops extending this connection's drop-in leases on any of
+// keys (with value, or any value when value is ""): a delete or a release
+// through this connection ended them.
+func (k *keeper) forgetDropin(sess *proxy.Session, keys []string, value string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cl := k.conns[sess]
+	if cl == nil {
+		return
+	}
+	for key, l := range cl.leases {
+		if l.kind != kindDropin || (value != "" && l.token != value) || !overlaps(l.resources, keys) {
+			continue
+		}
+		delete(cl.leases, key)
+		close(l.stop)
+		if k.obs != nil {
+			k.obs.AutoLeases(-1)
+		}
+	}
 }
 
 // forget stops extending the leases of this connection with token and
@@ -344,6 +371,8 @@ func (k *keeper) release(l *autoLease) {
 		k.eng.SemRelease(ctx, l.resources[0], l.token)
 	case kindRead:
 		k.eng.ReadUnlock(ctx, l.resources[0], l.token)
+	case kindDropin:
+		k.eng.DeleteHeld(ctx, l.resources[0], l.token)
 	default:
 		k.eng.Unlock(ctx, l.resources, l.token)
 	}
@@ -360,16 +389,20 @@ func (k *keeper) lose(sess *proxy.Session, l *autoLease) {
 		return
 	}
 	delete(cl.leases, l.key)
-	for _, r := range l.resources {
-		cl.lost[r] = true
+	if l.kind != kindDropin {
+		for _, r := range l.resources {
+			cl.lost[r] = true
+		}
 	}
 	k.mu.Unlock()
 	if k.obs != nil {
 		k.obs.AutoLeases(-1)
 	}
 	k.event(eventLost)
-	for _, r := range l.resources {
-		sess.Push("lost", r, l.token)
+	if l.kind != kindDropin {
+		for _, r := range l.resources {
+			sess.Push("lost", r, l.token)
+		}
 	}
 	// Lost to timeouts, the keys may still be held on some masters, or
 	// even a quorum: give them back so that waiters need not wait out the

@@ -112,7 +112,7 @@ func TestLockEverySubset(t *testing.T) {
 					for i, x := 0, combo; i < n; i, x = i+1, x/4 {
 						states[i] = masterState(x % 4)
 					}
-					for _, fixed := range []bool{false, true} {
+					for _, mode := range []tokenMode{fresh, fixed, exclusive} {
 						wg.Add(1)
 						sem <- struct{}{}
 						if combo < parallel {
@@ -123,7 +123,7 @@ func TestLockEverySubset(t *testing.T) {
 						go func() {
 							defer wg.Done()
 							defer func() { <-sem }()
-							checkSubset(t, states, fixed, multi)
+							checkSubset(t, states, mode, multi)
 						}()
 					}
 				}
@@ -133,7 +133,18 @@ func TestLockEverySubset(t *testing.T) {
 	}
 }
 
-func checkSubset(t *testing.T, states []masterState, fixed, multi bool) {
+// tokenMode is how a subset test's lock names its token.
+type tokenMode int
+
+const (
+	fresh     tokenMode = iota // a fresh token per try
+	fixed                      // TOKEN mine
+	exclusive                  // drop-in's SET NX: value "mine", and the other holder uses "mine" too
+)
+
+func (m tokenMode) String() string { return [...]string{"fresh", "fixed", "exclusive"}[m] }
+
+func checkSubset(t *testing.T, states []masterState, mode tokenMode, multi bool) {
 	// 64 of these run at once under -race on two cores: give each round
 	// room, so that only the "slow" masters time out. Those hold every
 	// request until the lock call returned, then let them land.
@@ -145,6 +156,12 @@ func checkSubset(t *testing.T, states []masterState, fixed, multi bool) {
 		// Not in canonical order, and the taken one in the middle.
 		resources, taken = []string{"c", "a", "b"}, "b"
 	}
+	other := "other"
+	if mode == exclusive {
+		// The classic bug of a constant value: another client holds the
+		// lock with the very value this one asks with.
+		other = "mine"
+	}
 	var ok, answered int
 	for i, s := range states {
 		switch s {
@@ -155,19 +172,19 @@ func checkSubset(t *testing.T, states []masterState, fixed, multi bool) {
 			c.nodes[i].setDown(true)
 		case stTaken:
 			answered++
-			c.nodes[i].set(taken, "other", time.Minute)
+			c.nodes[i].set(taken, other, time.Minute)
 		case stSlow:
 			c.nodes[i].hold()
 		}
 	}
 	q := len(states)/2 + 1
 	token := ""
-	if fixed {
+	if mode != fresh {
 		token = "mine"
 	}
-	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: resources, TTL: 10 * time.Second, Token: token})
+	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: resources, TTL: 10 * time.Second, Token: token, Exclusive: mode == exclusive})
 	c.settle()
-	name := fmt.Sprintf("%v fixed=%v multi=%v", states, fixed, multi)
+	name := fmt.Sprintf("%v mode=%v multi=%v", states, mode, multi)
 	switch {
 	case ok >= q:
 		if err != nil || lease == nil {
@@ -212,7 +229,7 @@ func checkSubset(t *testing.T, states []masterState, fixed, multi bool) {
 		for _, k := range f.keys() {
 			switch {
 			case k == taken && states[i] == stTaken:
-				if v, _ := f.value(k); v != "other" {
+				if v, _ := f.value(k); v != other {
 					t.Errorf("%s: master %d: other's lock became %q", name, i, v)
 				}
 			case k == lag || k == seq:

@@ -89,7 +89,7 @@ func (e *Engine) FairLock(ctx context.Context, req LockRequest) (lease *Lease, e
 		if !fixed {
 			token = NewToken()
 		}
-		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed)
+		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
 		switch {
 		case lease != nil && ctx.Err() != nil:
 			// The caller left while we were granting: hold nothing, and

@@ -21,6 +21,13 @@ type LockRequest struct {
 	Wait time.Duration
 	// Token is the caller's token; "" means a fresh random token per try.
 	Token string
+	// Exclusive asks for SET NX's rule (drop-in mode): a resource whose
+	// key exists is refused even when it holds Token, so that two callers
+	// that lock with one constant value never both win. Each attempt
+	// records an owner nonce beside the keys it sets, and its rollback
+	// (and Abandon) deletes only those, never the keys of another caller
+	// that used the same value. Not with a fair lock.
+	Exclusive bool
 }
 
 // Lease is a granted lock. It is a value: the engine keeps no copy.
@@ -38,6 +45,10 @@ type Lease struct {
 	Start time.Time
 	// Decided is when Validity was computed.
 	Decided time.Time
+
+	// owner is the owner nonce of an Exclusive grant: Abandon gives back
+	// only the keys it set.
+	owner string
 }
 
 // ValidityAt is the validity left at now: Validity less the time since it
@@ -188,7 +199,7 @@ func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err e
 		if !fixed {
 			token = NewToken()
 		}
-		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed)
+		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed, req.Exclusive)
 		switch {
 		case lease != nil && ctx.Err() != nil:
 			// The caller left while we were granting: hold nothing.
@@ -204,7 +215,7 @@ func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err e
 // attempt is one Redlock try: acquire on a quorum, make the fences held by
 // a quorum, check validity. On failure it has rolled back before it
 // returns; on success it returns the rollback, for a caller that left.
-func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl time.Duration, tainted []bool, fixed bool) (*Lease, func(), error) {
+func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl time.Duration, tainted []bool, fixed, exclusive bool) (*Lease, func(), error) {
 	start := time.Now()
 	n := ls.n
 	lag := ms(e.opts.FenceLag)
@@ -212,10 +223,21 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	if ls.mark != "" {
 		markTTL = ms(e.writerMark())
 	}
+	proposal := strconv.FormatUint(e.fences.next(), 10)
 	acq := &op{name: "lock", script: "lock_acquire", keys: ls.acquireKeys,
-		args: []string{token, ms(ttl), strconv.FormatUint(e.fences.next(), 10), lag, markTTL, ls.mark}}
+		args: []string{token, ms(ttl), proposal, lag, markTTL, ls.mark}}
+	var owner string
+	if exclusive {
+		// SET NX's rule: the keys this attempt set are told apart from
+		// another caller's with the same value by the owner nonce, so
+		// no master's vote is ambiguous and no taint is needed.
+		owner = NewToken()
+		fixed = false
+		acq = &op{name: "lock", script: "lock_acquire_nx", keys: ls.nxKeys(e),
+			args: []string{token, ms(ttl), proposal, lag, owner}}
+	}
 	var r *round
-	if fq := ls.fair; fq != nil {
+	if fq := ls.fair; fq != nil && !exclusive {
 		acq.keys = fq.acquireKeys
 		acq.args = append(acq.args, ms(fq.stale), strconv.FormatUint(fq.ticket, 10), fq.id)
 		r = e.follow(ctx, fq.last, acq, e.track(token), nil)
@@ -241,6 +263,9 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	trusted := func(i int) bool { return !tainted[i] }
 	rollback := func() {
 		rel := &op{name: "lock", script: "lock_release", keys: ls.releaseKeys(), args: []string{token}}
+		if exclusive {
+			rel = ls.unacquireNX(e, token, owner)
+		}
 		e.undo(ctx, r, rel, mayHold, fixed, tainted)
 	}
 	t := r.count(grantRule, func(i int, _ any) bool {
@@ -306,6 +331,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		Validity:  validity,
 		Start:     start,
 		Decided:   decided,
+		owner:     owner,
 	}
 	for i, p := range ls.pos {
 		lease.Fences[i] = fences[p]
@@ -323,8 +349,37 @@ func (e *Engine) Abandon(ctx context.Context, l *Lease) {
 	e.awaitAcquires(l.Token)
 	// No notification: nobody saw this grant, and waking every waiter for
 	// it would only make them collide.
-	e.send(ctx, &op{name: "unlock", script: "lock_release", keys: ls.releaseKeys(), args: []string{l.Token},
-		timeout: e.releaseTimeout()}, nil)
+	u := &op{name: "unlock", script: "lock_release", keys: ls.releaseKeys(), args: []string{l.Token}}
+	if l.owner != "" {
+		u = ls.unacquireNX(e, l.Token, l.owner)
+	}
+	u.timeout = e.releaseTimeout()
+	e.send(ctx, u, nil)
+}
+
+// nxKeys are lock_acquire_nx's keys: the acquire keys up to the lease
+// high-water mark, then the owner keys.
+func (ls *lockSet) nxKeys(e *Engine) []string {
+	keys := append(make([]string, 0, 3*ls.n+3), ls.acquireKeys[:2*ls.n+3]...)
+	return append(keys, ls.ownerKeys(e)...)
+}
+
+// ownerKeys name, for each lock key, the owner nonce of the Exclusive
+// attempt that set it.
+func (ls *lockSet) ownerKeys(e *Engine) []string {
+	out := make([]string, ls.n)
+	for i, k := range ls.keys[:ls.n] {
+		out[i] = e.opts.MetaPrefix + "owner:" + strings.TrimPrefix(k, e.opts.KeyPrefix)
+	}
+	return out
+}
+
+// unacquireNX is the rollback of an Exclusive attempt: only the keys whose
+// owner key holds its nonce.
+func (ls *lockSet) unacquireNX(e *Engine, token, owner string) *op {
+	keys := append(make([]string, 0, 3*ls.n+1), ls.releaseKeys()...)
+	keys = append(keys, ls.ownerKeys(e)...)
+	return &op{name: "lock", script: "lock_unacquire_nx", keys: keys, args: []string{token, owner}}
 }
 
 // Unlock releases the resources held with token wherever they are held. It

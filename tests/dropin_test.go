@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,18 +222,19 @@ func TestDropinPlainCommands(t *testing.T) {
 	if redistest.Real() {
 		before = cl.scriptCalls(t)
 	}
-	setErr := "ERR drop-in mode: SET must be SET key value NX PX|EX ttl, a lock (see docs/PROTOCOL.md, Drop-in mode)"
+	setErr := "ERR drop-in mode: SET on a lock key must be SET key value NX [PX|EX|PXAT|EXAT ttl]: a SET without NX would overwrite the lock of another client (see docs/PROTOCOL.md, Drop-in mode)"
 	for _, tc := range []struct {
 		want string
 		args []any
 	}{
 		{setErr, []any{"SET", "x", "v"}},
 		{setErr, []any{"SET", "x", "v", "PX", 1000}},
-		{setErr, []any{"SET", "x", "v", "NX"}},
 		{setErr, []any{"SET", "x", "v", "XX", "PX", 1000}},
-		{setErr, []any{"SET", "x", "v", "NX", "PX", 1000, "GET"}},
-		{setErr, []any{"SET", "x", "v", "NX", "KEEPTTL"}},
+		{"ERR drop-in mode: SET ... NX GET is not served; read the holder with GET (see docs/PROTOCOL.md, Drop-in mode)", []any{"SET", "x", "v", "NX", "PX", 1000, "GET"}},
+		{"ERR drop-in mode: SET ... KEEPTTL is not served on a lock key (see docs/PROTOCOL.md, Drop-in mode)", []any{"SET", "x", "v", "NX", "KEEPTTL"}},
+		{"ERR syntax error", []any{"SET", "x", "v", "NX", "PX", 1000, "EX", 1}},
 		{"ERR invalid expire time in 'set' command", []any{"SET", "x", "v", "NX", "PX", 0}},
+		{"ERR drop-in mode: DELEX IFNE is not a lock release the proxy can run on a quorum; use IFEQ (see docs/PROTOCOL.md, Drop-in mode)", []any{"DELEX", "x", "IFNE", "v"}},
 		{"ERR drop-in mode serves lock operations only: 'HSET' is not one (see docs/PROTOCOL.md, Drop-in mode)", []any{"HSET", "h", "f", "v"}},
 		{"ERR drop-in mode runs only known lock scripts (see docs/PROTOCOL.md, Drop-in mode)", []any{"EVAL", "return redis.call('flushall')", 0}},
 		{"NOSCRIPT No matching script. Please use EVAL.", []any{"EVALSHA", "0000000000000000000000000000000000000000", 0}},
@@ -449,4 +452,103 @@ const Redlock = require("redlock").default;
 	cmd.Dir = "clients"
 	holdAndCheck(t, cl, cmd, "nr-a", "nr-b")
 	cl.expectOnlyFences(t)
+}
+
+// TestDropinSetNXIsExact: drop-in's SET NX answers what one Redis would:
+// nil whenever the key exists, also with the very value asked for (two
+// clients locking with a constant value must not both win), through either
+// proxy; workers that lock with "SET lock 1 NX PX" and release with DEL
+// never overlap; DELIFEQ and DELEX IFEQ are compare-and-deletes; a SET NX
+// without a ttl lives while its connection does.
+func TestDropinSetNXIsExact(t *testing.T) {
+	cl, pa, pb := dropinProxies(t)
+	a, b := pa.Client(), pb.Client()
+	ctx := context.Background()
+
+	if v := do(t, a, "SET", "const", "1", "NX", "PX", 10000); v != "OK" {
+		t.Fatalf("SET const 1 NX PX = %v", v)
+	}
+	for _, c := range []*redis.Client{a, b} {
+		if v := do(t, c, "SET", "const", "1", "NX", "PX", 10000); v != nil {
+			t.Fatalf("SET NX of a key holding the same value = %v, want nil as Redis answers", v)
+		}
+	}
+	cl.onQuorum(t, "const", "1")
+	if v := do(t, b, "DELIFEQ", "const", "2"); v != int64(0) {
+		t.Fatalf("DELIFEQ with another value = %v", v)
+	}
+	if v := do(t, b, "DELIFEQ", "const", "1"); v != int64(1) {
+		t.Fatalf("DELIFEQ = %v", v)
+	}
+	if v := do(t, b, "DELIFEQ", "const", "1"); v != int64(0) {
+		t.Fatalf("DELIFEQ of a released lock = %v", v)
+	}
+	at := time.Now().Add(10 * time.Second).UnixMilli()
+	if v := do(t, a, "SET", "const", "2", "NX", "PXAT", at); v != "OK" {
+		t.Fatalf("SET NX PXAT = %v", v)
+	}
+	if v := do(t, b, "PTTL", "const").(int64); v <= 8000 || v > 10000 {
+		t.Fatalf("PTTL after SET NX PXAT = %v", v)
+	}
+	if v := do(t, a, "DELEX", "const", "IFEQ", "1"); v != int64(0) {
+		t.Fatalf("DELEX IFEQ with another value = %v", v)
+	}
+	if v := do(t, a, "DELEX", "const", "IFEQ", "2"); v != int64(1) {
+		t.Fatalf("DELEX IFEQ = %v", v)
+	}
+
+	// The idiom: SET lock 1 NX PX 10000, work, DEL lock. Four workers on
+	// two proxies; a holder count that must never exceed one.
+	var holders, overlaps, cycles atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := []*redis.Client{a, b}[w%2]
+			for n := 0; n < 40; {
+				ok, err := c.SetNX(ctx, "idiom", "1", 10*time.Second).Result()
+				if err != nil {
+					t.Errorf("SET NX: %v", err)
+					return
+				}
+				if !ok {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if holders.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+				holders.Add(-1)
+				if err := c.Del(ctx, "idiom").Err(); err != nil {
+					t.Errorf("DEL: %v", err)
+					return
+				}
+				n++
+				cycles.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if overlaps.Load() != 0 || cycles.Load() != 160 {
+		t.Fatalf("constant-value SET NX + DEL: %d overlaps in %d cycles", overlaps.Load(), cycles.Load())
+	}
+
+	// No ttl: kept alive while the connection is open, released when it
+	// closes.
+	kept := redis.NewClient(&redis.Options{Addr: pa.Addr, PoolSize: 1})
+	if v, err := kept.Do(ctx, "SET", "kept", "tok", "NX").Result(); err != nil || v != "OK" {
+		t.Fatalf("SET kept tok NX = %v, %v", v, err)
+	}
+	cl.onQuorum(t, "kept", "tok")
+	if v := do(t, b, "SET", "kept", "x", "NX", "PX", 1000); v != nil {
+		t.Fatalf("SET NX over a kept lock = %v", v)
+	}
+	if v := do(t, b, "PTTL", "kept").(int64); v <= 0 {
+		t.Fatalf("PTTL of a kept lock = %v", v)
+	}
+	kept.Close()
+	waitFor(t, 2*time.Second, "the kept lock released when its connection closed", func() bool { return cl.holders("kept", "tok") == 0 })
+	cl.expectNoLocks(t)
 }

@@ -1,0 +1,297 @@
+package commands
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// dropinDocs is where a drop-in error sends its reader.
+const dropinDocs = "see docs/PROTOCOL.md, Drop-in mode"
+
+// keptLeaseTTL is the ttl on the masters of a lock taken with SET NX and no
+// expiry: the proxy extends it about every third of that while the
+// connection that took it stays open, so a proxy that dies frees the lock
+// within it.
+const keptLeaseTTL = 30 * time.Second
+
+// setArgs is a drop-in SET: SET key value NX [PX|EX|PXAT|EXAT ttl].
+type setArgs struct {
+	key, value string
+	// ttl is the lock's lifetime; 0 with kept: no expiry was given, the
+	// lease lives as long as the connection.
+	ttl  time.Duration
+	kept bool
+	// expired: an absolute expiry already in the past. One Redis answers
+	// OK and the key is gone at once; no quorum operation is needed.
+	expired bool
+}
+
+func dropinRefused(format string, a ...any) *proxy.Error {
+	return proxy.Errorf("drop-in mode: "+format+" ("+dropinDocs+")", a...)
+}
+
+// parseSet parses SET's arguments as Redis does (the same syntax errors,
+// in its wording), then refuses, before anything reaches a master, what
+// is not a lock acquire: SET without NX, XX, GET, KEEPTTL.
+func parseSet(args [][]byte, lim Limits, now time.Time) (setArgs, error) {
+	a := proxy.NewArgs(args)
+	key, _ := a.String()
+	value, _ := a.String()
+	var nx, xx, get, keepttl bool
+	unit, expiry, absolute := time.Duration(0), int64(0), false
+	for a.More() {
+		switch opt := a.Option(); opt {
+		case "NX":
+			if xx || nx {
+				return setArgs{}, proxy.ErrSyntax
+			}
+			nx = true
+		case "XX":
+			if nx || xx {
+				return setArgs{}, proxy.ErrSyntax
+			}
+			xx = true
+		case "GET":
+			get = true
+		case "KEEPTTL":
+			if unit != 0 || keepttl {
+				return setArgs{}, proxy.ErrSyntax
+			}
+			keepttl = true
+		case "PX", "EX", "PXAT", "EXAT":
+			if unit != 0 || keepttl || !a.More() {
+				return setArgs{}, proxy.ErrSyntax
+			}
+			n, err := a.Int()
+			if err != nil {
+				return setArgs{}, err
+			}
+			if n <= 0 {
+				return setArgs{}, proxy.Errorf("invalid expire time in 'set' command")
+			}
+			unit, expiry, absolute = time.Millisecond, n, strings.HasSuffix(opt, "AT")
+			if opt[0] == 'E' {
+				unit = time.Second
+			}
+		default:
+			return setArgs{}, proxy.ErrSyntax
+		}
+	}
+	switch {
+	case !nx:
+		return setArgs{}, dropinRefused("SET on a lock key must be SET key value NX [PX|EX|PXAT|EXAT ttl]: a SET without NX would overwrite the lock of another client")
+	case get:
+		return setArgs{}, dropinRefused("SET ... NX GET is not served; read the holder with GET")
+	case keepttl:
+		return setArgs{}, dropinRefused("SET ... KEEPTTL is not served on a lock key")
+	case key == "":
+		return setArgs{}, dropinRefused("the lock key must not be empty")
+	case len(value) == 0 || len(value) > MaxTokenLen:
+		return setArgs{}, dropinRefused("a lock's value must be 1 to %d bytes", MaxTokenLen)
+	}
+	s := setArgs{key: key, value: value}
+	if unit == 0 {
+		s.kept, s.ttl = true, min(keptLeaseTTL, lim.MaxTTL)
+		return s, nil
+	}
+	if expiry > int64(1<<62)/int64(unit) {
+		return setArgs{}, proxy.Errorf("invalid expire time in 'set' command")
+	}
+	d := time.Duration(expiry) * unit
+	if absolute {
+		d = time.UnixMilli(0).Add(d).Sub(now)
+		if d <= 0 {
+			s.expired = true
+			return s, nil
+		}
+		d = max(d, time.Millisecond)
+	}
+	if d > lim.MaxTTL {
+		return setArgs{}, proxy.Errorf("invalid expire time in 'set' command (limits.max_ttl is %s)", lim.MaxTTL)
+	}
+	s.ttl = d
+	return s, nil
+}
+
+// dropinKeyCommands are the Redis commands on lock keys that drop-in mode
+// serves as quorum operations: SET NX, GET, PTTL/TTL, EXISTS, DEL/UNLINK,
+// DELIFEQ (Valkey 9) and DELEX (Redis 8.4).
+func dropinKeyCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
+	info := func(ctx context.Context, key string) (*quorum.LockInfo, error) { return eng.LockInfo(ctx, key) }
+	del := func(name string) *proxy.Command {
+		return &proxy.Command{
+			Name: name, Arity: -2, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: -1, Step: 1,
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+				keys := strs(args)
+				defer k.forgetDropin(sess, keys, "")
+				n := int64(0)
+				for _, key := range keys {
+					held, err := eng.DeleteHeld(ctx, key, "")
+					if err != nil {
+						return nil, err
+					}
+					n += boolInt(held)
+				}
+				return n, nil
+			},
+			Doc: proxy.Doc{Summary: "Drop-in mode: deletes the locks whatever value holds them, on every master; the number a quorum held.", Since: since, Group: "redlock"},
+		}
+	}
+	delIfEq := func(ctx context.Context, sess *proxy.Session, key, value string) (any, error) {
+		held, err := eng.DeleteHeld(ctx, key, value)
+		k.forgetDropin(sess, []string{key}, value)
+		if err != nil {
+			return nil, err
+		}
+		return boolInt(held), nil
+	}
+	return []*proxy.Command{
+		{
+			Name: "set", Result: proxy.ResultNull, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+				sa, err := parseSet(args, lim, time.Now())
+				if err != nil {
+					return nil, err
+				}
+				if sa.expired {
+					li, err := info(ctx, sa.key)
+					if err != nil || li.Held {
+						return nil, err
+					}
+					return proxy.OK, nil
+				}
+				if err := k.admitIf(sess, sa.kept); err != nil {
+					return nil, err
+				}
+				lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: []string{sa.key}, TTL: sa.ttl, Token: sa.value, Exclusive: true})
+				if err != nil || lease == nil {
+					return nil, err
+				}
+				return proxy.Late(func() any {
+					v, ok := validity(ctx, lease, eng.Abandon)
+					if !ok {
+						return nil
+					}
+					k.keepIf(sess, sa.kept, kindDropin, lease.Resources, lease.Token, sa.ttl, v)
+					return proxy.OK
+				}), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Drop-in mode: SET key value NX [PX|EX|PXAT|EXAT ttl] is a quorum lock acquire holding value; OK, or nil whenever a quorum does not grant it (also when the key holds the same value). Without a ttl the proxy keeps the lock alive while the connection is open.",
+				Since:   since, Group: "redlock",
+				Args: []proxy.ArgDoc{
+					{Name: "key", Type: "key"},
+					{Name: "value", Type: "string"},
+					{Name: "nx", Type: "pure-token", Token: "NX"},
+					{Name: "expiration", Type: "oneof", Optional: true, Args: []proxy.ArgDoc{
+						{Name: "seconds", Type: "integer", Token: "EX"},
+						{Name: "milliseconds", Type: "integer", Token: "PX"},
+						{Name: "unix-time-seconds", Type: "integer", Token: "EXAT"},
+						{Name: "unix-time-milliseconds", Type: "integer", Token: "PXAT"},
+					}},
+				},
+			},
+		},
+		{
+			Name: "get", Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				li, err := info(ctx, string(args[0]))
+				if err != nil || !li.Held || li.Holder == "" {
+					return nil, err
+				}
+				return li.Holder, nil
+			},
+			Doc: proxy.Doc{Summary: "Drop-in mode: the value that holds the lock on a quorum, or nil.", Since: since, Group: "redlock"},
+		},
+		ttlCommand("pttl", info, time.Millisecond),
+		ttlCommand("ttl", info, time.Second),
+		{
+			Name: "exists", Arity: -2, FirstKey: 1, LastKey: -1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				n := int64(0)
+				for _, key := range args {
+					li, err := info(ctx, string(key))
+					if err != nil {
+						return nil, err
+					}
+					if li.Held {
+						n++
+					}
+				}
+				return n, nil
+			},
+			Doc: proxy.Doc{Summary: "Drop-in mode: how many of the locks are held on a quorum.", Since: since, Group: "redlock"},
+		},
+		del("del"),
+		del("unlink"),
+		{
+			Name: "delifeq", Result: proxy.ResultZero, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+				return delIfEq(ctx, sess, string(args[0]), string(args[1]))
+			},
+			Doc: proxy.Doc{Summary: "Drop-in mode (Valkey 9's DELIFEQ): deletes the lock if it holds value; 1 if it held it on a quorum, else 0.", Since: since, Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "value", Type: "string"}}},
+		},
+		{
+			Name: "delex", Result: proxy.ResultZero, Arity: -2, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+				key := string(args[0])
+				switch {
+				case len(args) == 1:
+					held, err := eng.DeleteHeld(ctx, key, "")
+					k.forgetDropin(sess, []string{key}, "")
+					if err != nil {
+						return nil, err
+					}
+					return boolInt(held), nil
+				case len(args) == 3 && strings.EqualFold(string(args[1]), "IFEQ"):
+					return delIfEq(ctx, sess, key, string(args[2]))
+				case len(args) == 3:
+					switch strings.ToUpper(string(args[1])) {
+					case "IFNE", "IFDEQ", "IFDNE":
+						return nil, dropinRefused("DELEX %s is not a lock release the proxy can run on a quorum; use IFEQ", strings.ToUpper(string(args[1])))
+					}
+				}
+				return nil, proxy.ErrSyntax
+			},
+			Doc: proxy.Doc{Summary: "Drop-in mode (Redis 8.4's DELEX): DELEX key IFEQ value deletes the lock if it holds value (1 if it held it on a quorum, else 0); DELEX key deletes it.", Since: since, Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "condition", Type: "oneof", Optional: true, Args: []proxy.ArgDoc{
+					{Name: "value", Type: "string", Token: "IFEQ"},
+				}}}},
+		},
+	}
+}
+
+// strs copies arguments into strings.
+func strs(args [][]byte) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = string(a)
+	}
+	return out
+}
+
+func ttlCommand(name string, info func(context.Context, string) (*quorum.LockInfo, error), unit time.Duration) *proxy.Command {
+	return &proxy.Command{
+		Name: name, Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
+		Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			li, err := info(ctx, string(args[0]))
+			if err != nil {
+				return nil, err
+			}
+			if !li.Held {
+				return int64(-2), nil
+			}
+			return int64((li.TTL + unit/2) / unit), nil
+		},
+		Doc: proxy.Doc{Summary: "Drop-in mode: the lock's remaining time as a quorum sees it, -2 if not held.", Since: since, Group: "redlock"},
+	}
+}
+
+// itoa is strconv.FormatInt for a decimal integer.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,64 @@
+package quorum
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestDeleteHeldIgnoresLateDeleteOfSameValue: the SET lock 1 NX + DEL
+// idiom. X's lock is deleted; the delete is stranded on two masters (it
+// lands late, as on a replaced connection) while Y takes the lock again
+// with the same constant value on every master. When the late deletes
+// land they must not remove Y's keys: a delete that checks only the value
+// (or none) would leave Y's lock on 3 of 5 masters, and two more such
+// stragglers on fewer than a quorum.
+func TestDeleteHeldIgnoresLateDeleteOfSameValue(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	c.nodes[3].setDown(true)
+	c.nodes[4].setDown(true)
+	x, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Exclusive: true})
+	if err != nil || x == nil {
+		t.Fatalf("X: %v %v", x, err)
+	}
+	c.nodes[3].setDown(false)
+	c.nodes[4].setDown(false)
+	late := []<-chan struct{}{c.nodes[3].strand("lock_delete_exact"), c.nodes[4].strand("lock_delete_exact")}
+	held, err := c.eng.DeleteHeld(ctx, "r", "")
+	if err != nil || !held {
+		t.Fatalf("DEL: held=%v err=%v", held, err)
+	}
+	for _, ch := range late {
+		<-ch
+	}
+	y, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Exclusive: true})
+	if err != nil || y == nil {
+		t.Fatalf("Y: %v %v", y, err)
+	}
+	if h := c.holders("r", "1"); h != 5 {
+		t.Fatalf("Y holds on %d masters before the late deletes land", h)
+	}
+	c.settle()
+	if h := c.holders("r", "1"); h != 5 {
+		t.Fatalf("late deletes of X's lock removed Y's: Y holds on %d of 5 masters", h)
+	}
+}
+
+// TestDeleteHeldLeavesPartialGrants: a delete finds the value on fewer
+// than a quorum (an acquire in progress, or remnants): it answers not held
+// and touches nothing, so that it can never cut a grant that completes
+// right after to fewer than a quorum.
+func TestDeleteHeldLeavesPartialGrants(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	c.nodes[0].set("r", "v", time.Minute)
+	c.nodes[1].set("r", "v", time.Minute)
+	held, err := c.eng.DeleteHeld(context.Background(), "r", "")
+	if err != nil || held {
+		t.Fatalf("DEL of a lock on 2 of 5: held=%v err=%v", held, err)
+	}
+	c.settle()
+	if h := c.holders("r", "v"); h != 2 {
+		t.Fatalf("the partial keys were touched: %d left", h)
+	}
+}
