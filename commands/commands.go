@@ -34,7 +34,7 @@ func AllWithInfo(eng *quorum.Engine, lim Limits) ([]*proxy.Command, []proxy.Info
 	cmds = append(cmds, semaphoreCommands(eng, lim, k)...)
 	cmds = append(cmds, latchCommands(eng, lim)...)
 	if lim.DropIn {
-		d := newDropin(eng, lim)
+		d := newDropin(eng, k, lim)
 		cmds = append(cmds, dropinCommands(eng, lim, k, d)...)
 		info = append(info, d.info())
 	}

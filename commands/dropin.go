@@ -3,100 +3,70 @@ package commands
 import (
 	"context"
 	"crypto/sha1"
-	"embed"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/luashape"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
-// The lock scripts of the libraries drop-in mode serves, byte for byte as
-// each library sends them: dropin/<library>@<version>/<operation>.lua.
-// They are data: the proxy recognises them by SHA1 and runs the matching
-// quorum operation; it never runs client Lua on the masters.
-//
-//go:embed dropin
-var dropinScripts embed.FS
+// maxCachedScripts bounds the scripts drop-in mode remembers by SHA1 (for
+// EVALSHA and SCRIPT EXISTS), recognised or refused: the oldest is
+// forgotten first, and an EVALSHA of it answers NOSCRIPT, on which every
+// client sends the script again, as after Redis's SCRIPT FLUSH.
+const maxCachedScripts = 1024
 
-// dropinHandler runs one recognised script as a quorum operation and
-// answers what the library expects.
-type dropinHandler func(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error)
-
-// dropinOps maps each recorded script (<library>@<version>/<operation>)
-// to its quorum operation. redis-py 5.x (checked up to v5.3.1) sends the
-// same three scripts as 4.3.4, byte for byte. Adding a library: record its scripts under
-// dropin/, map each here, and add it to the drop-in test table.
-func dropinOps() map[string]dropinHandler {
-	return map[string]dropinHandler{
-		"redis-py@4.3.4/release":            releaseOne(0),
-		"redis-py@4.3.4/extend":             redisPyExtend,
-		"redis-py@4.3.4/reacquire":          extendOne,
-		"go-redsync@v4.18.1/delete":         releaseOne(-1),
-		"go-redsync@v4.18.1/touch":          extendOne,
-		"go-redsync@v4.18.1/touch_setnx":    touchOrAcquire,
-		"bsm-redislock@v0.9.4/obtain":       bsmObtain,
-		"bsm-redislock@v0.9.4/release":      releaseOne(0),
-		"bsm-redislock@v0.9.4/refresh":      extendOne,
-		"bsm-redislock@v0.9.4/pttl":         bsmPTTL,
-		"node-redlock@5.0.0-beta.2/acquire": redlockAcquire,
-		"node-redlock@5.0.0-beta.2/extend":  redlockExtend,
-		"node-redlock@5.0.0-beta.2/release": redlockRelease,
-		// Spring's lock type SPIN_LOCK (its default); PUB_SUB_LOCK's
-		// unlock scripts are served too, but its waiters SUBSCRIBE, which
-		// the proxy does not serve.
-		"spring-integration@6.5.10/obtain":               luaBool(touchOrAcquire),
-		"spring-integration@6.5.10/renew":                luaBool(extendOne),
-		"spring-integration@6.5.10/spin_unlink_unlock":   luaBool(releaseOne(0)),
-		"spring-integration@6.5.10/spin_delete_unlock":   luaBool(releaseOne(0)),
-		"spring-integration@6.5.10/pubsub_unlink_unlock": luaBool(releaseOne(0)),
-		"spring-integration@6.5.10/pubsub_delete_unlock": luaBool(releaseOne(0)),
-	}
+// DeclaredScript is a script an operator declared (config dropin_scripts)
+// because the recogniser cannot place it: its SHA1 and its shape.
+type DeclaredScript struct {
+	// SHA1 is the script's SHA1, lower-case hex.
+	SHA1 string
+	// Declaration says which KEYS and ARGV hold the key, value and ttl.
+	Declaration luashape.Declaration
 }
 
-// knownScript is one recorded script.
-type knownScript struct {
-	name string // <library>@<version>/<operation>
-	run  dropinHandler
-	n    atomic.Int64 // runs, for INFO
+// script is one script drop-in mode has seen: its shape, or why it was
+// refused.
+type script struct {
+	shape   *luashape.Shape
+	refused *proxy.Error
 }
 
-// dropin serves drop-in mode: the recorded scripts by SHA1, and counts.
+// dropin serves drop-in mode's scripts. A script is recognised by what it
+// does (internal/luashape), never by its bytes, or declared by the
+// operator; it runs as the quorum operation of its shape and answers what
+// it would have answered on one Redis. Client Lua never runs on the
+// masters.
 type dropin struct {
-	eng   *quorum.Engine
-	lim   Limits
-	bySHA map[string]*knownScript
-	names []string // sorted, for INFO
+	eng *quorum.Engine
+	k   *keeper
+	lim Limits
+
+	declared map[string]*luashape.Shape // by SHA1; never forgotten
+
+	mu    sync.Mutex
+	seen  map[string]*script // by SHA1, at most maxCachedScripts
+	order []string           // SHA1s in the order first seen, for eviction
+
+	runs sync.Map // luashape.Kind -> *atomic.Int64, for INFO
 }
 
-func newDropin(eng *quorum.Engine, lim Limits) *dropin {
-	d := &dropin{eng: eng, lim: lim, bySHA: map[string]*knownScript{}}
-	ops := dropinOps()
-	fs.WalkDir(dropinScripts, "dropin", func(p string, de fs.DirEntry, err error) error {
-		if err != nil || de.IsDir() || !strings.HasSuffix(p, ".lua") {
-			return err
+// newDropin serves drop-in mode; a declaration that luashape.Declare
+// refuses is left out (the configuration is checked with it at start).
+func newDropin(eng *quorum.Engine, k *keeper, lim Limits) *dropin {
+	d := &dropin{eng: eng, k: k, lim: lim, declared: map[string]*luashape.Shape{}, seen: map[string]*script{}}
+	for _, ds := range lim.DropinDeclared {
+		if s, err := luashape.Declare(ds.Declaration); err == nil {
+			d.declared[strings.ToLower(ds.SHA1)] = s
 		}
-		b, err := dropinScripts.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		name := strings.TrimSuffix(strings.TrimPrefix(p, "dropin/"), ".lua")
-		run := ops[name]
-		if run == nil {
-			panic("drop-in script without an operation: " + name) // a build mistake, caught by the tests
-		}
-		sum := sha1.Sum(b)
-		d.bySHA[hex.EncodeToString(sum[:])] = &knownScript{name: name, run: run}
-		d.names = append(d.names, name)
-		return nil
-	})
-	slices.Sort(d.names)
+	}
 	return d
 }
 
@@ -107,15 +77,66 @@ func DropinUnknown(args [][]byte) *proxy.Error {
 }
 
 var (
-	errDropinScript = proxy.Errorf("drop-in mode runs only known lock scripts (see docs/PROTOCOL.md, Drop-in mode)")
-	errDropinSet    = proxy.Errorf("drop-in mode: SET must be SET key value NX PX|EX ttl, a lock (see docs/PROTOCOL.md, Drop-in mode)")
-	errNoScript     = &proxy.Error{Code: "NOSCRIPT", Msg: "No matching script. Please use EVAL."}
-	errNumkeysNeg   = proxy.Errorf("Number of keys can't be negative")
-	errNumkeysMany  = proxy.Errorf("Number of keys can't be greater than number of args")
+	errNoScript    = &proxy.Error{Code: "NOSCRIPT", Msg: "No matching script. Please use EVAL."}
+	errNumkeysNeg  = proxy.Errorf("Number of keys can't be negative")
+	errNumkeysMany = proxy.Errorf("Number of keys can't be greater than number of args")
 )
 
-// run runs a recognised script.
-func (d *dropin) run(ctx context.Context, s *knownScript, args [][]byte) (any, error) {
+func shaOf(src []byte) string {
+	sum := sha1.Sum(src)
+	return hex.EncodeToString(sum[:])
+}
+
+// lookup recognises src (or finds it already seen or declared).
+func (d *dropin) lookup(src []byte) (string, *script) {
+	sha := shaOf(src)
+	if s := d.bySHA(sha); s != nil {
+		return sha, s
+	}
+	s := &script{}
+	shape, err := luashape.Recognise(src)
+	if err != nil {
+		s.refused = proxy.Errorf("drop-in: script %s is not a lock operation the proxy can run on a quorum (%s) (see docs/PROTOCOL.md, Drop-in mode)", sha, oneLine(err.Error()))
+	} else {
+		s.shape = shape
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old := d.seen[sha]; old != nil {
+		return sha, old
+	}
+	if len(d.order) >= maxCachedScripts {
+		delete(d.seen, d.order[0])
+		d.order = d.order[1:]
+	}
+	d.seen[sha] = s
+	d.order = append(d.order, sha)
+	return sha, s
+}
+
+// bySHA finds a declared or seen script.
+func (d *dropin) bySHA(sha string) *script {
+	sha = strings.ToLower(sha)
+	if s := d.declared[sha]; s != nil {
+		return &script{shape: s}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.seen[sha]
+}
+
+// flush forgets the scripts seen (SCRIPT FLUSH); declared ones stay.
+func (d *dropin) flush() {
+	d.mu.Lock()
+	d.seen, d.order = map[string]*script{}, nil
+	d.mu.Unlock()
+}
+
+// oneLine keeps an error on one RESP line.
+func oneLine(s string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(s) }
+
+// run runs a script's shape with EVAL's arguments (numkeys key... arg...).
+func (d *dropin) run(ctx context.Context, sess *proxy.Session, s *script, args [][]byte) (any, error) {
 	a := proxy.NewArgs(args)
 	n, err := a.Int()
 	if err != nil {
@@ -127,6 +148,9 @@ func (d *dropin) run(ctx context.Context, s *knownScript, args [][]byte) (any, e
 	case n > int64(a.Left()):
 		return nil, errNumkeysMany
 	}
+	if s.refused != nil {
+		return nil, s.refused
+	}
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i], _ = a.String()
@@ -136,11 +160,65 @@ func (d *dropin) run(ctx context.Context, s *knownScript, args [][]byte) (any, e
 		v, _ := a.String()
 		argv = append(argv, v)
 	}
-	s.n.Add(1)
+	kind := s.shape.Kind
+	c, _ := d.runs.LoadOrStore(kind, new(atomic.Int64))
+	c.(*atomic.Int64).Add(1)
 	if d.lim.DropinScripts != nil {
-		d.lim.DropinScripts(s.name)
+		d.lim.DropinScripts(string(kind))
 	}
-	return s.run(ctx, d.eng, keys, argv)
+	ops := &scriptOps{eng: d.eng, k: d.k, sess: sess, pub: d.lim.Publisher}
+	reply, err := s.shape.Run(ctx, ops, keys, argv)
+	if err != nil {
+		ops.giveBack(ctx)
+		return nil, scriptErr(err)
+	}
+	reply = scriptReply(reply)
+	if ops.lease == nil && ops.semLease == nil {
+		return reply, nil
+	}
+	// A grant is checked again when its reply is written, as RLOCK's is:
+	// a client that left, or a grant whose validity ran out before the
+	// reply (in a pipeline or a transaction), holds nothing.
+	return proxy.Late(func() any {
+		if ctx.Err() != nil || !ops.stillValid(time.Now()) {
+			ops.giveBack(ctx)
+			return nil
+		}
+		return reply
+	}), nil
+}
+
+// scriptErr turns a script's error reply into the RESP error it carries
+// ("ERR ...", "NOSCRIPT ...": the first word is the code, as Redis does).
+func scriptErr(err error) error {
+	var se luashape.ScriptError
+	if e, ok := err.(luashape.ScriptError); ok {
+		se = e
+	} else {
+		return err
+	}
+	code, msg, ok := strings.Cut(string(se), " ")
+	if !ok || code == "" || strings.ToUpper(code) != code {
+		return &proxy.Error{Code: "ERR", Msg: string(se)}
+	}
+	return &proxy.Error{Code: code, Msg: msg}
+}
+
+// scriptReply maps luashape's reply values onto the proxy's.
+func scriptReply(v any) any {
+	switch x := v.(type) {
+	case luashape.Status:
+		return proxy.SimpleString(x)
+	case luashape.ScriptError:
+		return scriptErr(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = scriptReply(e)
+		}
+		return out
+	}
+	return v
 }
 
 // evalKeys locates EVAL's and EVALSHA's keys for the ACL check: numkeys is
@@ -162,26 +240,22 @@ func dropinCommands(eng *quorum.Engine, lim Limits, k *keeper, d *dropin) []*pro
 	return append(dropinKeyCommands(eng, lim, k), []*proxy.Command{
 		{
 			Name: "eval", Arity: -3, Flags: proxy.FlagWrite, Keys: evalKeys,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				sum := sha1.Sum(args[0])
-				s := d.bySHA[hex.EncodeToString(sum[:])]
-				if s == nil {
-					return nil, errDropinScript
-				}
-				return d.run(ctx, s, args[1:])
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+				_, s := d.lookup(args[0])
+				return d.run(ctx, sess, s, args[1:])
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: runs a known lock script of a supported library as the matching quorum operation.", Since: since, Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: runs a lock script, recognised by what it does (acquire, release, extend, check, semaphore), as the matching quorum operation; any other script is refused.", Since: since, Group: "redlock"},
 		},
 		{
 			Name: "evalsha", Arity: -3, Flags: proxy.FlagWrite, Keys: evalKeys,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				s := d.bySHA[strings.ToLower(string(args[0]))]
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+				s := d.bySHA(string(args[0]))
 				if s == nil {
 					return nil, errNoScript
 				}
-				return d.run(ctx, s, args[1:])
+				return d.run(ctx, sess, s, args[1:])
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: EVAL of a known lock script by its SHA1.", Since: since, Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: EVAL of a script seen before (EVAL, SCRIPT LOAD) or declared, by its SHA1.", Since: since, Group: "redlock"},
 		},
 		{
 			Name: "script", Arity: -2, Flags: proxy.FlagFast,
@@ -191,10 +265,9 @@ func dropinCommands(eng *quorum.Engine, lim Limits, k *keeper, d *dropin) []*pro
 					if len(args) != 2 {
 						return nil, proxy.WrongArity("script|load")
 					}
-					sum := sha1.Sum(args[1])
-					sha := hex.EncodeToString(sum[:])
-					if d.bySHA[sha] == nil {
-						return nil, errDropinScript
+					sha, s := d.lookup(args[1])
+					if s.refused != nil {
+						return nil, s.refused
 					}
 					return sha, nil
 				case "EXISTS":
@@ -202,229 +275,48 @@ func dropinCommands(eng *quorum.Engine, lim Limits, k *keeper, d *dropin) []*pro
 						return nil, proxy.WrongArity("script|exists")
 					}
 					out := make([]int64, len(args)-1)
-					for i, s := range args[1:] {
-						if d.bySHA[strings.ToLower(string(s))] != nil {
+					for i, sha := range args[1:] {
+						if s := d.bySHA(string(sha)); s != nil && s.shape != nil {
 							out[i] = 1
 						}
 					}
 					return out, nil
+				case "FLUSH":
+					d.flush()
+					return proxy.OK, nil
 				}
 				return nil, proxy.Errorf("drop-in mode: SCRIPT %s is not served (see docs/PROTOCOL.md, Drop-in mode)", strings.ToUpper(string(args[0])))
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: SCRIPT LOAD and SCRIPT EXISTS for the known lock scripts.", Since: since, Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: SCRIPT LOAD (of a lock script the proxy recognises), SCRIPT EXISTS and SCRIPT FLUSH.", Since: since, Group: "redlock"},
 		},
 	}...)
 }
 
-// info is the "dropin" section of INFO: how often each recorded script
-// ran.
+// info is the "dropin" section of INFO: how many scripts drop-in mode
+// knows, and how often each shape ran.
 func (d *dropin) info() proxy.InfoSection {
 	return proxy.InfoSection{Name: "dropin", Lines: func() []string {
-		var out []string
-		for sha, s := range d.bySHA {
-			out = append(out, fmt.Sprintf("script:%s,sha=%s,runs=%d", s.name, sha, s.n.Load()))
+		d.mu.Lock()
+		known, refused := 0, 0
+		for _, s := range d.seen {
+			if s.shape != nil {
+				known++
+			} else {
+				refused++
+			}
 		}
-		slices.Sort(out)
-		return out
+		d.mu.Unlock()
+		out := []string{
+			fmt.Sprintf("scripts_recognised:%d", known),
+			fmt.Sprintf("scripts_refused:%d", refused),
+			fmt.Sprintf("scripts_declared:%d", len(d.declared)),
+		}
+		var runs []string
+		d.runs.Range(func(k, v any) bool {
+			runs = append(runs, fmt.Sprintf("shape_%s:runs=%d", k, v.(*atomic.Int64).Load()))
+			return true
+		})
+		slices.Sort(runs)
+		return append(out, runs...)
 	}}
-}
-
-// ---- the operations ----
-
-func argsN(keys, argv []string, nk, na int) error {
-	if len(keys) != nk || len(argv) < na {
-		return proxy.Errorf("drop-in mode: this script takes %d key(s) and %d argument(s)", nk, na)
-	}
-	return nil
-}
-
-func msArg(s string) (time.Duration, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, proxy.Errorf("value is not an integer or out of range")
-	}
-	return time.Duration(n) * time.Millisecond, nil
-}
-
-// releaseOne: compare-and-delete of one key: 1 if the token held it on a
-// quorum, else 0, or notHeld (go-redsync: -1) when nobody holds it.
-func releaseOne(notHeld int64) dropinHandler {
-	return func(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
-		if err := argsN(keys, argv, 1, 1); err != nil {
-			return nil, err
-		}
-		held, err := eng.Unlock(ctx, keys, argv[0])
-		if err != nil || held {
-			return int64(1), err
-		}
-		if notHeld == 0 {
-			return int64(0), nil
-		}
-		li, err := eng.LockInfo(ctx, keys[0])
-		if err != nil {
-			return nil, err
-		}
-		if li.Held {
-			return int64(0), nil // another token's
-		}
-		return notHeld, nil
-	}
-}
-
-// extendOne: compare-and-pexpire of one key: 1 or 0.
-func extendOne(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
-	if err := argsN(keys, argv, 1, 2); err != nil {
-		return nil, err
-	}
-	ttl, err := msArg(argv[1])
-	if err != nil {
-		return nil, err
-	}
-	v, err := eng.Extend(ctx, keys, argv[0], ttl)
-	if err != nil {
-		return nil, err
-	}
-	return boolInt(v > 0), nil
-}
-
-// touchOrAcquire: go-redsync's touch with SET NX: extend if held, else
-// take it if free: 1 or 0.
-func touchOrAcquire(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
-	v, err := extendOne(ctx, eng, keys, argv)
-	if err != nil || v == int64(1) {
-		return v, err
-	}
-	ttl, _ := msArg(argv[1])
-	lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: keys, TTL: ttl, Token: argv[0]})
-	if err != nil || lease == nil {
-		return int64(0), err
-	}
-	if _, ok := validity(ctx, lease, eng.Abandon); !ok {
-		return int64(0), nil
-	}
-	return int64(1), nil
-}
-
-// redisPyExtend: redis-py's Lock.extend: ARGV[2] more ms, or exactly ARGV[2]
-// ms when ARGV[3] is "1": 1 or 0.
-func redisPyExtend(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
-	if err := argsN(keys, argv, 1, 3); err != nil {
-		return nil, err
-	}
-	add, err := msArg(argv[1])
-	if err != nil {
-		return nil, err
-	}
-	ttl := add
-	if argv[2] == "0" {
-		li, err := eng.LockInfo(ctx, keys[0])
-		if err != nil {
-			return nil, err
-		}
-		if !li.Held || li.Holder != argv[0] {
-			return int64(0), nil
-		}
-		ttl += max(li.TTL, 0)
-	}
-	v, err := eng.Extend(ctx, keys, argv[0], ttl)
-	if err != nil {
-		return nil, err
-	}
-	return boolInt(v > 0), nil
-}
-
-// bsmObtain: bsm/redislock's obtain (value, token length, ttl): +OK or nil.
-func bsmObtain(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
-	if err := argsN(keys, argv, 1, 3); err != nil {
-		return nil, err
-	}
-	ttl, err := msArg(argv[2])
-	if err != nil {
-		return nil, err
-	}
-	lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: keys, TTL: ttl, Token: argv[0]})
-	if err != nil || lease == nil {
-		return nil, err
-	}
-	if _, ok := validity(ctx, lease, eng.Abandon); !ok {
-		return nil, nil
-	}
-	return proxy.OK, nil
-}
-
-// bsmPTTL: the lock's remaining ms if the value holds it, else -3.
-func bsmPTTL(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
-	if err := argsN(keys, argv, 1, 1); err != nil {
-		return nil, err
-	}
-	li, err := eng.LockInfo(ctx, keys[0])
-	if err != nil {
-		return nil, err
-	}
-	if !li.Held || li.Holder != argv[0] {
-		return int64(-3), nil
-	}
-	return li.TTL.Milliseconds(), nil
-}
-
-// redlockAcquire: node-redlock's acquire of every key, all or none: the
-// number of keys, or 0.
-func redlockAcquire(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
-	if len(keys) == 0 || len(argv) < 2 {
-		return nil, argsN(keys, argv, 1, 2)
-	}
-	ttl, err := msArg(argv[1])
-	if err != nil {
-		return nil, err
-	}
-	lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: keys, TTL: ttl, Token: argv[0]})
-	if err != nil || lease == nil {
-		return int64(0), err
-	}
-	if _, ok := validity(ctx, lease, eng.Abandon); !ok {
-		return int64(0), nil
-	}
-	return int64(len(keys)), nil
-}
-
-// redlockExtend: node-redlock's extend of every key: the number of keys,
-// or 0.
-func redlockExtend(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
-	if len(keys) == 0 || len(argv) < 2 {
-		return nil, argsN(keys, argv, 1, 2)
-	}
-	ttl, err := msArg(argv[1])
-	if err != nil {
-		return nil, err
-	}
-	v, err := eng.Extend(ctx, keys, argv[0], ttl)
-	if err != nil || v <= 0 {
-		return int64(0), err
-	}
-	return int64(len(keys)), nil
-}
-
-// redlockRelease: node-redlock's release: how many keys it released (all
-// of them, or 0).
-func redlockRelease(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
-	if len(keys) == 0 || len(argv) < 1 {
-		return nil, argsN(keys, argv, 1, 1)
-	}
-	held, err := eng.Unlock(ctx, keys, argv[0])
-	if err != nil || !held {
-		return int64(0), err
-	}
-	return int64(len(keys)), nil
-}
-
-// luaBool turns a 1/0 answer into what a script returning Lua true/false
-// gives a client: 1, or null.
-func luaBool(h dropinHandler) dropinHandler {
-	return func(ctx context.Context, eng *quorum.Engine, keys, argv []string) (any, error) {
-		v, err := h(ctx, eng, keys, argv)
-		if err != nil || v != int64(1) {
-			return nil, err
-		}
-		return int64(1), nil
-	}
 }

@@ -28,9 +28,16 @@ type Limits struct {
 	// DropIn serves the Redis commands of lock libraries written for one
 	// Redis (config dropin).
 	DropIn bool
-	// DropinScripts, if set, is told each time a recorded script runs,
-	// by its name (<library>@<version>/<operation>).
+	// DropinScripts, if set, is told each time a drop-in script runs, by
+	// its shape (acquire, release, extend, check, semacquire, semrelease,
+	// semextend).
 	DropinScripts func(name string)
+	// Publisher publishes the PUBLISH that ends a drop-in lock script (see
+	// Publisher); nil publishes nothing.
+	Publisher Publisher
+	// DropinDeclared are the scripts the operator declared (config
+	// dropin_scripts), for those the recogniser cannot place.
+	DropinDeclared []DeclaredScript
 }
 
 // lockArgs are RLOCK's arguments.

@@ -1,0 +1,171 @@
+package commands
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/luashape"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// scriptOps runs a recognised script's quorum operations for one call: it
+// implements luashape.Ops over the engine, for the session that sent it.
+// A grant it makes is kept, so that the handler can give it back if the
+// reply cannot reach the client (see eval).
+type scriptOps struct {
+	eng  *quorum.Engine
+	k    *keeper
+	sess *proxy.Session
+	pub  Publisher
+
+	lease    *quorum.Lease
+	semLease *quorum.SemLease
+}
+
+var _ luashape.Ops = (*scriptOps)(nil)
+
+// Acquire takes keys all or none, holding value: with SET NX's rule (a key
+// that holds value already is refused) unless the script is re-entrant.
+func (o *scriptOps) Acquire(ctx context.Context, keys []string, value string, ttl time.Duration, reentrant bool) (bool, error) {
+	if len(value) == 0 || len(value) > MaxTokenLen {
+		return false, dropinRefused("a lock's value must be 1 to %d bytes", MaxTokenLen)
+	}
+	lease, err := o.eng.Lock(ctx, quorum.LockRequest{Resources: keys, TTL: ttl, Token: value, Exclusive: !reentrant})
+	if err != nil || lease == nil {
+		return false, err
+	}
+	if _, ok := validity(ctx, lease, o.eng.Abandon); !ok {
+		return false, nil
+	}
+	o.lease = lease
+	return true, nil
+}
+
+// state tells, after a release or extension that did not find value on a
+// quorum, whether the first key is free or another value's.
+func (o *scriptOps) state(ctx context.Context, key string) (luashape.State, error) {
+	li, err := o.eng.LockInfo(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	if li.Held {
+		return luashape.Other, nil
+	}
+	return luashape.Absent, nil
+}
+
+// Release deletes exactly the grant of value on each key (see
+// quorum.Engine.DeleteHeld: a late delete never removes a later holder's
+// key with the same value).
+func (o *scriptOps) Release(ctx context.Context, keys []string, value string) (luashape.State, error) {
+	defer o.k.forgetDropin(o.sess, keys, value)
+	all := true
+	first := ""
+	for _, key := range keys {
+		held, err := o.eng.DeleteHeld(ctx, key, value)
+		if err != nil {
+			return 0, err
+		}
+		if !held && all {
+			all, first = false, key
+		}
+	}
+	if all {
+		return luashape.Mine, nil
+	}
+	return o.state(ctx, first)
+}
+
+// Extend sets a new ttl on keys that hold value.
+func (o *scriptOps) Extend(ctx context.Context, keys []string, value string, ttl time.Duration) (luashape.State, error) {
+	v, err := o.eng.Extend(ctx, keys, value, ttl)
+	if err != nil {
+		return 0, err
+	}
+	if v > 0 {
+		return luashape.Mine, nil
+	}
+	return o.state(ctx, keys[0])
+}
+
+// Get reads what a quorum holds at key.
+func (o *scriptOps) Get(ctx context.Context, key string) (string, time.Duration, bool, error) {
+	li, err := o.eng.LockInfo(ctx, key)
+	if err != nil {
+		return "", 0, false, err
+	}
+	if !li.Held || li.Holder == "" {
+		return "", 0, false, nil
+	}
+	return li.Holder, li.TTL, true, nil
+}
+
+// SemAcquire takes count of the semaphore name's limit permits.
+func (o *scriptOps) SemAcquire(ctx context.Context, name string, limit, count int, ttl time.Duration, token string) (bool, error) {
+	if len(token) == 0 || len(token) > MaxTokenLen {
+		return false, dropinRefused("a semaphore token must be 1 to %d bytes", MaxTokenLen)
+	}
+	l, err := o.eng.SemAcquire(ctx, quorum.SemRequest{Name: name, Limit: limit, Count: count, TTL: ttl, Token: token})
+	if err != nil || l == nil {
+		return false, err
+	}
+	if l.ValidityAt(time.Now()) < time.Millisecond || ctx.Err() != nil {
+		o.eng.SemAbandon(ctx, l)
+		return false, nil
+	}
+	o.semLease = l
+	return true, nil
+}
+
+// SemRelease gives back the permits token holds.
+func (o *scriptOps) SemRelease(ctx context.Context, name, token string) (luashape.State, error) {
+	held, err := o.eng.SemRelease(ctx, name, token)
+	if err != nil || !held {
+		return luashape.Absent, err
+	}
+	return luashape.Mine, nil
+}
+
+// SemExtend extends the permits token holds.
+func (o *scriptOps) SemExtend(ctx context.Context, name, token string, ttl time.Duration) (luashape.State, error) {
+	v, err := o.eng.SemExtend(ctx, name, token, ttl)
+	if err != nil || v <= 0 {
+		return luashape.Absent, err
+	}
+	return luashape.Mine, nil
+}
+
+// Publish delivers a script's PUBLISH to the subscribers on every proxy.
+// The lock operation has run: its client waits for the reply of the
+// release, not for the message, so a message fewer than a quorum of masters
+// took is not an error of the script (the subscribers of this proxy have
+// it; the others wake on their retry timers).
+func (o *scriptOps) Publish(ctx context.Context, channel, message string) error {
+	if o.pub != nil {
+		o.pub.Publish(ctx, channel, message)
+	}
+	return nil
+}
+
+// stillValid reports whether the grant the script made can still be
+// relied on at now.
+func (o *scriptOps) stillValid(now time.Time) bool {
+	if o.lease != nil && o.lease.ValidityAt(now) < time.Millisecond {
+		return false
+	}
+	return o.semLease == nil || o.semLease.ValidityAt(now) >= time.Millisecond
+}
+
+// giveBack returns the grant the script made (its reply cannot reach the
+// client, or the script failed after it).
+func (o *scriptOps) giveBack(ctx context.Context) {
+	if o.lease != nil {
+		o.eng.Abandon(ctx, o.lease)
+		o.lease = nil
+	}
+	if o.semLease != nil {
+		o.eng.SemAbandon(ctx, o.semLease)
+		o.semLease = nil
+	}
+}
