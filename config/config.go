@@ -7,6 +7,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +22,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/luashape"
 )
 
 // Config is the whole configuration; PROTOCOL.md ("Configuration") is its
@@ -44,6 +48,10 @@ type Config struct {
 	// DropIn serves lock libraries written for one Redis unchanged (SET
 	// NX PX, their lock scripts) as quorum operations; default false.
 	DropIn bool `yaml:"dropin"`
+	// DropinScripts declares lock scripts that drop-in mode's recogniser
+	// cannot place: each names the script (its file, or its SHA1) and the
+	// lock operation it is.
+	DropinScripts []DropinScript `yaml:"dropin_scripts"`
 	// MasterDefaults apply to every master that does not set the field
 	// itself: shared ACL credentials and TLS.
 	MasterDefaults MasterDefaults `yaml:"master_defaults"`
@@ -353,6 +361,11 @@ func (c *Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
+	for i, d := range c.DropinScripts {
+		if _, _, err := d.Resolve(); err != nil {
+			bad(fmt.Sprintf("dropin_scripts[%d]", i), "%v", err)
+		}
+	}
 	if c.Listen == "" {
 		bad("listen", "empty")
 	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
@@ -490,4 +503,56 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// DropinScript declares one lock script for drop-in mode (dropin_scripts),
+// for a script the recogniser cannot place. Indexes are 1-based, as in Lua.
+type DropinScript struct {
+	// File is the script's text (its SHA1 is computed); or SHA1 names it.
+	File string `yaml:"file"`
+	SHA1 string `yaml:"sha1"`
+	// Shape is the lock operation: acquire, release, extend, check,
+	// semacquire, semrelease or semextend.
+	Shape string `yaml:"shape"`
+	// Reentrant: an acquire that refreshes a key already holding the value.
+	Reentrant bool `yaml:"reentrant"`
+	// Key is the KEYS index of the lock key (the semaphore); 0: every KEYS.
+	Key int `yaml:"key"`
+	// Value is the ARGV index of the value (the semaphore's token).
+	Value int `yaml:"value"`
+	// TTL is the ARGV index of the ttl, in TTLUnit ("ms", the default, or
+	// "s").
+	TTL     int    `yaml:"ttl"`
+	TTLUnit string `yaml:"ttl_unit"`
+	// Limit and Count are the ARGV indexes of a semaphore's limit and of
+	// the permits taken (0: one).
+	Limit int `yaml:"limit"`
+	Count int `yaml:"count"`
+}
+
+// Resolve reads the declaration: the script's SHA1 (lower-case hex) and its
+// shape, checked.
+func (d DropinScript) Resolve() (sha string, decl luashape.Declaration, err error) {
+	switch {
+	case (d.File == "") == (d.SHA1 == ""):
+		return "", decl, errors.New("give file or sha1, one of them")
+	case d.File != "":
+		b, err := os.ReadFile(d.File)
+		if err != nil {
+			return "", decl, err
+		}
+		sum := sha1.Sum(b)
+		sha = hex.EncodeToString(sum[:])
+	default:
+		sha = strings.ToLower(d.SHA1)
+		if b, err := hex.DecodeString(sha); err != nil || len(b) != sha1.Size {
+			return "", decl, fmt.Errorf("sha1 %q: 40 hex digits", d.SHA1)
+		}
+	}
+	decl = luashape.Declaration{Shape: luashape.Kind(d.Shape), Reentrant: d.Reentrant, Key: d.Key, Value: d.Value,
+		TTL: d.TTL, TTLUnit: d.TTLUnit, Limit: d.Limit, Count: d.Count}
+	if _, err := luashape.Declare(decl); err != nil {
+		return "", decl, err
+	}
+	return sha, decl, nil
 }

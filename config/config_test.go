@@ -128,6 +128,9 @@ func TestInvalid(t *testing.T) {
 			[]string{"tls: cert_file and key_file are both required", "tls.min_version", "masters[0].tls: cert_file and key_file go together"}},
 		{"fair stale_after below two retries", "masters: [{addr: 'a:1'}]\nfair: {stale_after: 300ms}\n",
 			[]string{"fair.stale_after: 300ms must be at least twice retry_delay + retry_jitter + master_timeout (400ms)"}},
+		{"dropin_scripts", "masters: [{addr: 'a:1'}]\ndropin_scripts:\n- {sha1: abc, shape: release, value: 1}\n- {shape: release, value: 1}\n- {sha1: 0123456789012345678901234567890123456789, shape: teleport, value: 1}\n- {sha1: 0123456789012345678901234567890123456789, shape: acquire, value: 1}\n- {file: /nonexistent.lua, shape: release, value: 1}\n",
+			[]string{"dropin_scripts[0]: sha1 \"abc\": 40 hex digits", "dropin_scripts[1]: give file or sha1", "dropin_scripts[2]: unknown shape \"teleport\"",
+				"dropin_scripts[3]: acquire needs the ARGV index of the ttl", "dropin_scripts[4]: open /nonexistent.lua"}},
 		{"limits", "masters: [{addr: 'a:1'}]\nlimits: {max_command_bytes: 1000, idle_timeout: -1s, request_timeout: 0s}\n",
 			[]string{"limits.max_command_bytes: 1000 must be at least", "limits.idle_timeout", "limits.request_timeout"}},
 	}

@@ -196,7 +196,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cmds, cmdInfo := commands.AllWithInfo(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL, MaxWait: cfg.Limits.MaxWait, MaxLatchCount: cfg.Limits.MaxArgs,
-		MaxAutoExtend: cfg.Limits.MaxAutoExtendPerConn, Leases: met, DropIn: cfg.DropIn, DropinScripts: met.DropinScript})
+		MaxAutoExtend: cfg.Limits.MaxAutoExtendPerConn, Leases: met, DropIn: cfg.DropIn, DropinScripts: met.DropinScript,
+		DropinDeclared: declaredScripts(cfg.DropinScripts)})
 	unknown := commands.PlainUnknown()
 	if cfg.DropIn {
 		unknown = commands.DropinUnknown
@@ -293,6 +294,18 @@ func commandLabels(t *proxy.Table) []metrics.CommandLabels {
 			l.Errors = []string{"NOQUORUM"}
 		}
 		out = append(out, l)
+	}
+	return out
+}
+
+// declaredScripts maps dropin_scripts onto the commands' declarations
+// (Validate checked each already).
+func declaredScripts(ds []config.DropinScript) []commands.DeclaredScript {
+	var out []commands.DeclaredScript
+	for _, d := range ds {
+		if sha, decl, err := d.Resolve(); err == nil {
+			out = append(out, commands.DeclaredScript{SHA1: sha, Declaration: decl})
+		}
 	}
 	return out
 }
