@@ -19,7 +19,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/redlock-proxy ./cmd/redlock-proxy
+# The version INFO, --version and go_build_info show (make release passes it).
+ARG VERSION=devel
+RUN CGO_ENABLED=0 go build -trimpath \
+    -ldflags="-s -w -X github.com/redlock-proxy/redlock-proxy/internal/buildinfo.version=${VERSION}" \
+    -o /out/redlock-proxy ./cmd/redlock-proxy
 
 FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt

@@ -5,11 +5,16 @@
 GO      ?= go
 PKGS    := ./...
 FUZZTIME ?= 60s
+# The version stamped into the binary (INFO server, --version, go_build_info):
+# git describe (v0.1.0-3-gabc1234 gives 0.1.0-3-gabc1234), or "devel" outside
+# a git checkout. VERSION=x.y.z make release to choose it.
+VERSION ?= $(or $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//'),devel)
+LDFLAGS := -X github.com/redlock-proxy/redlock-proxy/internal/buildinfo.version=$(VERSION)
 
-.PHONY: run test build vet fmt check fuzz soak clients bench bench-quick clean examples dropin
+.PHONY: run test build vet fmt check fuzz soak clients bench bench-quick clean examples dropin release
 
 run:
-	$(GO) run ./cmd/redlock-proxy --dev
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/redlock-proxy --dev
 
 # One package at a time (-p 1): the engine's unit tests count 50 ms master
 # timeouts, which the proxies of tests/ running beside them on 2 cores can
@@ -22,7 +27,26 @@ test:
 	$(GO) test -race -count=1 -p 1 -timeout 9m $(PKGS)
 
 build:
-	$(GO) build -o bin/redlock-proxy ./cmd/redlock-proxy
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/redlock-proxy ./cmd/redlock-proxy
+
+# Static (CGO_ENABLED=0) binaries for linux/amd64 and linux/arm64 in dist/,
+# with SHA256SUMS, then the Docker image redlock-proxy:$(VERSION) when a
+# Docker engine answers (it says so, and skips it, when none does).
+RELEASE_ARCHS := amd64 arm64
+release:
+	rm -rf dist && mkdir -p dist
+	@for arch in $(RELEASE_ARCHS); do \
+	  echo "building dist/redlock-proxy-$(VERSION)-linux-$$arch"; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" \
+	    -o dist/redlock-proxy-$(VERSION)-linux-$$arch ./cmd/redlock-proxy || exit 1; \
+	done
+	cd dist && sha256sum redlock-proxy-* > SHA256SUMS && cat SHA256SUMS
+	@if docker info >/dev/null 2>&1; then \
+	  docker build --build-arg VERSION=$(VERSION) -t redlock-proxy:$(VERSION) . ; \
+	else \
+	  echo "!!! no Docker engine answers (docker info failed): the image redlock-proxy:$(VERSION) was NOT built."; \
+	  echo "!!! Where one runs: docker build --build-arg VERSION=$(VERSION) -t redlock-proxy:$(VERSION) ."; \
+	fi
 
 # Every example (examples/python, examples/node, examples/go) against a
 # --dev proxy on a free port; fails if any of them does.
@@ -100,4 +124,4 @@ fuzz:
 	$(GO) test ./internal/luashape -run '^$$' -fuzz '^FuzzRecognise$$' -fuzztime $(FUZZTIME)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -116,7 +116,7 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 		m.masterRequests, m.masterDuration, m.connections, m.rejected, m.dropped, m.authFailures,
 		m.leaseEvents, m.autoLeases, m.dropinScripts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewBuildInfoCollector())
+		buildInfoCollector())
 	if status != nil {
 		m.reg.MustRegister(&masterCollector{status: status})
 	}

@@ -44,6 +44,14 @@ func TestDevMode(t *testing.T) {
 			t.Errorf("INFO lacks %q:\n%s", want, info)
 		}
 	}
+	// The version stamped at build time (as the Makefile does) is the one
+	// INFO and --version show.
+	if info := do(t, c, "INFO", "server").(string); !strings.Contains(info, "redlock_proxy_version:"+testVersion+"\r\n") {
+		t.Errorf("INFO server lacks redlock_proxy_version:%s:\n%s", testVersion, info)
+	}
+	if out, err := exec.Command(proxyBin, "--version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "redlock-proxy "+testVersion+" (go") {
+		t.Errorf("--version: %v %q", err, out)
+	}
 
 	m := regexp.MustCompile(`metrics=(127\.0\.0\.1:\d+)`).FindStringSubmatch(log.String())
 	if m == nil {
@@ -78,6 +86,7 @@ func TestDevMode(t *testing.T) {
 		`redlock_proxy_master_up{master=`,
 		`# HELP redlock_proxy_client_connections`,
 		`go_build_info{checksum=`,
+		`version="` + testVersion + `"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -42,7 +42,7 @@ func plainProxyBin(t testing.TB) string {
 	t.Helper()
 	plainOnce.Do(func() {
 		plainBin = filepath.Join(filepath.Dir(proxyBin), "redlock-proxy-plain")
-		out, err := exec.Command("go", "build", "-o", plainBin, "../cmd/redlock-proxy").CombinedOutput()
+		out, err := exec.Command("go", "build", "-ldflags", stampVersion, "-o", plainBin, "../cmd/redlock-proxy").CombinedOutput()
 		if err != nil {
 			plainErr = fmt.Errorf("building the proxy without -race: %v\n%s", err, out)
 		}
@@ -53,6 +53,14 @@ func plainProxyBin(t testing.TB) string {
 	return plainBin
 }
 
+// testVersion is the version the tests stamp into the proxy as the
+// Makefile does (-ldflags -X), for TestDevMode to find in INFO, --version
+// and go_build_info.
+const (
+	testVersion  = "0.0.0-test"
+	stampVersion = "-X github.com/redlock-proxy/redlock-proxy/internal/buildinfo.version=v" + testVersion
+)
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "redlock-proxy-test")
 	if err != nil {
@@ -60,7 +68,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	proxyBin = filepath.Join(dir, "redlock-proxy")
-	build := exec.Command("go", "build", "-race", "-o", proxyBin, "../cmd/redlock-proxy")
+	build := exec.Command("go", "build", "-race", "-ldflags", stampVersion, "-o", proxyBin, "../cmd/redlock-proxy")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the proxy:", err)

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -27,14 +28,12 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/commands"
 	"github.com/redlock-proxy/redlock-proxy/config"
+	"github.com/redlock-proxy/redlock-proxy/internal/buildinfo"
 	"github.com/redlock-proxy/redlock-proxy/metrics"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/quorum/redisnode"
 )
-
-// version is the proxy's version, shown in INFO.
-const version = "0.1.0"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -83,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if f.showVersion {
-		fmt.Fprintln(stdout, "redlock-proxy", version)
+		fmt.Fprintf(stdout, "redlock-proxy %s (%s %s/%s)\n", buildinfo.Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return nil
 	}
 	if f.cpuProfile != "" {
@@ -206,7 +205,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Commands:   cmds,
 		Unknown:    unknown,
 		MapError:   commands.MapError,
-		Version:    version,
+		Version:    buildinfo.Version(),
 		MaxClients: cfg.Limits.MaxClients,
 		Limits: proxy.Limits{
 			MaxArgs:         cfg.Limits.MaxArgs,
@@ -260,7 +259,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("redlock-proxy listening", "addr", ln.Addr().String(), "tls", listenTLS != nil,
 		"auth", cfg.Auth.Password != "" || len(cfg.Auth.Users) > 0, "masters", len(nodes), "quorum", eng.Quorum(),
-		"metrics", metricsAddr, "version", version)
+		"metrics", metricsAddr, "version", buildinfo.Version())
 
 	select {
 	case <-ctx.Done():
