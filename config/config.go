@@ -61,6 +61,9 @@ type Config struct {
 	TLS            *TLS           `yaml:"tls"`
 	// LogLevel is debug, info, warn or error; default info.
 	LogLevel slog.Level `yaml:"log_level"`
+	// LogFormat is text (logfmt, the default) or json (one object a line,
+	// for log shippers).
+	LogFormat string `yaml:"log_format"`
 }
 
 // Master is one Redis master.
@@ -166,7 +169,8 @@ func Default() *Config {
 			MaxAutoExtendPerConn: 1000,
 			RequestTimeout:       10 * time.Second,
 		},
-		LogLevel: slog.LevelInfo,
+		LogLevel:  slog.LevelInfo,
+		LogFormat: "text",
 	}
 }
 
@@ -371,6 +375,9 @@ func (c *Config) Validate() error {
 	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%v", err)
 	}
+	if c.MetricsListen == "off" {
+		c.MetricsListen = "" // as --metrics-listen off
+	}
 	if c.MetricsListen != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 			bad("metrics_listen", "%v", err)
@@ -493,6 +500,9 @@ func (c *Config) Validate() error {
 				bad(fmt.Sprintf("%s.resources[%d]", key, j), "empty pattern")
 			}
 		}
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log_format", "%q must be text or json", c.LogFormat)
 	}
 	if t := c.TLS; t != nil {
 		if t.CertFile == "" || t.KeyFile == "" {

@@ -38,7 +38,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return // -h / --help: the usage was printed, as asked
 		}
@@ -47,37 +47,12 @@ func main() {
 	}
 }
 
-type flags struct {
-	config        string
-	dev           bool
-	devMasters    int
-	listen        string
-	listenFD      int
-	metricsListen string
-	cpuProfile    string
-	showVersion   bool
-}
-
-func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) {
-	f := &flags{}
-	fs := flag.NewFlagSet("redlock-proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.config, "config", "", "configuration file (YAML)")
-	fs.BoolVar(&f.dev, "dev", false, "run with embedded in-process masters (not for production)")
-	fs.IntVar(&f.devMasters, "dev-masters", 3, "number of embedded masters with --dev")
-	fs.StringVar(&f.listen, "listen", os.Getenv("REDLOCK_PROXY_LISTEN"), "override listen (host:port); default $REDLOCK_PROXY_LISTEN")
-	fs.IntVar(&f.listenFD, "listen-fd", 0, "serve on an inherited listening socket with this file descriptor")
-	fs.StringVar(&f.metricsListen, "metrics-listen", os.Getenv("REDLOCK_PROXY_METRICS_LISTEN"), `override metrics_listen (host:port, or "off"); default $REDLOCK_PROXY_METRICS_LISTEN`)
-	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until the proxy stops")
-	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return nil, nil, err
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f, fset, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		printHelp(stdout, fset)
+		return err
 	}
-	return f, fs, nil
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, _, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -122,21 +97,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	default:
 		return errors.New("give --config FILE, or --dev to try it with embedded masters")
 	}
-	if f.listen != "" {
-		cfg.Listen = f.listen
-	}
-	switch f.metricsListen {
-	case "":
-	case "off":
-		cfg.MetricsListen = ""
-	default:
-		cfg.MetricsListen = f.metricsListen
+	from, err := f.apply(cfg, getenv)
+	if err != nil {
+		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 
-	log := newLogger(stderr, cfg.LogLevel)
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	cfgFile := "file " + f.config
+	if f.dev {
+		cfgFile = "--dev"
+	}
+	for _, st := range cfg.NonDefault() {
+		src, ok := from[st.Key]
+		if !ok {
+			src = cfgFile
+		}
+		log.Info("setting", "key", st.Key, "value", st.Value, "from", src)
+	}
+	if n := len(cfg.Masters); n < 3 {
+		log.Warn("fewer than 3 masters: no fault tolerance, every master must answer for a quorum; use 3 or 5 independent masters",
+			"masters", n, "quorum", max(cfg.Quorum, n/2+1))
+	}
 	if f.dev {
 		fmt.Fprintf(stderr, "\n*** DEV MODE: %d embedded in-process masters (miniredis). NOT FOR PRODUCTION: ***\n"+
 			"*** nothing is persisted and every master dies with this process.           ***\n\n", len(devMasters))
@@ -278,8 +262,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+// newLogger logs at level and above, as logfmt text or (format "json")
+// one JSON object a line.
+func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // commandLabels are the metric labels of every command in the table: its
