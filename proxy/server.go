@@ -142,6 +142,9 @@ type record struct {
 	t0       time.Time
 	rejected bool // refused before its handler ran
 	queued   bool // queued in MULTI: recorded when EXEC runs it
+	// resources are the resources the command names, kept only when the
+	// log is at debug level (for its one line per command in done).
+	resources []string
 }
 
 // New returns a server with the built-in commands and opts.Commands.
@@ -408,6 +411,12 @@ func (s *Server) done(sess *Session, rec *record, reply any) {
 	if s.opts.Observer != nil {
 		s.opts.Observer.Command(rec.name, d, result, code)
 	}
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		// The command's outcome: its name, resources, result and error
+		// code; never its other arguments (tokens, passwords, values).
+		s.log.Debug("command", "command", rec.name, "resources", rec.resources, "result", result, "error", code,
+			"latency", d, "client", sess.addr)
+	}
 	sess.mu.Lock()
 	sess.lastCmd, sess.lastAt = rec.name, time.Now()
 	sess.mu.Unlock()
@@ -515,6 +524,12 @@ func (s *Server) handle(sess *Session, args [][]byte, rec *record, parallel bool
 	cmd := s.table.Lookup(args[0])
 	if cmd != nil {
 		rec.cmd, rec.name = cmd, cmd.Name
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			// Key positions only: never a token, a value or a password.
+			for _, r := range cmd.KeysOf(args) {
+				rec.resources = append(rec.resources, string(r))
+			}
+		}
 		sess.mu.Lock()
 		sess.lastCmd = cmd.Name // CLIENT LIST shows a blocked client's command
 		sess.mu.Unlock()

@@ -55,6 +55,10 @@ type nodeHealth struct {
 	quarantine  time.Time // votes do not count before
 	needsFloor  bool      // restarted: votes do not count until seeded
 	sized       bool      // the quarantine was sized by the others' leases
+	// warned holds the restart-path warnings already logged for the
+	// current restart (warnSizing, warnRejoin): each is logged once per
+	// restart, not at every health tick while it lasts.
+	warned warnings
 	restarts    int
 	restartSeen time.Time
 }
@@ -100,6 +104,7 @@ func (e *Engine) votes(i int) bool {
 				h.restartSeen = now
 				h.needsFloor = true
 				h.sized = false
+				h.warned = 0
 				if e.opts.Quarantine > 0 {
 					// At most this long; sizeQuarantine shortens it to the
 					// longest grant still live on the other masters.
@@ -159,8 +164,10 @@ func (e *Engine) healthLoop(ctx context.Context) {
 	timeout := max(2*e.opts.MasterTimeout, 100*time.Millisecond)
 	tick := time.NewTicker(e.opts.HealthInterval)
 	defer tick.Stop()
+	var q quorumWatch
 	for {
 		e.pingAll(ctx, timeout)
+		q.check(e)
 		for i := range e.nodes {
 			e.sizeQuarantine(ctx, i)
 			e.rejoin(ctx, i)
@@ -270,8 +277,10 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 		}
 	}
 	if got < e.quorum {
-		e.log.Warn("cannot size the quarantine of a restarted master yet: it stays at its longest",
-			"master", e.nodes[i].Addr(), "answers", got, "needed", e.quorum)
+		if h.warnOnce(warnSizing) {
+			e.log.Warn("cannot size the quarantine of a restarted master yet: it stays at its longest until a quorum of the other masters answers (logged once per restart)",
+				"master", e.nodes[i].Addr(), "answers", got, "needed", e.quorum, "quarantine_left", h.left().Round(time.Millisecond))
+		}
 		return
 	}
 	margin := time.Duration(float64(longest)*e.opts.DriftFactor) + 2*e.opts.MasterTimeout + 2*time.Millisecond
@@ -316,7 +325,10 @@ func (e *Engine) rejoin(ctx context.Context, i int) {
 		cancel()
 	}
 	if err != nil {
-		e.log.Warn("restarted master cannot rejoin yet", "master", e.nodes[i].Addr(), "err", err)
+		if h.warnOnce(warnRejoin) {
+			e.log.Warn("restarted master cannot rejoin yet: its quarantine is over but its fence floor cannot be raised; retrying every health tick (logged once per restart)",
+				"master", e.nodes[i].Addr(), "err", err)
+		}
 		return
 	}
 	e.votes(i) // notice a restart during the seeding
@@ -399,4 +411,60 @@ func (e *Engine) floorFromOthers(ctx context.Context, i int) (uint64, error) {
 			"master", e.nodes[i].Addr(), "intact_masters", intact, "quorum", e.quorum, "fence_floor", top)
 	}
 	return top, nil
+}
+
+// warnings is a set of the restart path's once-per-restart warnings.
+type warnings uint8
+
+const (
+	warnSizing warnings = 1 << iota // the quarantine could not be sized
+	warnRejoin                      // the fence floor could not be raised
+)
+
+// warnOnce reports whether warning w is due: true the first time in the
+// current restart, false after.
+func (h *nodeHealth) warnOnce(w warnings) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	due := h.warned&w == 0
+	h.warned |= w
+	return due
+}
+
+// left is how long the quarantine still lasts.
+func (h *nodeHealth) left() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return max(time.Until(h.quarantine), 0)
+}
+
+// quorumWatch logs when fewer than a quorum of masters are up and voting
+// (at start too), and when a quorum is back: one line each, at the health
+// tick that sees the change. Only the health loop uses it.
+type quorumWatch struct {
+	lost  bool
+	since time.Time
+}
+
+func (w *quorumWatch) check(e *Engine) {
+	st := e.Status()
+	up := 0
+	var out []string
+	for _, s := range st {
+		if s.State == StateUp {
+			up++
+		} else {
+			out = append(out, s.Addr+" ("+string(s.State)+")")
+		}
+	}
+	switch {
+	case up < e.quorum && !w.lost:
+		w.lost, w.since = true, time.Now()
+		e.log.Warn("quorum lost: fewer than a quorum of masters are up and voting; every command answers NOQUORUM until a quorum is back",
+			"up", up, "quorum", e.quorum, "masters", len(st), "not_voting", out)
+	case up >= e.quorum && w.lost:
+		w.lost = false
+		e.log.Info("quorum regained", "up", up, "quorum", e.quorum, "masters", len(st),
+			"after", time.Since(w.since).Round(time.Millisecond))
+	}
 }

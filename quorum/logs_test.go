@@ -1,0 +1,76 @@
+package quorum
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// logBuffer is a log destination the health loop and the test share.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *logBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// TestQuorumLostAndRegainedLoggedOnce: when a majority of masters stops
+// answering, the health loop logs "quorum lost" once, however many ticks
+// it lasts, and "quorum regained" once when they are back.
+func TestQuorumLostAndRegainedLoggedOnce(t *testing.T) {
+	const tick = 10 * time.Millisecond
+	buf := &logBuffer{}
+	c := newCluster(t, 3, Options{HealthInterval: tick, Logger: slog.New(slog.NewTextHandler(buf, nil))})
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; log:\n%s", what, buf.String())
+			}
+			time.Sleep(tick)
+		}
+	}
+	waitUntil("three masters up", func() bool { return c.eng.Up() == 3 })
+	if n := buf.count("quorum lost"); n != 0 {
+		t.Fatalf("quorum lost logged %d times with every master up", n)
+	}
+
+	c.nodes[1].setDown(true)
+	c.nodes[2].setDown(true)
+	waitUntil("quorum lost logged", func() bool { return buf.count("quorum lost") > 0 })
+	// Many health ticks with the quorum still lost: no more lines.
+	time.Sleep(20 * tick)
+	if n := buf.count("quorum lost"); n != 1 {
+		t.Fatalf("quorum lost logged %d times, want once:\n%s", n, buf.String())
+	}
+	if n := buf.count("m1 (down)"); n != 1 {
+		t.Fatalf("the masters not voting are not named once:\n%s", buf.String())
+	}
+
+	c.nodes[1].setDown(false)
+	waitUntil("quorum regained logged", func() bool { return buf.count("quorum regained") > 0 })
+	time.Sleep(20 * tick)
+	if n, m := buf.count("quorum lost"), buf.count("quorum regained"); n != 1 || m != 1 {
+		t.Fatalf("quorum lost logged %d times, regained %d, want once each:\n%s", n, m, buf.String())
+	}
+}
