@@ -50,15 +50,15 @@ type nodeHealth struct {
 	lastErr   string
 	lastErrAt time.Time
 
-	runID       string    // "" until the master told us
-	conn        uint64    // the Identity.Conn last checked
-	quarantine  time.Time // votes do not count before
-	needsFloor  bool      // restarted: votes do not count until seeded
-	sized       bool      // the quarantine was sized by the others' leases
+	runID      string    // "" until the master told us
+	conn       uint64    // the Identity.Conn last checked
+	quarantine time.Time // votes do not count before
+	needsFloor bool      // restarted: votes do not count until seeded
+	sized      bool      // the quarantine was sized by the others' leases
 	// warned holds the restart-path warnings already logged for the
 	// current restart (warnSizing, warnRejoin): each is logged once per
 	// restart, not at every health tick while it lasts.
-	warned warnings
+	warned      warnings
 	restarts    int
 	restartSeen time.Time
 }
