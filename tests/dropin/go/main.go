@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,8 +158,14 @@ func bsm(ctx context.Context, addr string, w, cycles int, critical loop.Critical
 // rueidisLock: rueidislock with its default options (client-side caching
 // on), WithContext and its cancel.
 func rueidisLock(ctx context.Context, addr string, w, cycles int, critical loop.Critical) error {
+	rec := &errorRecorder{}
 	locker, err := rueidislock.NewLocker(rueidislock.LockerOption{
 		ClientOption: rueidis.ClientOption{InitAddress: []string{addr}},
+		ClientBuilder: func(opt rueidis.ClientOption) (rueidis.Client, error) {
+			c, err := rueidis.NewClient(opt)
+			rec.Client = c
+			return rec, err
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("NewLocker: %w", err)
@@ -169,7 +176,7 @@ func rueidisLock(ctx context.Context, addr string, w, cycles int, critical loop.
 		lctx, cancel, err := locker.WithContext(wctx, loop.Resource)
 		if err != nil {
 			wcancel()
-			return fmt.Errorf("WithContext: %w", err)
+			return fmt.Errorf("WithContext: %w (first server error: %v)", err, rec.firstError())
 		}
 		err = critical(lctx, i)
 		if lctx.Err() != nil && err == nil {
@@ -182,6 +189,57 @@ func rueidisLock(ctx context.Context, addr string, w, cycles int, critical loop.
 		}
 	}
 	return nil
+}
+
+// errorRecorder is the rueidis client rueidislock is built with: it passes
+// everything through and keeps the first server error, which rueidislock
+// itself retries silently.
+type errorRecorder struct {
+	rueidis.Client
+	mu    sync.Mutex
+	first error
+}
+
+func (e *errorRecorder) note(r rueidis.RedisResult) rueidis.RedisResult {
+	// NOSCRIPT is rueidis's EVALSHA-first at work, not a failure.
+	if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) && !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		e.mu.Lock()
+		if e.first == nil {
+			e.first = err
+		}
+		e.mu.Unlock()
+	}
+	return r
+}
+
+func (e *errorRecorder) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	return e.note(e.Client.Do(ctx, cmd))
+}
+
+func (e *errorRecorder) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	rs := e.Client.DoMulti(ctx, cmds...)
+	for _, r := range rs {
+		e.note(r)
+	}
+	return rs
+}
+
+func (e *errorRecorder) DoCache(ctx context.Context, cmd rueidis.Cacheable, ttl time.Duration) rueidis.RedisResult {
+	return e.note(e.Client.DoCache(ctx, cmd, ttl))
+}
+
+func (e *errorRecorder) DoMultiCache(ctx context.Context, multi ...rueidis.CacheableTTL) []rueidis.RedisResult {
+	rs := e.Client.DoMultiCache(ctx, multi...)
+	for _, r := range rs {
+		e.note(r)
+	}
+	return rs
+}
+
+func (e *errorRecorder) firstError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.first
 }
 
 // Spring Integration's RedisLockRegistry cannot run here (no JVM, no Maven
