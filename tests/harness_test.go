@@ -93,6 +93,7 @@ type proxyConfig struct {
 	extra         string      // appended YAML
 	clientTLS     *tls.Config // set: the proxy listens with TLS; how to reach it
 	plain         bool        // run the binary built without -race (memory figures)
+	logLevel      string      // "" = debug
 }
 
 func (c proxyConfig) yaml() string {
@@ -103,8 +104,12 @@ func (c proxyConfig) yaml() string {
 	for _, m := range c.masters {
 		fmt.Fprintf(&b, "  - addr: %q\n", m)
 	}
-	fmt.Fprintf(&b, "metrics_listen: %q\nmaster_timeout: %s\nretry_delay: %s\nretry_jitter: %s\nlog_level: debug\n",
-		c.metricsListen, c.masterTimeout, c.retryDelay, c.retryJitter)
+	level := c.logLevel
+	if level == "" {
+		level = "debug"
+	}
+	fmt.Fprintf(&b, "metrics_listen: %q\nmaster_timeout: %s\nretry_delay: %s\nretry_jitter: %s\nlog_level: %s\n",
+		c.metricsListen, c.masterTimeout, c.retryDelay, c.retryJitter, level)
 	fmt.Fprintf(&b, "limits:\n  max_ttl: %s\n  max_wait: %s\n  max_clients: %d\n", c.maxTTL, c.maxWait, c.maxClients)
 	b.WriteString(c.limitsExtra)
 	b.WriteString(c.extra)
