@@ -165,7 +165,6 @@ func (m *Metrics) InitCommands(cmds []CommandLabels) {
 		for _, code := range c.Errors {
 			m.commandErrors.WithLabelValues(c.Name, code)
 		}
-		m.commandDuration.WithLabelValues(c.Name)
 	}
 }
 
