@@ -21,7 +21,7 @@ type libCase struct {
 	kind      Kind
 	reentrant bool
 	keys      []string
-	argv      []string // "{now}" and "{now+10000}" are replaced by ms timestamps
+	argv      []string // "{now}", "{now+10000}" (ms) and "{nows+20}" (s) are replaced by timestamps
 	val       int      // ARGV index of the value a held key has in state "mine"
 	num       []int    // ARGV that are numbers (for the tonumber mutation)
 	publishes bool     // publishes once in state "mine"
@@ -282,6 +282,27 @@ if ARGV[1] == redis.call('get', KEYS[1]) then
   return redis.call('set', KEYS[1], ARGV[1], 'XX', 'PX', ARGV[2])
 end
 return nil`},
+	{lib: "re-entrant with EXAT and EXPIREAT, status replies", kind: Acquire, reentrant: true, keys: []string{"lk"}, argv: []string{tok, "{nows+20}"}, val: 1, num: []int{2}, src: `
+local v = redis.call('get', KEYS[1])
+if not v then
+  redis.call('set', KEYS[1], ARGV[1], 'EXAT', ARGV[2])
+  return redis.status_reply('OK')
+elseif v == ARGV[1] then
+  redis.call('expireat', KEYS[1], ARGV[2])
+  return redis.status_reply('OK')
+end
+return redis.error_reply('LOCKED held by another')`},
+	{lib: "UNLINK over #KEYS by index, counting", kind: Release, keys: []string{"a", "b"}, argv: []string{tok}, val: 1, src: `
+local n = 0
+for i = 1, #KEYS do
+  if redis.call('get', KEYS[i]) == ARGV[1] then n = n + redis.call('unlink', KEYS[i]) end
+end
+return n`},
+	{lib: "release announcing on a constant channel", kind: Release, keys: []string{"lk"}, argv: []string{tok}, val: 1, publishes: true, src: `
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('del', KEYS[1])
+redis.call('publish', 'lock-released', KEYS[1] .. ':' .. ARGV[1])
+return 1`},
 	{lib: "check returning the value", kind: Check, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then return {v, redis.call('pttl', KEYS[1])} end
@@ -297,6 +318,8 @@ func nowArgs(argv []string) []string {
 			a = strconv.FormatInt(now, 10)
 		case "{now+10000}":
 			a = strconv.FormatInt(now+10000, 10)
+		case "{nows+20}":
+			a = strconv.FormatInt(now/1000+20, 10)
 		}
 		out[i] = a
 	}

@@ -175,10 +175,15 @@ func FuzzRecognise(f *testing.F) {
 			t.Fatalf("Recognise took %v", d)
 		}
 		if err != nil {
+			if strings.Contains(err.Error(), internalError) {
+				t.Fatal(err)
+			}
 			return
 		}
 		for _, argv := range [][]string{{"v", "1000", "0", "5"}, {}} {
-			s.Run(context.Background(), newFake(), []string{"a", "b"}, argv)
+			if _, err := s.Run(context.Background(), newFake(), []string{"a", "b"}, argv); err != nil && strings.Contains(err.Error(), internalError) {
+				t.Fatal(err)
+			}
 		}
 	})
 }

@@ -64,7 +64,12 @@ func Declare(d Declaration) (*Shape, error) {
 // {err=...} reply) is returned as a ScriptError error; it is found, where
 // the arguments alone decide it, before ops is called. Absolute expiries
 // are converted with ops's Clock when it has one, else time.Now.
-func (s *Shape) Run(ctx context.Context, ops Ops, keys, argv []string) (any, error) {
+func (s *Shape) Run(ctx context.Context, ops Ops, keys, argv []string) (reply any, err error) {
+	defer func() {
+		if r := recover(); r != nil { // a bug here must answer an error, not crash
+			reply, err = nil, ScriptError(fmt.Sprintf("ERR drop-in: %s: %v", internalError, r))
+		}
+	}()
 	now := time.Now()
 	if c, ok := ops.(Clock); ok {
 		now = c.Now()

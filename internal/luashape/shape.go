@@ -18,6 +18,13 @@
 // Shape.Run runs the quorum operation, then runs the script once more,
 // concretely, against one Redis holding the state the quorum reported, to
 // compute the reply the script would have given.
+//
+// What the recogniser assumes: distinct ARGV hold distinct values (Run
+// computes with the real ones, and answers an error if with them the
+// script would write where the quorum operation did not); a held lock key
+// has a ttl left; another holder's value differs from the client's value
+// and from every prefix of it (so bsm/redislock's re-obtain by token
+// prefix is run as a re-entrant acquire comparing the whole value).
 package luashape
 
 import (
@@ -83,7 +90,8 @@ type Ops interface {
 // time.Now.
 type Clock interface{ Now() time.Time }
 
-// Shape is a recognised (or declared) lock operation.
+// Shape is a recognised (or declared) lock operation. It is immutable and
+// safe for concurrent use.
 type Shape struct {
 	Kind      Kind
 	Reentrant bool // acquire: a key already holding the value is refreshed
@@ -100,6 +108,10 @@ type Shape struct {
 	decl       *Declaration
 }
 
+// internalError marks a recovered panic (a bug), which the fuzz target
+// looks for.
+const internalError = "luashape internal error"
+
 // Limits on the symbolic exploration.
 const (
 	maxPaths      = 1024
@@ -111,7 +123,7 @@ const (
 func Recognise(src []byte) (s *Shape, err error) {
 	defer func() {
 		if r := recover(); r != nil { // a bug here must refuse, not crash
-			s, err = nil, fmt.Errorf("internal error: %v", r)
+			s, err = nil, fmt.Errorf("%s: %v", internalError, r)
 		}
 	}()
 	c, err := parse(string(src))
