@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -292,6 +291,3 @@ func ttlCommand(name string, info func(context.Context, string) (*quorum.LockInf
 		Doc: proxy.Doc{Summary: "Drop-in mode: the lock's remaining time as a quorum sees it, -2 if not held.", Since: since, Group: "redlock"},
 	}
 }
-
-// itoa is strconv.FormatInt for a decimal integer.
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -454,9 +454,7 @@ func (in *interp) genFor(s *genForStmt) ([]value, bool, error) {
 			hk = append(hk, k)
 		}
 		sort.Slice(hk, func(a, b int) bool { return fmt.Sprint(hk[a]) < fmt.Sprint(hk[b]) })
-		for _, k := range hk {
-			ks = append(ks, k)
-		}
+		ks = append(ks, hk...)
 	}
 	for _, k := range ks {
 		if err := in.step(); err != nil {

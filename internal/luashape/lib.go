@@ -23,12 +23,8 @@ func one(v value) []value { return []value{v} }
 // parts of Redis's Lua library that lock scripts use.
 func newGlobals(keys, argv []value) map[string]value {
 	kt, at := &table{}, &table{}
-	for _, k := range keys {
-		kt.arr = append(kt.arr, k)
-	}
-	for _, a := range argv {
-		at.arr = append(at.arr, a)
-	}
+	kt.arr = append(kt.arr, keys...)
+	at.arr = append(at.arr, argv...)
 	call := func(protected bool) func(in *interp, args []value) ([]value, error) {
 		return func(in *interp, args []value) ([]value, error) {
 			v, err := in.redisCall(append([]value(nil), args...))

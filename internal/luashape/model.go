@@ -24,12 +24,11 @@ type entry struct {
 	wrote   stmt // the first statement that wrote it
 
 	// A sorted set (a semaphore): whether the client's members are in it.
-	zmine    int // 0 not asked yet, 1 in it, 2 not
-	zcard    value
-	zadds    []value
-	zrems    []value
-	zttl     value
-	zdeleted bool
+	zmine int // 0 not asked yet, 1 in it, 2 not
+	zcard value
+	zadds []value
+	zrems []value
+	zttl  value
 }
 
 // pub is one PUBLISH a run made.
