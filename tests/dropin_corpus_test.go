@@ -330,7 +330,7 @@ func runDropinRow(t *testing.T, progs *dropinPrograms, r dropinRow, workers, cyc
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.extra = "dropin: true\n"
-	cfg.plain = true // the corpus measures the libraries, not the race detector: ~10x the throughput
+	cfg.plain = true      // the corpus measures the libraries, not the race detector: ~10x the throughput
 	cfg.logLevel = "info" // not a line per command: a failed row prints its proxies' logs
 	pa, pb := startProxy(t, cfg), startProxy(t, cfg)
 	all := []int{0, 1, 2, 3, 4}
