@@ -71,9 +71,19 @@ type ScriptError string
 
 func (e ScriptError) Error() string { return string(e) }
 
-// Ops is what a quorum offers. Acquire grants keys all-or-nothing,
-// re-entrant when asked (a key already holding value gets the new ttl).
-// Release, Extend, SemRelease and SemExtend report the state they found.
+// Ops is what a quorum offers; every method is one quorum operation.
+//
+// Acquire grants keys all-or-nothing: when every key is free, or, if
+// reentrant, free or already holding value (those get the new ttl). A
+// non-re-entrant Acquire of a key that already holds value is refused, as
+// SET NX is. Release and Extend act when every key holds value and report
+// the state they found: Mine (and they acted), Absent (no key held), or
+// Other. Get reads one key's value and remaining ttl as a quorum agrees on
+// them. SemAcquire grants count permits of the semaphore name to token
+// when the permits held (the token's own included, which it replaces, as
+// ZADD of members already there does) plus count are at most limit;
+// SemRelease and SemExtend report Mine when the token held permits, else
+// Absent. Publish delivers a message once to the channel's subscribers.
 type Ops interface {
 	Acquire(ctx context.Context, keys []string, value string, ttl time.Duration, reentrant bool) (granted bool, err error)
 	Release(ctx context.Context, keys []string, value string) (State, error)
