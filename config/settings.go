@@ -10,7 +10,8 @@ import (
 // them.
 type Setting struct {
 	Key   string // e.g. limits.max_ttl, masters[0].addr
-	Value string // secrets (passwords, their digests) are "(set)"
+	Value string // secrets (passwords, their digests) are "(set)"; an empty string is ""
+	zero  bool   // the field's zero value
 }
 
 // Settings lists every value of c by its YAML key, in the order of the
@@ -34,7 +35,11 @@ func (c *Config) NonDefault() []Setting {
 	}
 	var out []Setting
 	for _, s := range c.Settings() {
-		if v, ok := dv[s.Key]; !ok || v != s.Value {
+		v, ok := dv[s.Key]
+		if !ok && s.zero {
+			continue // a field left empty where the defaults have none (a master's username)
+		}
+		if !ok || v != s.Value {
 			out = append(out, s)
 		}
 	}
@@ -62,24 +67,24 @@ func flatten(v reflect.Value, path string, out *[]Setting) {
 			}
 			if secret(name) {
 				if !v.Field(i).IsZero() {
-					*out = append(*out, Setting{key(name), "(set)"})
+					*out = append(*out, Setting{Key: key(name), Value: "(set)"})
 				}
 				continue
 			}
 			flatten(v.Field(i), key(name), out)
 		}
 	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
-		*out = append(*out, Setting{path, fmt.Sprint(v.Interface())})
+		*out = append(*out, Setting{Key: path, Value: fmt.Sprint(v.Interface()), zero: v.Len() == 0})
 	case v.Kind() == reflect.Slice:
 		for i := range v.Len() {
 			flatten(v.Index(i), fmt.Sprintf("%s[%d]", path, i), out)
 		}
 	default:
 		s := fmt.Sprint(v.Interface())
-		if v.Kind() == reflect.String {
-			s = fmt.Sprintf("%q", s)
+		if s == "" {
+			s = `""`
 		}
-		*out = append(*out, Setting{path, s})
+		*out = append(*out, Setting{Key: path, Value: s, zero: v.IsZero()})
 	}
 }
 

@@ -31,15 +31,15 @@ auth:
 		all = append(all, s.Key+"="+s.Value)
 	}
 	want := map[string]string{
-		"masters[0].addr":               `"127.0.0.1:7001"`,
+		"masters[0].addr":               "127.0.0.1:7001",
 		"masters[0].password":           "(set)",
-		"masters[2].addr":               `"127.0.0.1:7003"`,
-		"master_defaults.username":      `"locker"`,
+		"masters[2].addr":               "127.0.0.1:7003",
+		"master_defaults.username":      "locker",
 		"master_defaults.password":      "(set)",
 		"limits.max_ttl":                "30s",
-		"log_format":                    `"json"`,
+		"log_format":                    "json",
 		"auth.password":                 "(set)",
-		"auth.users[0].name":            `"billing"`,
+		"auth.users[0].name":            "billing",
 		"auth.users[0].password_sha256": "(set)",
 		"auth.users[0].resources":       "[billing:*]",
 	}
@@ -48,7 +48,7 @@ auth:
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
 	}
-	for _, k := range []string{"listen", "limits.max_wait", "masters[1].password", "fair.stale_after", "log_level"} {
+	for _, k := range []string{"listen", "limits.max_wait", "masters[1].password", "masters[1].username", "fair.stale_after", "log_level"} {
 		if v, ok := got[k]; ok {
 			t.Errorf("%s = %q listed, but it is the default", k, v)
 		}

@@ -121,7 +121,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Warn("fewer than 3 masters: no fault tolerance, every master must answer for a quorum; use 3 or 5 independent masters",
 			"masters", n, "quorum", max(cfg.Quorum, n/2+1))
 	}
-	if f.dev {
+	if f.dev && cfg.LogFormat == "json" {
+		// One JSON object a line, the banner too.
+		log.Warn("DEV MODE: embedded in-process masters (miniredis). NOT FOR PRODUCTION: nothing is persisted and every master dies with this process",
+			"masters", len(devMasters))
+	} else if f.dev {
 		fmt.Fprintf(stderr, "\n*** DEV MODE: %d embedded in-process masters (miniredis). NOT FOR PRODUCTION: ***\n"+
 			"*** nothing is persisted and every master dies with this process.           ***\n\n", len(devMasters))
 	}
