@@ -16,7 +16,7 @@ const dropinDocs = "see docs/PROTOCOL.md, Drop-in mode"
 // expiry: the proxy extends it about every third of that while the
 // connection that took it stays open, so a proxy that dies frees the lock
 // within it.
-const keptLeaseTTL = 30 * time.Second
+const keptLeaseTTL = 10 * time.Second
 
 // setArgs is a drop-in SET: SET key value NX [PX|EX|PXAT|EXAT ttl].
 type setArgs struct {
@@ -228,6 +228,27 @@ func dropinKeyCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 		},
 		del("del"),
 		del("unlink"),
+		{
+			// redis-semaphore releases a permit with ZREM of its
+			// identifier from the semaphore's sorted set (no script).
+			Name: "zrem", Result: proxy.ResultZero, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				n := int64(0)
+				for _, tok := range args[1:] {
+					if len(tok) == 0 || len(tok) > MaxTokenLen {
+						continue // never a permit's token
+					}
+					held, err := eng.SemRelease(ctx, string(args[0]), string(tok))
+					if err != nil {
+						return nil, err
+					}
+					n += boolInt(held)
+				}
+				return n, nil
+			},
+			Doc: proxy.Doc{Summary: "Drop-in mode: ZREM semaphore token... releases the permits each token holds (a semaphore kept as a sorted set of holders, as redis-semaphore does); how many held permits on a quorum.", Since: since, Group: "redlock",
+				Args: []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "member", Type: "string", Multiple: true}}},
+		},
 		{
 			Name: "delifeq", Result: proxy.ResultZero, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {

@@ -38,26 +38,92 @@ func (e *Engine) DeleteHeld(ctx context.Context, resource, value string) (held b
 		return false, err
 	}
 	owner := ls.ownerKeys(e)[0]
+	// A master that answers late (a busy machine, a paused master) is not
+	// evidence either way: while the answers leave it open whether a
+	// quorum holds the grant, or whether a quorum deleted it, the silent
+	// masters are asked again, until releaseTimeout. Both scripts are
+	// read-only or owner-checked, so asking again is safe.
+	deadline := t0.Add(e.releaseTimeout())
+	var v string
+	var owners []string
+	for {
+		seen, silent, err := e.owners(ctx, ls, owner, value)
+		if err != nil {
+			return false, err
+		}
+		best := 0
+		v, owners = "", nil
+		for val, h := range seen {
+			if h.masters > best {
+				best, v, owners = h.masters, val, h.owners
+			}
+		}
+		switch {
+		case best >= e.quorum && v != "":
+			// Held (by a writer: readers, "", are not a lock key's holder
+			// that a delete ends).
+		case best+silent < e.quorum || v == "" && best >= e.quorum:
+			return false, nil // not held on a quorum, whatever the silent say
+		case time.Now().Before(deadline) && e.pause(ctx):
+			continue
+		default:
+			return false, &QuorumError{Op: "delete", Got: len(e.nodes) - silent, Need: e.quorum, Total: len(e.nodes)}
+		}
+		break
+	}
+	args := append([]string{v, ls.channels[0]}, owners...)
+	keys := []string{ls.keys[0], ls.keys[1], ls.keys[2], owner}
+	deleted := make([]bool, len(e.nodes))
+	for {
+		d := e.send(ctx, &op{name: "delete", script: "lock_delete_exact", keys: keys, args: args, timeout: e.releaseTimeout()}, nil)
+		d.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
+		yes, no := 0, 0
+		for i := range e.nodes {
+			a := d.ans[i]
+			switch {
+			case a.err == nil && a.val == int64(1):
+				deleted[i] = true
+			case a.err == nil && !deleted[i]:
+				no++
+			}
+			if deleted[i] {
+				yes++
+			}
+		}
+		switch {
+		case yes >= e.quorum:
+			return true, nil
+		case no >= len(e.nodes)-e.quorum+1:
+			return false, nil
+		case time.Now().Before(deadline) && e.pause(ctx):
+			continue
+		}
+		return false, &QuorumError{Op: "delete", Got: yes + no, Need: e.quorum, Total: len(e.nodes)}
+	}
+}
+
+// holding is what some masters hold at a lock key: how many hold the
+// value, and the owner nonces they hold it with.
+type holding struct {
+	masters int
+	owners  []string
+}
+
+// owners reads every master's value and owner nonce at a lock key (only
+// value, when value is not ""), and how many masters did not answer.
+func (e *Engine) owners(ctx context.Context, ls *lockSet, owner, value string) (map[string]*holding, int, error) {
 	r := e.send(ctx, &op{name: "delete", script: "lock_owner", keys: []string{ls.keys[0], owner}}, nil)
 	t := r.count(func(q, _ int, t *tally, final bool) verdict {
-		switch {
-		case final && t.yes >= q:
+		if final {
 			return decidedYes
-		case final:
-			return noQuorum
 		}
 		return undecided
 	}, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) == 2 }, -1)
-	if t.verdict != decidedYes {
-		return false, t.err(e, "delete")
-	}
-	type holding struct {
-		masters int
-		owners  []string
-	}
 	seen := map[string]*holding{}
+	silent := 0
 	for i, c := range t.counted {
 		if !c {
+			silent++
 			continue
 		}
 		arr := r.ans[i].val.([]any)
@@ -76,24 +142,18 @@ func (e *Engine) DeleteHeld(ctx context.Context, resource, value string) (held b
 			h.owners = append(h.owners, o)
 		}
 	}
-	var v string
-	var h *holding
-	for val, x := range seen {
-		if x.masters >= e.quorum {
-			v, h = val, x
-		}
+	return seen, silent, nil
+}
+
+// pause waits a little before asking silent masters again (a master that
+// is down fails at once: no tight loop), and reports whether ctx lives.
+func (e *Engine) pause(ctx context.Context) bool {
+	t := time.NewTimer(e.opts.MasterTimeout / 4)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
-	if h == nil || v == "" {
-		// Not held on a quorum (or held by readers, which a delete of the
-		// lock key does not end).
-		return false, nil
-	}
-	args := append([]string{v, ls.channels[0]}, h.owners...)
-	keys := []string{ls.keys[0], ls.keys[1], ls.keys[2], owner}
-	d := e.send(ctx, &op{name: "delete", script: "lock_delete_exact", keys: keys, args: args, timeout: e.releaseTimeout()}, nil)
-	dt := d.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, e.straggleGrace())
-	if dt.verdict == decidedYes {
-		return true, nil
-	}
-	return false, dt.err(e, "delete")
 }
