@@ -518,6 +518,7 @@ func exported(t *testing.T) map[string]map[string]map[string]bool {
 	m.Masters(5, 3)
 	m.Waiting(func() int { return 0 })
 	// Series that appear with their first event.
+	m.Command("rlock", time.Millisecond, proxy.ResultGranted, "")
 	m.MasterCall("m1", time.Millisecond, nil)
 	m.MasterCall("m1", time.Millisecond, errors.New("down"))
 	m.DropinScript("x")
