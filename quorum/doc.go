@@ -273,15 +273,72 @@
 // the other way round. A restarted master forgets its readers and is
 // quarantined as for locks.
 //
-// Writer preference: a writer that will wait and is refused marks the
-// resource that refused it (rw-w:<resource>, the call's id, expiring
-// after two retry delays plus a round: a live writer renews it with each
-// try, a dead one's lapses within that time), and new readers are refused
-// while the mark lives; a reader that holds already may still renew. A
-// grant deletes the call's own marks; a mark left on a master that refused
-// the winning try expires. Releases wake through the resource's release
-// channel: the last reader's release wakes the writers, a writer's
-// release everyone.
+// Who goes first (phase-fair). Exclusion above never depends on it: it
+// only decides who may try, like the fair lock's queue, and every rule
+// below is checked in the same script as the lock key on each master.
+// Three per-resource records, each a sorted set or string that expires:
+//
+//   - the writer mark (rw-w:<resource>): a writer that will wait and is
+//     refused marks the resource (the call's id, expiring after two retry
+//     delays plus a round: a live writer renews it with each try, a dead
+//     one's lapses within that time). New readers are refused while it
+//     lives: writer preference. A grant deletes the call's own mark.
+//   - readers next (rw-ra:<resource>): the ids of waiting readers whose
+//     turn comes as soon as the lock key is free, each with a deadline
+//     (the master's time; the same lifetime as a mark, renewed by every
+//     try). A waiting reader refused because a writer holds the key is
+//     put there. A reader there is admitted despite writer marks, and
+//     leaves it when admitted. A writer that will wait is refused where
+//     the key is free and readers next has a live member (it marks the
+//     resource as when refused by a holder).
+//   - readers after (rw-rb:<resource>): waiting readers refused only by a
+//     writer mark: they arrived behind a waiting writer. A waiting
+//     writer's grant moves them into readers next: they go right after
+//     that writer's hold.
+//
+// A waiting reader that gives up leaves both sets (its proxy died: its
+// entries lapse at their deadline); leaving readers next empty on a free
+// key announces a release, so that waiting writers try at once.
+//
+// The phases alternate: a writer holds; the readers that waited during
+// its hold, or arrived behind it while it waited, are readers next; when
+// it releases, they are admitted (a waiting writer is refused while any
+// of them has not entered) and share the lock; readers arriving now find
+// a writer mark and wait behind that writer; when the readers of the
+// phase release, the waiting writers contend for the key as plain locks
+// do, and the next writer's grant makes the readers behind it the next
+// phase. Hence the bounds, for writers and readers that WAIT, on a
+// resource whose readers and writers all wait:
+//
+//   - a reader waits at most the reader phase in progress, if a writer
+//     was already waiting when it arrived, plus one writer hold: the hold
+//     in progress, or the next waiting writer's; plus the time for its
+//     try to reach the masters. A reader that misses its phase (its tries
+//     reached too few masters in time) is moved again by the next
+//     writer's grant: each miss costs one more writer hold.
+//   - a writer waits at most one reader phase (the readers holding and
+//     those next) before it may take the key; among writers the order is
+//     the lock's own (RLOCK: whoever's try reaches a quorum first;
+//     RFAIRLOCK: its queue). A reader phase ends: its readers entered at
+//     its start and each holds at most its ttl; a reader next that never
+//     comes lapses at its deadline.
+//
+// Writers that do not wait keep the plain lock's cost: they read neither
+// set, and may take a free key at the start of a reader phase; each such
+// grant adds its hold to the readers' wait. Readers that do not wait are
+// refused by a writer mark as before and are put in neither set.
+//
+// The sets are per master, and masters may see tries in different orders:
+// a reader may be next on some masters and after on others. That costs
+// time, never exclusion: a reader refused by a writer's hold is next on
+// every master where that writer holds, a quorum, so a waiting writer
+// cannot be granted until they entered or lapsed; partial grants (rolled
+// back) may move readers after into readers next early, which only lets
+// them in one hold sooner. No state lives longer than its waiters: every
+// set expires at its last member's deadline, and empty sets are deleted.
+//
+// Releases wake through the resource's release channel: the last
+// reader's release wakes the writers, a writer's release everyone.
 //
 // # Count-down latches
 //

@@ -60,11 +60,12 @@ func (e *Engine) FairLock(ctx context.Context, req LockRequest) (lease *Lease, e
 	fk := e.fairKeys(ls.given[0])
 	// The caller's token, if it chose one, is also its id in the queue.
 	fq := &fairQueue{queue: fk[0], deadlines: fk[1], channel: ls.channels[0], stale: e.opts.FairStaleAfter, id: cmp.Or(req.Token, NewToken())}
-	fq.acquireKeys = append(append(make([]string, 0, len(ls.acquireKeys)+2), ls.acquireKeys...), fk[0], fk[1])
-	ls.fair = fq
 	if req.Wait > 0 {
 		ls.mark = fq.id
+		ls.waitKeys(e)
 	}
+	fq.acquireKeys = append(append(make([]string, 0, len(ls.acquireKeys)+2), ls.acquireKeys...), fk[0], fk[1])
+	ls.fair = fq
 	// gaveBack: a grant raced the caller's exit and was rolled back, so
 	// the lock is free and the new head must hear of it.
 	gaveBack := false

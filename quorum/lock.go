@@ -69,7 +69,8 @@ type lockSet struct {
 	keys []string
 	// acquireKeys are keys, the master's lease high-water mark, then the
 	// writer-waiting marks of read-write locks (parallel to the lock
-	// keys): lock_acquire's keys.
+	// keys): lock_acquire's keys. A call that waits (mark set) appends
+	// the resources' readers next and readers after (see waitKeys).
 	acquireKeys []string
 	channels    []string // release channels, parallel to the lock keys
 	// mark identifies the call in the writer-waiting marks it sets while
@@ -80,6 +81,22 @@ type lockSet struct {
 }
 
 func (ls *lockSet) locksAndFences() []string { return ls.keys[:2*ls.n] }
+
+// waitKeys makes acquireKeys those of a writer that waits: the waiting
+// readers' sets (readers next, then readers after, each parallel to the
+// lock keys) follow the marks, so that readers who waited go first (see
+// "Read-write locks" in the package doc). Writers that do not wait never
+// read them.
+func (ls *lockSet) waitKeys(e *Engine) {
+	keys := append(make([]string, 0, len(ls.acquireKeys)+2*ls.n+2), ls.acquireKeys...)
+	for _, k := range ls.keys[:ls.n] {
+		keys = append(keys, e.rwKeys(strings.TrimPrefix(k, e.opts.KeyPrefix)).next)
+	}
+	for _, k := range ls.keys[:ls.n] {
+		keys = append(keys, e.rwKeys(strings.TrimPrefix(k, e.opts.KeyPrefix)).after)
+	}
+	ls.acquireKeys = keys
+}
 
 func (ls *lockSet) releaseKeys() []string { return ls.keys[:2*ls.n+1] }
 
@@ -190,6 +207,7 @@ func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err e
 	fixed := req.Token != ""
 	if req.Wait > 0 {
 		ls.mark = NewToken()
+		ls.waitKeys(e)
 	}
 	// tainted[i]: node i's rollback of an earlier try with the same token
 	// was not acknowledged, so its vote cannot be trusted in this call.

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,11 @@ type rwKeys struct {
 	lock    string
 	readers string // sorted set: reader tokens by expiry (master ms)
 	mark    string // a writer waits: new readers queue behind it
-	channel string
+	// next and after are the waiting readers (ids by deadline): those
+	// admitted as soon as the lock key is free, and those behind a
+	// waiting writer (see "Read-write locks" in the package doc).
+	next, after string
+	channel     string
 	lease   string // the master's lease high-water mark
 }
 
@@ -22,6 +27,8 @@ func (e *Engine) rwKeys(resource string) rwKeys {
 		lock:    e.opts.KeyPrefix + resource,
 		readers: e.opts.MetaPrefix + "rw:" + resource,
 		mark:    e.opts.MetaPrefix + "rw-w:" + resource,
+		next:    e.opts.MetaPrefix + "rw-ra:" + resource,
+		after:   e.opts.MetaPrefix + "rw-rb:" + resource,
 		channel: e.opts.MetaPrefix + "released:" + resource,
 		lease:   e.leaseKey(),
 	}
@@ -36,7 +43,9 @@ func (e *Engine) writerMark() time.Duration {
 
 // ReadLock takes a shared (read) lock on one resource: any number of
 // readers may hold it at once, no writer (Lock, FairLock) meanwhile, and
-// no new reader while a writer waits. It returns (lease, nil) when
+// no new reader while a writer waits; a reader that waits goes in the
+// next reader phase (see "Read-write locks" in the package doc), so
+// writers cannot starve it either. It returns (lease, nil) when
 // granted (the lease has no fences), (nil, nil) when a quorum answered but
 // a writer holds or waits (after Wait ran out), and a *QuorumError when
 // fewer than a quorum answered on the last try. A caller that cannot
@@ -54,15 +63,35 @@ func (e *Engine) ReadLock(ctx context.Context, req LockRequest) (lease *Lease, e
 	if req.TTL <= 0 {
 		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
 	}
-	k := e.rwKeys(ls.given[0])
+	rc := &readCall{k: e.rwKeys(ls.given[0])}
+	if req.Wait > 0 {
+		// The call's id in the waiting readers' sets: the caller's token,
+		// or random (the lock token is fresh for every try).
+		rc.id = cmp.Or(req.Token, NewToken())
+		defer func() {
+			last := rc.last
+			if last == nil {
+				return
+			}
+			// A master whose last try granted took the reader out of
+			// both sets; elsewhere it may still wait there: leave them,
+			// after the last try on each master.
+			granted := func(i int) (answer, bool) {
+				a := last.ans[i]
+				return answer{val: int64(0)}, a.err == nil && a.val == int64(1)
+			}
+			e.follow(ctx, last, &op{name: "read_lock", script: "rw_leave", keys: []string{rc.k.next, rc.k.after, rc.k.lock},
+				args: []string{rc.id, rc.k.channel}, timeout: e.releaseTimeout()}, nil, granted)
+		}()
+	}
 	fixed := req.Token != ""
 	tainted := make([]bool, len(e.nodes))
-	return retry(e, ctx, req.Wait, []string{k.channel}, "", func() (*Lease, step, error) {
+	return retry(e, ctx, req.Wait, []string{rc.k.channel}, "", func() (*Lease, step, error) {
 		token := req.Token
 		if !fixed {
 			token = NewToken()
 		}
-		lease, rb, err := e.readAttempt(ctx, k, ls.given, token, req.TTL, tainted, fixed)
+		lease, rb, err := e.readAttempt(ctx, rc, ls.given, token, req.TTL, tainted, fixed)
 		switch {
 		case lease != nil && ctx.Err() != nil:
 			rb()
@@ -74,12 +103,24 @@ func (e *Engine) ReadLock(ctx context.Context, req LockRequest) (lease *Lease, e
 	})
 }
 
+// readCall is one ReadLock call's state across its tries.
+type readCall struct {
+	k rwKeys
+	// id is the call's entry in the waiting readers' sets; "" when the
+	// call does not wait.
+	id string
+	// last is the call's latest try, which its exit follows.
+	last *round
+}
+
 // readAttempt is one try: a quorum of masters record the reader within
 // the validity, or it is rolled back.
-func (e *Engine) readAttempt(ctx context.Context, k rwKeys, resources []string, token string, ttl time.Duration, tainted []bool, fixed bool) (*Lease, func(), error) {
+func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []string, token string, ttl time.Duration, tainted []bool, fixed bool) (*Lease, func(), error) {
 	start := time.Now()
-	r := e.send(ctx, &op{name: "read_lock", script: "rw_acquire", keys: []string{k.lock, k.readers, k.mark, k.lease},
-		args: []string{token, ms(ttl)}}, e.track(token))
+	k := rc.k
+	r := e.send(ctx, &op{name: "read_lock", script: "rw_acquire", keys: []string{k.lock, k.readers, k.mark, k.lease, k.next, k.after},
+		args: []string{token, ms(ttl), rc.id, ms(e.writerMark())}}, e.track(token))
+	rc.last = r
 	granted := func(i int) bool { return r.ans[i].err == nil && r.ans[i].val == int64(1) }
 	mayHold := func(i int) bool { return r.ans[i].err != nil || granted(i) || fixed }
 	rollback := func() {

@@ -10,6 +10,12 @@
 -- waits marks the resource that refused it (ms; 0: it does not wait), so
 -- that new readers queue behind it, ARGV[6] the call's mark; a grant
 -- deletes the call's own marks.
+-- A writer that waits (ARGV[5] > 0) also passes KEYS[3n+4..4n+3] the
+-- resources' readers next and KEYS[4n+4..5n+3] their readers after
+-- (sorted sets of waiting readers' ids by deadline): it is refused where
+-- a free lock key has a live reader next, and its grant moves the readers
+-- after into readers next (quorum/doc.go, "Read-write locks"). The fair
+-- keys below then follow these.
 -- A fair lock (one resource) adds KEYS[3n+4] its queue (a sorted set of
 -- waiting tokens by ticket) and KEYS[3n+5] the waiters' deadlines (a
 -- sorted set of tokens by the master's time in ms), ARGV[7] how long a
@@ -40,15 +46,19 @@ local function raise(key, ttl)
   end
 end
 local fair = ARGV[7] ~= nil
-local n = (#KEYS - 3) / 3
-if fair then
-  n = (#KEYS - 5) / 3
-end
 local mark = tonumber(ARGV[5])
+local per = 3
+if mark > 0 then
+  per = 5
+end
+local n = (#KEYS - 3) / per
+if fair then
+  n = (#KEYS - 5) / per
+end
 local seq = tonumber(redis.call('GET', KEYS[2 * n + 2]) or '0')
 local q, qd
 if fair then
-  q, qd = KEYS[3 * n + 4], KEYS[3 * n + 5]
+  q, qd = KEYS[per * n + 4], KEYS[per * n + 5]
   local stale = tonumber(ARGV[7])
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -65,12 +75,21 @@ if fair then
   end
 end
 local mine = true
+local now
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
   if v ~= ARGV[1] then
     mine = false
   end
-  if v and v ~= ARGV[1] then
+  local taken = v and v ~= ARGV[1]
+  if not v and mark > 0 then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    taken = redis.call('ZCOUNT', KEYS[3 * n + 3 + i], '(' .. now, '+inf') > 0
+  end
+  if taken then
     if mark > 0 then
       redis.call('SET', KEYS[2 * n + 3 + i], ARGV[6], 'PX', mark)
     end
@@ -110,6 +129,16 @@ for i = 1, n do
   local m = KEYS[2 * n + 3 + i]
   if ARGV[6] ~= '' and redis.call('GET', m) == ARGV[6] then
     redis.call('DEL', m)
+  end
+  if mark > 0 then
+    local nx, af = KEYS[3 * n + 3 + i], KEYS[4 * n + 3 + i]
+    local keep = redis.call('PTTL', af)
+    if keep > 0 then
+      keep = math.max(keep, redis.call('PTTL', nx))
+      redis.call('ZUNIONSTORE', nx, 2, nx, af, 'AGGREGATE', 'MAX')
+      redis.call('DEL', af)
+      redis.call('PEXPIRE', nx, keep)
+    end
   end
 end
 local keep = tonumber(ARGV[2]) + tonumber(ARGV[4])
