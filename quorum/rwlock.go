@@ -19,7 +19,7 @@ type rwKeys struct {
 	// waiting writer (see "Read-write locks" in the package doc).
 	next, after string
 	channel     string
-	lease   string // the master's lease high-water mark
+	lease       string // the master's lease high-water mark
 }
 
 func (e *Engine) rwKeys(resource string) rwKeys {
