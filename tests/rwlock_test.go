@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -415,5 +416,123 @@ func TestLatchWaitBeforeCreate(t *testing.T) {
 	}
 	if d := r.at.Sub(t1); d > time.Second {
 		t.Fatalf("the waiter answered %v after the latch opened (retry delay 2 s): not woken by the opening arrival", d)
+	}
+}
+
+// TestReadWriteFairness: 6 readers and 2 writers that each request again
+// as soon as they released (WAIT, 10 ms holds), through two proxies, for
+// 6 s. Both sides make progress (a waiting writer's mark used to refuse
+// every new reader, and with two writers one was always waiting: 0
+// reads), no writer's hold overlaps anyone else's, and no reader waits
+// longer than the package doc's bound allows: the reader phase in
+// progress plus one writer hold, each miss of a phase one more hold.
+// Here a hold, seen from a client, is at most the 10 ms sleep plus a
+// release and a grant through the proxy, and a waiter that misses a
+// release's announcement tries again within the retry delay; the bound
+// allows three holds and a retry delay each, which a loaded 2-core
+// machine stays well within; a starved reader waits its whole WAIT.
+func TestReadWriteFairness(t *testing.T) {
+	cl := newCluster(t, 5)
+	cfg := defaults(cl.addrs())
+	clients := []*redis.Client{startProxy(t, cfg).Client(), startProxy(t, cfg).Client()}
+	const hold = 10 * time.Millisecond
+	perHold := hold + cfg.retryDelay + cfg.retryJitter + 2*cfg.masterTimeout
+	bound := 3 * perHold
+	const wait = 3000 // ms: a reader still waiting then is starved
+	type window struct {
+		writer   bool
+		from, to time.Time
+	}
+	var mu sync.Mutex
+	var grants []window
+	var waits []time.Duration
+	var refused [2]int // writers, readers
+	d := 6 * time.Second
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		writer := i < 2
+		side := 1
+		if writer {
+			side = 0
+		}
+		c := clients[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				var tok string
+				var ok bool
+				var err error
+				asked := time.Now()
+				if writer {
+					var g grant
+					g, ok, err = tryRlock(c, "hot", 5000, "WAIT", wait)
+					tok = g.token
+				} else {
+					tok, ok, err = rrlock(c, "hot", 5000, "WAIT", wait)
+				}
+				from := time.Now()
+				if err != nil {
+					t.Errorf("writer=%v: %v", writer, err)
+					return
+				}
+				if !ok {
+					mu.Lock()
+					refused[side]++
+					mu.Unlock()
+					continue
+				}
+				time.Sleep(hold)
+				to := time.Now()
+				cmd := "RRUNLOCK"
+				if writer {
+					cmd = "RUNLOCK"
+				}
+				if v, err := c.Do(context.Background(), cmd, "hot", tok).Result(); v != int64(1) || err != nil {
+					t.Errorf("%s = %v %v", cmd, v, err)
+				}
+				mu.Lock()
+				grants = append(grants, window{writer, from, to})
+				if !writer {
+					waits = append(waits, from.Sub(asked))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(grants, func(i, j int) bool { return grants[i].from.Before(grants[j].from) })
+	var nw, nr int
+	for i, g := range grants {
+		if g.writer {
+			nw++
+		} else {
+			nr++
+		}
+		for _, o := range grants[i+1:] {
+			if !o.from.Before(g.to) {
+				break
+			}
+			if g.writer || o.writer {
+				t.Fatalf("overlap: writer=%v %v-%v and writer=%v from %v", g.writer, g.from, g.to, o.writer, o.from)
+			}
+		}
+	}
+	slices.Sort(waits)
+	var worst, p99 time.Duration
+	if len(waits) > 0 {
+		worst, p99 = waits[len(waits)-1], waits[len(waits)*99/100]
+	}
+	t.Logf("%d writes, %d reads; refused after WAIT: %d writers, %d readers; reader wait p99 %v, max %v (bound %v)",
+		nw, nr, refused[0], refused[1], p99, worst, bound)
+	if nw < 20 || nr < 100 {
+		t.Errorf("%d writes and %d reads in %v: a side starves (want at least 20 and 100)", nw, nr, d)
+	}
+	if refused[1] > 0 {
+		t.Errorf("%d reader requests waited their whole WAIT (%d ms)", refused[1], wait)
+	}
+	if worst > bound {
+		t.Errorf("a reader waited %v, more than the bound %v", worst, bound)
 	}
 }
