@@ -169,8 +169,8 @@ type dropinPhase struct {
 	ran      bool
 	counter  int64
 	peak     int64
-	err      string // the worker's failure, or the harness's
-	samples  int    // valid samples of the masters while held
+	err      string   // the worker's failure, or the harness's
+	samples  int      // valid samples of the masters while held
 	late     []string // keys with an expiry left on the resumed masters (stragglers)
 	short    []string
 	leftover []string
