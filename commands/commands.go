@@ -33,6 +33,7 @@ func AllWithInfo(eng *quorum.Engine, lim Limits) ([]*proxy.Command, []proxy.Info
 	cmds = append(cmds, rwLockCommands(eng, lim, k)...)
 	cmds = append(cmds, semaphoreCommands(eng, lim, k)...)
 	cmds = append(cmds, latchCommands(eng, lim)...)
+	cmds = append(cmds, quarantineCommands(eng)...)
 	if lim.DropIn {
 		d := newDropin(eng, k, lim)
 		cmds = append(cmds, dropinCommands(eng, lim, k, d)...)

@@ -30,6 +30,10 @@ func MapError(err error) *proxy.Error {
 		return proxy.Errorf("latch '%s' has count %d", lce.Name, lce.Count)
 	case errors.Is(err, quorum.ErrNoLatch):
 		return errNoLatch
+	case errors.Is(err, quorum.ErrNotQuarantined):
+		return proxy.Errorf("master is not quarantined (RQUARANTINE LIST shows each master)")
+	case errors.Is(err, quorum.ErrNoSuchMaster):
+		return proxy.Errorf("no such master: give its index in masters (from 0) or its addr, as RQUARANTINE LIST shows them")
 	case errors.As(err, &qe):
 		return &proxy.Error{Code: "NOQUORUM", Msg: fmt.Sprintf("%d of %d masters answered, %d needed", qe.Got, qe.Total, qe.Need)}
 	case errors.Is(err, quorum.ErrReservedResource):

@@ -89,6 +89,8 @@ func TestMapError(t *testing.T) {
 		{"semaphore limit", fmt.Errorf("acquire: %w", &quorum.LimitError{Name: "pool", Limit: 10}), "ERR semaphore 'pool' has limit 10"},
 		{"latch count", &quorum.LatchCountError{Name: "l", Count: 3}, "ERR latch 'l' has count 3"},
 		{"no latch", fmt.Errorf("down: %w", quorum.ErrNoLatch), "ERR no such latch"},
+		{"not quarantined", fmt.Errorf("%w: m0", quorum.ErrNotQuarantined), "ERR master is not quarantined (RQUARANTINE LIST shows each master)"},
+		{"no such master", fmt.Errorf("%w: \"x\"", quorum.ErrNoSuchMaster), "ERR no such master: give its index in masters (from 0) or its addr, as RQUARANTINE LIST shows them"},
 		{"reserved resource", fmt.Errorf("lock: %w", quorum.ErrReservedResource), "ERR resource name is reserved"},
 		{"bad request", fmt.Errorf("%w: no resources", quorum.ErrBadRequest), "ERR syntax error"},
 		{"canceled", fmt.Errorf("wait: %w", context.Canceled), "ERR wait canceled: server shutting down"},

@@ -52,6 +52,15 @@ type Config struct {
 	// cannot place: each names the script (its file, or its SHA1) and the
 	// lock operation it is.
 	DropinScripts []DropinScript `yaml:"dropin_scripts"`
+	// Admin lets the default user run admin commands (RQUARANTINE): every
+	// client when auth is off, a client that gave auth.password
+	// otherwise; default false. Named users have their own admin flag.
+	Admin bool `yaml:"admin"`
+	// ReleaseRetry bounds how long a release or extension whose answers
+	// within master_timeout decide nothing keeps asking the masters that
+	// failed or stayed silent before answering NOQUORUM; default 1s, 0s
+	// turns it off.
+	ReleaseRetry time.Duration `yaml:"release_retry"`
 	// MasterDefaults apply to every master that does not set the field
 	// itself: shared ACL credentials and TLS.
 	MasterDefaults MasterDefaults `yaml:"master_defaults"`
@@ -135,6 +144,8 @@ type User struct {
 	Password       string   `yaml:"password"`
 	PasswordSHA256 string   `yaml:"password_sha256"`
 	Resources      []string `yaml:"resources"`
+	// Admin lets the user run admin commands (RQUARANTINE); default false.
+	Admin bool `yaml:"admin"`
 }
 
 // TLS configures TLS on the RESP listener.
@@ -157,6 +168,7 @@ func Default() *Config {
 		MasterTimeout:     50 * time.Millisecond,
 		MasterFlushDelay:  0,
 		RetryDelay:        100 * time.Millisecond,
+		ReleaseRetry:      time.Second,
 		RetryJitter:       50 * time.Millisecond,
 		RestartQuarantine: true,
 		Limits: Limits{
@@ -436,6 +448,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RetryDelay <= 0 {
 		bad("retry_delay", "must be positive")
+	}
+	if c.ReleaseRetry < 0 {
+		bad("release_retry", "must not be negative (0s: a release does not ask again)")
 	}
 	if c.RetryJitter < 0 || c.RetryJitter > c.RetryDelay {
 		bad("retry_jitter", "must be between 0 and retry_delay")

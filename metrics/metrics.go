@@ -239,6 +239,17 @@ func (m *Metrics) Waiting(f func() int) {
 	}, func() float64 { return float64(f()) }))
 }
 
+// GrantedTTL registers redlock_proxy_granted_ttl_max_seconds, read from
+// f: the longest ttl granted or extended since the proxy started, what
+// limits.max_ttl (and so the longest restart quarantine) could be
+// lowered to.
+func (m *Metrics) GrantedTTL(f func() time.Duration) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "redlock_proxy_granted_ttl_max_seconds",
+		Help: "The longest ttl granted or extended since the proxy started (0 before the first grant): limits.max_ttl need not be above it.",
+	}, func() float64 { return f().Seconds() }))
+}
+
 // DropinScript counts one run of a drop-in script.
 func (m *Metrics) DropinScript(name string) { m.dropinScripts.WithLabelValues(name).Inc() }
 

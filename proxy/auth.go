@@ -15,6 +15,10 @@ type Auth struct {
 	Password string
 	// Users are named users, each limited to resource patterns.
 	Users []User
+	// DefaultAdmin lets the default user run admin commands (FlagAdmin):
+	// every client when authentication is off, a client that gave
+	// Password otherwise. False by default.
+	DefaultAdmin bool
 }
 
 // User is one named user.
@@ -28,6 +32,8 @@ type User struct {
 	// resources the user may lock. A command naming any other resource is
 	// refused with NOPERM before anything is sent to the masters.
 	Resources []string
+	// Admin lets the user run admin commands (FlagAdmin).
+	Admin bool
 }
 
 // user is a user as sessions refer to it.
@@ -35,6 +41,7 @@ type user struct {
 	name     string
 	digest   [32]byte
 	patterns []string // nil: every resource
+	admin    bool     // may run admin commands (FlagAdmin)
 }
 
 // allows reports whether the user may use resource.
@@ -65,12 +72,12 @@ type users struct {
 func newUsers(a Auth) (*users, error) {
 	u := &users{byName: map[string]*user{}}
 	if a.Password == "" && len(a.Users) == 0 {
-		u.open = &user{name: "default"}
+		u.open = &user{name: "default", admin: a.DefaultAdmin}
 		return u, nil
 	}
 	u.required = true
 	if a.Password != "" {
-		u.byName["default"] = &user{name: "default", digest: sha256.Sum256([]byte(a.Password))}
+		u.byName["default"] = &user{name: "default", digest: sha256.Sum256([]byte(a.Password)), admin: a.DefaultAdmin}
 	}
 	for _, x := range a.Users {
 		if x.Name == "" {
@@ -80,7 +87,7 @@ func newUsers(a Auth) (*users, error) {
 			return nil, errors.New("proxy: user " + x.Name + " is defined twice")
 		}
 		patterns := append([]string{}, x.Resources...) // never nil: no patterns allows nothing
-		u.byName[x.Name] = &user{name: x.Name, digest: x.PasswordSHA256, patterns: patterns}
+		u.byName[x.Name] = &user{name: x.Name, digest: x.PasswordSHA256, patterns: patterns, admin: x.Admin}
 	}
 	return u, nil
 }

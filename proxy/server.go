@@ -612,6 +612,9 @@ func (s *Server) admit(sess *Session, cmd *Command, args [][]byte) error {
 	if u != nil && !cmd.allows(u, args) {
 		return ErrNoPerm
 	}
+	if cmd.Flags&FlagAdmin != 0 && (u == nil || !u.admin) {
+		return noPermCommand(u, cmd.Name)
+	}
 	return nil
 }
 
@@ -627,6 +630,15 @@ func (s *Server) mapError(err error) *Error {
 	}
 	s.log.Error("unmapped error", "err", err)
 	return Errorf("internal error")
+}
+
+// noPermCommand is Redis's ACL error for a command the user may not run.
+func noPermCommand(u *user, name string) *Error {
+	who := "default"
+	if u != nil {
+		who = u.name
+	}
+	return &Error{Code: "NOPERM", Msg: fmt.Sprintf("User %s has no permissions to run the '%s' command", who, name)}
 }
 
 // WrongArity is Redis's error for a wrong number of arguments.

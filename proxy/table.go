@@ -32,6 +32,10 @@ const (
 	// FlagNoMulti: refused inside MULTI ("Command not allowed inside a
 	// transaction"), which aborts the transaction.
 	FlagNoMulti
+	// FlagAdmin: only a user with Admin (or the default user with
+	// Auth.DefaultAdmin) may run it; others are answered NOPERM, as
+	// Redis's ACL answers a command the user may not run.
+	FlagAdmin
 )
 
 func (f Flag) names() []string {
@@ -39,7 +43,7 @@ func (f Flag) names() []string {
 	for _, x := range []struct {
 		f    Flag
 		name string
-	}{{FlagWrite, "write"}, {FlagMayBlock, "blocking"}, {FlagNoAuth, "no_auth"}, {FlagFast, "fast"}, {FlagNoMulti, "no_multi"}} {
+	}{{FlagWrite, "write"}, {FlagMayBlock, "blocking"}, {FlagNoAuth, "no_auth"}, {FlagFast, "fast"}, {FlagNoMulti, "no_multi"}, {FlagAdmin, "admin"}} {
 		if f&x.f != 0 {
 			out = append(out, x.name)
 		}

@@ -85,6 +85,23 @@
 // quorum can have held it up to the release); otherwise it is an error, as
 // the answers decide nothing. Extend follows the same rule.
 //
+// Releases ask again (confirm.go). A release whose answers within
+// MasterTimeout decide nothing (a busy machine's answers arrive late, a
+// connection broke) reads the answers still to come, then asks the
+// masters that failed or stayed silent again, every RetryDelay, for up to
+// Options.ReleaseRetry (config release_retry): a release cannot know the
+// lock's ttl, so that bound stands in for "until its validity would have
+// ended"; an extension also stops when the validity it would report ends.
+// A resend is safe because every release script is token-checked and
+// idempotent on one master: it deletes only what the token holds, and a
+// second run finds nothing to delete and touches no other owner's keys.
+// What a resend cannot do is prove a "not held": the first request may
+// have run after its deadline and deleted the key, its answer lost. So a
+// resent "not held" counts as no answer; "not held" is reported only
+// from first answers, and a first request's answer that arrives after its
+// round's deadline (kept for these rounds) counts when it found the token.
+// Extension scripts delete nothing, so their resent answers are definite.
+//
 // # Fencing
 //
 // Each master m keeps three kinds of keys under the meta prefix:
@@ -380,6 +397,13 @@
 // with fewer than a quorum of them the quarantine stays
 // Options.Quarantine. With 3 s leases, a rolling restart of every master
 // keeps each one out for about 3 s.
+//
+// When a quorum of masters restarted at once, nothing bounds their
+// grants but Options.Quarantine (limits.max_ttl), and the service is out
+// that long. EndQuarantine (RQUARANTINE END) lets an operator who knows
+// that no grant from before the restart is still live end it: the master
+// then rejoins as after any quarantine, fence floor first. It trades the
+// quarantine's guarantee for the operator's word, and is logged so.
 //
 // Before it votes again its fence sequence is raised: the floor of a
 // restarted master becomes the highest sequence of a quorum of the other

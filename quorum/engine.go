@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	randv2 "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,11 @@ type Options struct {
 	DriftFactor float64
 	// MasterTimeout bounds each request to each master; default 50ms.
 	MasterTimeout time.Duration
+	// ReleaseRetry bounds how long a release (or extension) whose
+	// answers within MasterTimeout decided nothing keeps asking the
+	// masters that failed or stayed silent, before it answers no quorum
+	// (see confirm); default 1s, negative: not at all.
+	ReleaseRetry time.Duration
 	// RetryDelay and RetryJitter space the tries of a WAIT: each sleep is
 	// RetryDelay +- a uniform RetryJitter; defaults 100ms and 50ms.
 	RetryDelay  time.Duration
@@ -101,6 +107,9 @@ type Engine struct {
 	inflight sync.Map
 	stop     context.CancelFunc
 	loopWG   sync.WaitGroup
+	// grantedTTL is the longest ttl granted or extended, in ns
+	// (MaxGrantedTTL).
+	grantedTTL atomic.Int64
 }
 
 // New returns an engine over nodes. It starts the health loop; Close stops
@@ -114,6 +123,9 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	}
 	if opts.MasterTimeout <= 0 {
 		opts.MasterTimeout = 50 * time.Millisecond
+	}
+	if opts.ReleaseRetry == 0 {
+		opts.ReleaseRetry = time.Second
 	}
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = 100 * time.Millisecond
@@ -201,8 +213,11 @@ func (e *Engine) retryDelay() time.Duration {
 }
 
 // validity is what is left of ttl for a grant whose attempt started at
-// start: ttl - elapsed - (ttl*DriftFactor + 2ms).
+// start: ttl - elapsed - (ttl*DriftFactor + 2ms). It is asked once per
+// grant or extension a quorum of masters made, so it also records ttl for
+// MaxGrantedTTL.
 func (e *Engine) validity(ttl time.Duration, start, now time.Time) time.Duration {
+	e.noteTTL(ttl)
 	return ttl - now.Sub(start) - (time.Duration(float64(ttl)*e.opts.DriftFactor) + 2*time.Millisecond)
 }
 

@@ -41,6 +41,10 @@ type NodeStatus struct {
 	LastError string
 	// LastErrorAt is when LastError happened.
 	LastErrorAt time.Time
+	// Why says why the master is quarantined ("" when it is not): the
+	// restart, how the quarantine was sized, or what its rejoining waits
+	// for.
+	Why string
 }
 
 type nodeHealth struct {
@@ -61,6 +65,8 @@ type nodeHealth struct {
 	warned      warnings
 	restarts    int
 	restartSeen time.Time
+	// why is NodeStatus.Why while the master is quarantined.
+	why string
 }
 
 func (h *nodeHealth) record(d time.Duration, err error) {
@@ -105,6 +111,8 @@ func (e *Engine) votes(i int) bool {
 				h.needsFloor = true
 				h.sized = false
 				h.warned = 0
+				h.why = fmt.Sprintf("restarted (run_id %s -> %s) %s: its votes wait until every grant it may have voted for expired (at most limits.max_ttl %v)",
+					short(h.runID), short(id.RunID), now.UTC().Format(time.RFC3339), e.opts.Quarantine)
 				if e.opts.Quarantine > 0 {
 					// At most this long; sizeQuarantine shortens it to the
 					// longest grant still live on the other masters.
@@ -138,8 +146,12 @@ func (e *Engine) Status() []NodeStatus {
 		if left > 0 || h.needsFloor {
 			st = StateQuarantined
 		}
+		why := ""
+		if st == StateQuarantined {
+			why = h.why
+		}
 		out[i] = NodeStatus{Addr: nd.Addr(), State: st, QuarantineLeft: left, RunID: h.runID, Restarts: h.restarts,
-			Latency: h.latency, LastError: h.lastErr, LastErrorAt: h.lastErrAt}
+			Latency: h.latency, LastError: h.lastErr, LastErrorAt: h.lastErrAt, Why: why}
 		h.mu.Unlock()
 	}
 	return out
@@ -277,6 +289,12 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 		}
 	}
 	if got < e.quorum {
+		h.mu.Lock()
+		if h.conn == conn {
+			h.why = fmt.Sprintf("restarted %s; its quarantine cannot be sized: %d of the other masters kept their data and answered, %d needed, so it stays at limits.max_ttl (%v) (see docs/troubleshooting.md, All masters quarantined)",
+				h.restartSeen.UTC().Format(time.RFC3339), got, e.quorum, e.opts.Quarantine)
+		}
+		h.mu.Unlock()
 		if h.warnOnce(warnSizing) {
 			e.log.Warn("cannot size the quarantine of a restarted master yet: it stays at its longest until a quorum of the other masters answers (logged once per restart)",
 				"master", e.nodes[i].Addr(), "answers", got, "needed", e.quorum, "quarantine_left", h.left().Round(time.Millisecond))
@@ -294,6 +312,8 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 	if end.Before(h.quarantine) {
 		h.quarantine = end
 	}
+	h.why = fmt.Sprintf("restarted %s; sized by the longest grant still live on the other masters (%v)",
+		h.restartSeen.UTC().Format(time.RFC3339), longest.Round(time.Millisecond))
 	e.log.Info("quarantine of a restarted master sized by the longest live grant",
 		"master", e.nodes[i].Addr(), "longest_grant_left", longest, "quarantine_left", time.Until(h.quarantine).Round(time.Millisecond))
 }
@@ -307,14 +327,17 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 // and Qw minus i (at least q-1 of the same N-1) share at least
 // 2q-N >= 1 master, which holds F: so floor >= F, and any later grant whose
 // quorum includes i reads at least F there and picks a larger fence.
-func (e *Engine) rejoin(ctx context.Context, i int) {
+//
+// It returns the error that kept the master out, nil when it rejoined or
+// was not due.
+func (e *Engine) rejoin(ctx context.Context, i int) error {
 	h := &e.health[i]
 	h.mu.Lock()
 	due := h.needsFloor && !time.Now().Before(h.quarantine)
 	conn := h.conn
 	h.mu.Unlock()
 	if !due {
-		return
+		return nil
 	}
 	floor, err := e.floorFromOthers(ctx, i)
 	if err == nil {
@@ -325,21 +348,31 @@ func (e *Engine) rejoin(ctx context.Context, i int) {
 		cancel()
 	}
 	if err != nil {
+		h.mu.Lock()
+		if h.conn == conn {
+			h.why = fmt.Sprintf("quarantine over; its fence floor cannot be raised yet: %v", err)
+		}
+		h.mu.Unlock()
 		if h.warnOnce(warnRejoin) {
 			e.log.Warn("restarted master cannot rejoin yet: its quarantine is over but its fence floor cannot be raised; retrying every health tick (logged once per restart)",
 				"master", e.nodes[i].Addr(), "err", err)
 		}
-		return
+		return err
 	}
 	e.votes(i) // notice a restart during the seeding
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.conn == conn && h.needsFloor {
 		h.needsFloor = false
+		h.why = ""
 		e.log.Info("restarted master rejoins", "master", e.nodes[i].Addr(), "fence_floor", floor,
 			"after", time.Since(h.restartSeen).Round(time.Millisecond))
 	}
+	return nil
 }
+
+// short is the start of a run_id, enough to tell two apart in a log line.
+func short(runID string) string { return runID[:min(len(runID), 8)] }
 
 // otherAnswer is one master's answer to askOthers.
 type otherAnswer struct {
@@ -466,5 +499,72 @@ func (w *quorumWatch) check(e *Engine) {
 		w.lost = false
 		e.log.Info("quorum regained", "up", up, "quorum", e.quorum, "masters", len(st),
 			"after", time.Since(w.since).Round(time.Millisecond))
+	}
+}
+
+// ErrNotQuarantined reports an EndQuarantine for a master whose votes
+// count already.
+var ErrNotQuarantined = errors.New("quorum: master is not quarantined")
+
+// ErrNoSuchMaster reports a master named by neither its index nor its
+// address.
+var ErrNoSuchMaster = errors.New("quorum: no such master")
+
+// Master finds a master by its index in the configuration ("0") or its
+// address.
+func (e *Engine) Master(name string) (int, error) {
+	if i, err := strconv.Atoi(name); err == nil && i >= 0 && i < len(e.nodes) && strconv.Itoa(i) == name {
+		return i, nil
+	}
+	for i, nd := range e.nodes {
+		if nd.Addr() == name {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q", ErrNoSuchMaster, name)
+}
+
+// EndQuarantine ends the quarantine of restarted master i deliberately,
+// on an operator's word (by names who, for the log): its votes count
+// again as soon as its fence floor is raised from a quorum of the other
+// masters, which it attempts at once. It returns the master's status
+// afterwards (still quarantined, with 0 left, while the floor cannot be
+// raised: the health loop keeps trying), or ErrNotQuarantined.
+//
+// This is safe only when no grant the master may have voted for before
+// its restart is still live: the quarantine is the proxy's only defence
+// when those grants' marks died with the masters (see "Restarted
+// masters"), which is when it cannot be sized and lasts Quarantine.
+func (e *Engine) EndQuarantine(ctx context.Context, i int, by string) (NodeStatus, error) {
+	h := &e.health[i]
+	h.mu.Lock()
+	if !h.needsFloor {
+		h.mu.Unlock()
+		return e.Status()[i], fmt.Errorf("%w: %s", ErrNotQuarantined, e.nodes[i].Addr())
+	}
+	now := time.Now()
+	left := max(h.quarantine.Sub(now), 0)
+	h.quarantine = now
+	h.why = "quarantine ended by " + by + "; waiting for its fence floor to be raised"
+	since := now.Sub(h.restartSeen).Round(time.Millisecond)
+	h.mu.Unlock()
+	e.log.Warn("QUARANTINE ENDED BY AN OPERATOR: the restarted master's votes count again once its fence floor is raised; a grant it voted for before its restart that is still live can now be granted to a second client",
+		"master", e.nodes[i].Addr(), "by", by, "quarantine_left", left.Round(time.Millisecond), "restarted_ago", since)
+	e.rejoin(ctx, i)
+	return e.Status()[i], nil
+}
+
+// MaxGrantedTTL is the longest ttl granted or extended since the engine
+// started (the ttl a quorum of masters set, whatever the validity left):
+// what limits.max_ttl, and so the longest quarantine, could be lowered to.
+func (e *Engine) MaxGrantedTTL() time.Duration { return time.Duration(e.grantedTTL.Load()) }
+
+// noteTTL records a ttl a quorum of masters set, for MaxGrantedTTL.
+func (e *Engine) noteTTL(ttl time.Duration) {
+	for {
+		cur := e.grantedTTL.Load()
+		if int64(ttl) <= cur || e.grantedTTL.CompareAndSwap(cur, int64(ttl)) {
+			return
+		}
 	}
 }

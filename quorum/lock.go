@@ -428,11 +428,14 @@ func (e *Engine) Unlock(ctx context.Context, resources []string, token string) (
 		// the head of their queue.
 		keys = append(keys[:len(keys):len(keys)], e.fairKeys(ls.given[0])[0])
 	}
-	r := e.send(ctx, &op{name: "unlock", script: "lock_release", keys: keys, args: args, timeout: e.releaseTimeout()}, nil)
+	r := e.send(ctx, &op{name: "unlock", script: "lock_release", keys: keys, args: args, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	// Once decided, give the other masters a short grace: a caller that
 	// locks again right after a release should not meet a straggler, but a
 	// paused master is not worth a whole MasterTimeout on every release.
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, e.straggleGrace())
+	if t.verdict == noQuorum && e.retryReleases() {
+		return e.confirm(ctx, r, lockGroup(int64(ls.n)), true, "unlock", t0.Add(e.opts.ReleaseRetry))
+	}
 	return t.verdict == decidedYes, t.err(e, "unlock")
 }
 
@@ -453,9 +456,13 @@ func (e *Engine) Extend(ctx context.Context, resources []string, token string, t
 	e.awaitAcquires(token)
 	keys := append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey())
 	r := e.send(ctx, &op{name: "extend", script: "lock_extend", keys: keys,
-		args: []string{token, ms(ttl), ms(e.opts.FenceLag)}}, nil)
+		args: []string{token, ms(ttl), ms(e.opts.FenceLag)}, keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, -1)
-	if t.verdict != decidedYes {
+	if t.verdict == noQuorum && e.retryReleases() {
+		if ok, err := e.confirm(ctx, r, lockGroup(int64(ls.n)), false, "extend", e.extendUntil(t0, ttl)); !ok {
+			return 0, err
+		}
+	} else if t.verdict != decidedYes {
 		return 0, t.err(e, "extend")
 	}
 	return max(e.validity(ttl, t0, time.Now()), 0), nil

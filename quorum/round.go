@@ -19,6 +19,10 @@ type op struct {
 	keys, args []string
 	// timeout bounds each master's request; 0 means MasterTimeout.
 	timeout time.Duration
+	// keepLate keeps the answers that arrive after the round's timer
+	// answered for them (round.late), for a release that may ask again
+	// (confirm).
+	keepLate bool
 }
 
 // answer is one master's reply in a round.
@@ -55,6 +59,9 @@ type round struct {
 	left    atomic.Int32  // masters whose answer is not recorded yet
 	timer   atomic.Pointer[time.Timer]
 	fl      *flight
+	// late[i] is master i's real answer when it came after the round's
+	// timer answered for it (only with op.keepLate; nil otherwise).
+	late []atomic.Pointer[answer]
 
 	// mu guards settled and then: what runs once master i's answer is
 	// recorded (follow-ups waiting for it).
@@ -68,6 +75,9 @@ func (e *Engine) newRound(o *op, fl *flight) *round {
 	r := &round{e: e, op: o, ans: make([]answer, n), all: make(chan struct{}), in: make(chan int, n),
 		claimed: make([]atomic.Bool, n), settled: make([]bool, n), fl: fl}
 	r.left.Store(int32(n))
+	if o.keepLate {
+		r.late = make([]atomic.Pointer[answer], n)
+	}
 	return r
 }
 
@@ -138,7 +148,14 @@ func (r *round) issue(i int) {
 	t0 := time.Now()
 	e.nodes[i].Send(o.script, o.keys, o.args, func(v any, err error) {
 		if !r.claimed[i].CompareAndSwap(false, true) {
-			return // the round's timer answered for it
+			// The round's timer answered for it.
+			if r.late != nil {
+				if err == nil && !e.votes(i) {
+					err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
+				}
+				r.late[i].Store(&answer{val: v, err: err})
+			}
+			return
 		}
 		e.record(i, time.Since(t0), err)
 		if err == nil && !e.votes(i) {

@@ -167,8 +167,11 @@ func (e *Engine) ReadUnlock(ctx context.Context, resource, token string) (held b
 	k := e.rwKeys(resource)
 	e.awaitAcquires(token)
 	r := e.send(ctx, &op{name: "read_unlock", script: "rw_release", keys: []string{k.lock, k.readers},
-		args: []string{token, k.channel}, timeout: e.releaseTimeout()}, nil)
+		args: []string{token, k.channel}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, e.straggleGrace())
+	if t.verdict == noQuorum && e.retryReleases() {
+		return e.confirm(ctx, r, lockGroup(1), true, "read_unlock", t0.Add(e.opts.ReleaseRetry))
+	}
 	return t.verdict == decidedYes, t.err(e, "read_unlock")
 }
 
@@ -185,9 +188,13 @@ func (e *Engine) ReadExtend(ctx context.Context, resource, token string, ttl tim
 	}
 	k := e.rwKeys(resource)
 	e.awaitAcquires(token)
-	r := e.send(ctx, &op{name: "read_extend", script: "rw_extend", keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}}, nil)
+	r := e.send(ctx, &op{name: "read_extend", script: "rw_extend", keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}, keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
-	if t.verdict != decidedYes {
+	if t.verdict == noQuorum && e.retryReleases() {
+		if ok, err := e.confirm(ctx, r, lockGroup(1), false, "read_extend", e.extendUntil(t0, ttl)); !ok {
+			return 0, err
+		}
+	} else if t.verdict != decidedYes {
 		return 0, t.err(e, "read_extend")
 	}
 	return max(e.validity(ttl, t0, time.Now()), 0), nil

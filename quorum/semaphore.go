@@ -330,7 +330,10 @@ func (e *Engine) SemAbandon(ctx context.Context, l *SemLease) {
 // differently) do not make a grant. They were not held only when no slot
 // list can reach a quorum whatever the masters still silent or failed say;
 // otherwise the answers decide nothing and it is a *QuorumError.
-func (e *Engine) recordRound(r *round, opName string, settle time.Duration) (bool, error) {
+//
+// With until set, a round the answers within MasterTimeout left undecided
+// asks again (confirm) until then.
+func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settle time.Duration, until *time.Time) (bool, error) {
 	groups := map[string]int{}
 	best := 0
 	yes := func(_ int, v any) bool {
@@ -354,6 +357,9 @@ func (e *Engine) recordRound(r *round, opName string, settle time.Duration) (boo
 		return undecided
 	}
 	t := r.count(rule, yes, settle)
+	if t.verdict == noQuorum && until != nil && e.retryReleases() {
+		return e.confirm(ctx, r, semGroup, opName == "sem_release", opName, *until)
+	}
 	return t.verdict == decidedYes, t.err(e, opName)
 }
 
@@ -375,8 +381,9 @@ func (e *Engine) SemRelease(ctx context.Context, name, token string) (held bool,
 	e.releaseFlight(token)
 	e.awaitAcquires(token)
 	r := e.send(ctx, &op{name: "sem_release", script: "sem_release", keys: k.keys(token),
-		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout()}, nil)
-	return e.recordRound(r, "sem_release", e.straggleGrace())
+		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout(), keepLate: true}, nil)
+	until := t0.Add(e.opts.ReleaseRetry)
+	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), &until)
 }
 
 // SemExtend resets the ttl of the permits held with token; see Extend.
@@ -391,8 +398,9 @@ func (e *Engine) SemExtend(ctx context.Context, name, token string, ttl time.Dur
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
 	e.awaitAcquires(token)
-	r := e.send(ctx, &op{name: "sem_extend", script: "sem_extend", keys: k.keys(token), args: []string{token, ms(ttl)}}, nil)
-	held, err := e.recordRound(r, "sem_extend", -1)
+	r := e.send(ctx, &op{name: "sem_extend", script: "sem_extend", keys: k.keys(token), args: []string{token, ms(ttl)}, keepLate: true}, nil)
+	until := e.extendUntil(t0, ttl)
+	held, err := e.recordRound(ctx, r, "sem_extend", -1, &until)
 	if !held {
 		return 0, err
 	}

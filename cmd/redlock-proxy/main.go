@@ -130,6 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			"*** nothing is persisted and every master dies with this process.           ***\n\n", len(devMasters))
 	}
 	quarantine := cfg.Limits.MaxTTL
+	warnQuarantine(log, cfg)
 	if !cfg.RestartQuarantine {
 		quarantine = 0
 		log.Warn("restart_quarantine is off: a master that restarts without persistence forgets its locks, and its vote counts again at once, so a second client can be granted a lock that is still held")
@@ -165,6 +166,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		MasterTimeout:  cfg.MasterTimeout,
 		RetryDelay:     cfg.RetryDelay,
 		RetryJitter:    cfg.RetryJitter,
+		ReleaseRetry:   releaseRetry(cfg.ReleaseRetry),
 		FairStaleAfter: cfg.Fair.StaleAfter,
 		KeyPrefix:      cfg.KeyPrefix,
 		MetaPrefix:     cfg.MetaPrefix,
@@ -202,7 +204,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		},
 		IdleTimeout:    cfg.Limits.IdleTimeout,
 		RequestTimeout: cfg.Limits.RequestTimeout,
-		Auth:           authOptions(cfg.Auth),
+		Auth:           withAdmin(authOptions(cfg.Auth), cfg.Admin),
 		TLS:            listenTLS,
 		Info:           append([]proxy.InfoSection{commands.MastersInfo(eng)}, cmdInfo...),
 		Observer:       met,
@@ -214,6 +216,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	met.Waiting(srv.Blocked)
 	met.Masters(len(nodes), eng.Quorum())
 	met.InitCommands(commandLabels(srv.Table()))
+	met.GrantedTTL(eng.MaxGrantedTTL)
 
 	var ln net.Listener
 	if f.listenFD > 0 {

@@ -1,0 +1,196 @@
+package quorum
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// confirm finishes a release whose first count decided nothing (a
+// quorum neither held it nor could not have held it, within
+// MasterTimeout): it reads the round's answers still to come (each
+// master has the op's timeout, releaseTimeout), then asks the masters
+// that failed or stayed silent again, every RetryDelay, until the
+// answers decide or ReleaseRetry since start has passed; then the
+// release is a *QuorumError, as before.
+//
+// group names what a yes answer holds (the answers of one group count
+// together: a semaphore's slot list; "1" for a lock) and says false for
+// a "not held". The verdict: held once a group has a quorum; not held once
+// no group can reach a quorum even if every master without a definite
+// answer joined it.
+//
+// A resend is safe: every release script is token-checked and
+// idempotent on one master (it deletes only what the token holds, and a
+// second run finds nothing). But its "not held" is not definite: the
+// earlier request to that master may have run after its deadline and
+// released it. So with ambiguousNo (releases) a resent "not held" counts
+// as no answer, never as a no: a release never reports "not held"
+// because of its own late request. The earlier request's own answer, when
+// it comes after its round's deadline (op.keepLate), settles it if it
+// found the token held. Extensions (ambiguousNo false) never delete, so
+// their resent answers are definite.
+func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any) (string, bool), ambiguousNo bool, opName string, until time.Time) (bool, error) {
+	n := len(e.nodes)
+	const (
+		open int8 = iota // no definite answer yet
+		yes
+		no
+		unsure // a resent "not held" (ambiguousNo)
+	)
+	st := make([]int8, n)
+	groups := make([]string, n)
+	var errs []error
+	rounds := []*round{r}
+	read := func(cur *round, resent bool, i int, asked []bool) {
+		if !asked[i] || st[i] != open {
+			return
+		}
+		a := cur.ans[i]
+		g, ok := group(i, a.val)
+		switch {
+		case a.err != nil:
+			errs = append(errs, a.err) // still open: asked again
+		case ok:
+			st[i], groups[i] = yes, g
+		case resent && ambiguousNo:
+			st[i] = unsure
+		default:
+			st[i] = no
+		}
+	}
+	// A late answer (one that came after its round's deadline) that
+	// found the token held is definite, whichever request of ours ran
+	// first; a late "not held" is not (a later request on a new
+	// connection may have run before it).
+	absorbLate := func() {
+		for _, rr := range rounds {
+			for i := range rr.late {
+				if st[i] != open && st[i] != unsure {
+					continue
+				}
+				if l := rr.late[i].Load(); l != nil && l.err == nil {
+					if g, ok := group(i, l.val); ok {
+						st[i], groups[i] = yes, g
+					}
+				}
+			}
+		}
+	}
+	decide := func() verdict {
+		count := map[string]int{}
+		best, definite := 0, 0
+		for i := range n {
+			switch st[i] {
+			case yes:
+				count[groups[i]]++
+				best = max(best, count[groups[i]])
+				definite++
+			case no:
+				definite++
+			}
+		}
+		switch {
+		case best >= e.quorum:
+			return decidedYes
+		case best+(n-definite) < e.quorum:
+			return decidedNo
+		}
+		return undecided
+	}
+	cur, resent := r, false
+	asked := make([]bool, n)
+	for i := range asked {
+		asked[i] = true
+	}
+	// The answers the first count read already (they are not sent on
+	// r.in again).
+	for i := range n {
+		if r.answered(i) {
+			read(r, false, i, asked)
+		}
+	}
+	for {
+		// Every answer of this round, as it arrives; the round's timer
+		// answers for the silent ones at its deadline.
+	wait:
+		for {
+			select {
+			case i := <-cur.in:
+				read(cur, resent, i, asked)
+			case <-cur.all:
+				for i := range n {
+					read(cur, resent, i, asked)
+				}
+				break wait
+			}
+			absorbLate()
+			if decide() != undecided {
+				break wait
+			}
+		}
+		absorbLate()
+		v := decide()
+		if v == decidedYes || v == decidedNo {
+			return v == decidedYes, nil
+		}
+		again := slices.Index(st, open) >= 0
+		left := time.Until(until)
+		if !again || left <= 0 || ctx.Err() != nil {
+			break
+		}
+		// A master that failed at once (down) is not asked in a tight
+		// loop.
+		t := time.NewTimer(min(e.retryDelay(), left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		asked = make([]bool, n)
+		for i := range n {
+			asked[i] = st[i] == open
+		}
+		skip := answer{}
+		prevAsked := asked
+		cur = e.follow(ctx, cur, cur.op, nil, func(i int) (answer, bool) { return skip, !prevAsked[i] })
+		rounds = append(rounds, cur)
+		resent = true
+	}
+	absorbLate()
+	if v := decide(); v != undecided {
+		return v == decidedYes, nil
+	}
+	got := 0
+	for i := range n {
+		if st[i] == yes || st[i] == no {
+			got++
+		}
+	}
+	return false, &QuorumError{Op: opName, Got: got, Need: e.quorum, Total: n, Errs: errs}
+}
+
+// lockGroup is the group of a lock, read lock or multi-resource lock
+// release or extension answer: held when it counts every key (want).
+func lockGroup(want int64) func(int, any) (string, bool) {
+	return func(_ int, v any) (string, bool) { return "", v == want }
+}
+
+// semGroup is the group of a semaphore release or extension answer: the
+// slot list the token held there ("" or none: not held).
+func semGroup(_ int, v any) (string, bool) {
+	s, ok := v.(string)
+	return s, ok && s != ""
+}
+
+// retryReleases reports whether a release undecided at MasterTimeout is
+// asked again (confirm).
+func (e *Engine) retryReleases() bool { return e.opts.ReleaseRetry > 0 }
+
+// extendUntil is how long an extension undecided at MasterTimeout keeps
+// asking: ReleaseRetry after it began, and never past the validity it
+// would report.
+func (e *Engine) extendUntil(t0 time.Time, ttl time.Duration) time.Time {
+	v := ttl - (time.Duration(float64(ttl)*e.opts.DriftFactor) + 2*time.Millisecond) // validity at t0
+	return t0.Add(min(e.opts.ReleaseRetry, v))
+}

@@ -1,0 +1,217 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// queuedLen is how many late requests wait in the fake's queue (held
+// ones included).
+func (f *fakeNode) queuedLen() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.queue)
+}
+
+// failCounter counts each master's failed requests (an Observer).
+type failCounter struct {
+	mu    sync.Mutex
+	fails map[string]int
+}
+
+func (o *failCounter) Operation(string, Outcome, time.Duration) {}
+
+func (o *failCounter) MasterCall(addr string, _ time.Duration, err error) {
+	if err != nil {
+		o.mu.Lock()
+		o.fails[addr]++
+		o.mu.Unlock()
+	}
+}
+
+func (o *failCounter) failed(addr string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.fails[addr]
+}
+
+// TestReleaseRetry: with every master holding the lease, one master down
+// for good and two whose answers miss MasterTimeout, the first count
+// decides nothing (2 of 5 yes). A release or extension of every
+// primitive then reads the answers still to come and asks the silent
+// masters again, and answers held, not NOQUORUM, whether the two are
+// late within the round's own timeout, late past it (held until the
+// resend is queued behind the first request: the first request's late
+// answer decides), or down the first time and back for the resend. Only
+// when they stay silent past ReleaseRetry is it NOQUORUM.
+func TestReleaseRetry(t *testing.T) {
+	type prim struct {
+		name    string
+		acquire func(c *cluster) string // returns the token
+		release func(c *cluster, token string) (bool, error)
+	}
+	ctx := context.Background()
+	lock := func(c *cluster) string {
+		l, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"a"}, TTL: 10 * time.Second})
+		if err != nil || l == nil {
+			t.Fatalf("lock: %v %v", l, err)
+		}
+		return l.Token
+	}
+	read := func(c *cluster) string {
+		l, err := c.eng.ReadLock(ctx, LockRequest{Resources: []string{"a"}, TTL: 10 * time.Second})
+		if err != nil || l == nil {
+			t.Fatalf("read lock: %v %v", l, err)
+		}
+		return l.Token
+	}
+	sem := func(c *cluster) string {
+		l, err := c.eng.SemAcquire(ctx, SemRequest{Name: "s", Limit: 3, Count: 2, TTL: 10 * time.Second})
+		if err != nil || l == nil {
+			t.Fatalf("sem acquire: %v %v", l, err)
+		}
+		return l.Token
+	}
+	extended := func(v time.Duration, err error) (bool, error) { return v > 0, err }
+	prims := []prim{
+		{"unlock", lock, func(c *cluster, tok string) (bool, error) { return c.eng.Unlock(ctx, []string{"a"}, tok) }},
+		{"extend", lock, func(c *cluster, tok string) (bool, error) {
+			return extended(c.eng.Extend(ctx, []string{"a"}, tok, 10*time.Second))
+		}},
+		{"read_unlock", read, func(c *cluster, tok string) (bool, error) { return c.eng.ReadUnlock(ctx, "a", tok) }},
+		{"read_extend", read, func(c *cluster, tok string) (bool, error) {
+			return extended(c.eng.ReadExtend(ctx, "a", tok, 10*time.Second))
+		}},
+		{"sem_release", sem, func(c *cluster, tok string) (bool, error) { return c.eng.SemRelease(ctx, "s", tok) }},
+		{"sem_extend", sem, func(c *cluster, tok string) (bool, error) {
+			return extended(c.eng.SemExtend(ctx, "s", tok, 10*time.Second))
+		}},
+	}
+	scenarios := []struct {
+		name  string
+		retry time.Duration
+		// slow makes masters 3 and 4 miss the first count; after is
+		// run while the release runs, to let them answer.
+		slow  func(c *cluster)
+		after func(t *testing.T, c *cluster, obs *failCounter)
+		want  string
+	}{
+		{"late within the round", 0,
+			func(c *cluster) { c.nodes[3].setDelay(3 * testTimeout); c.nodes[4].setDelay(3 * testTimeout) },
+			func(*testing.T, *cluster, *failCounter) {}, "held"},
+		{"late past the round", 5 * time.Second,
+			func(c *cluster) { c.nodes[3].hold(); c.nodes[4].hold() },
+			func(t *testing.T, c *cluster, _ *failCounter) {
+				if !eventually(5*time.Second, func() bool { return c.nodes[3].queuedLen() >= 2 && c.nodes[4].queuedLen() >= 2 }) {
+					t.Error("no resend queued behind the first request")
+				}
+				c.nodes[3].unhold()
+				c.nodes[4].unhold()
+			}, "held"},
+		{"down the first time", 5 * time.Second,
+			func(c *cluster) { c.nodes[3].setDown(true); c.nodes[4].setDown(true) },
+			func(t *testing.T, c *cluster, obs *failCounter) {
+				if !eventually(5*time.Second, func() bool {
+					return obs.failed(c.nodes[3].Addr()) >= 1 && obs.failed(c.nodes[4].Addr()) >= 1
+				}) {
+					t.Error("the first requests did not fail")
+				}
+				c.nodes[3].setDown(false)
+				c.nodes[4].setDown(false)
+			}, "held"},
+		{"silent past the retry bound", 300 * time.Millisecond,
+			func(c *cluster) { c.nodes[3].hold(); c.nodes[4].hold() },
+			func(*testing.T, *cluster, *failCounter) {}, "no quorum"},
+	}
+	for _, sc := range scenarios {
+		for _, p := range prims {
+			t.Run(sc.name+"/"+p.name, func(t *testing.T) {
+				obs := &failCounter{fails: map[string]int{}}
+				c := newCluster(t, 5, Options{ReleaseRetry: sc.retry, RetryDelay: 20 * time.Millisecond, Observer: obs})
+				tok := p.acquire(c)
+				c.eng.bg.Wait() // the acquire landed on every master
+				c.nodes[2].setDown(true)
+				sc.slow(c)
+				type result struct {
+					held bool
+					err  error
+				}
+				done := make(chan result, 1)
+				t0 := time.Now()
+				go func() {
+					held, err := p.release(c, tok)
+					done <- result{held, err}
+				}()
+				sc.after(t, c, obs)
+				r := <-done
+				got := map[bool]string{true: "held", false: "not held"}[r.held]
+				if errors.Is(r.err, ErrNoQuorum) {
+					got = "no quorum"
+				} else if r.err != nil {
+					t.Fatalf("%s: %v", p.name, r.err)
+				}
+				if got != sc.want {
+					t.Fatalf("%s = %s (%v) after %v, want %s", p.name, got, r.err, time.Since(t0), sc.want)
+				}
+				if sc.want == "no quorum" && time.Since(t0) < sc.retry {
+					t.Fatalf("NOQUORUM after %v, before the retry bound %v", time.Since(t0), sc.retry)
+				}
+				c.nodes[3].unhold()
+				c.nodes[4].unhold()
+			})
+		}
+	}
+}
+
+// TestResentReleaseNotHeldIsNoAnswer: a resent release that finds nothing
+// may have been preceded by its own first request, which released the
+// lock but whose answer never reached the proxy: such an answer never
+// counts as "not held". Two masters never held the lock, one holds it,
+// and the first requests to the two other holders fail. If their keys
+// are still there when the release asks again, it is held; if they are
+// gone (as if the failed requests had run), the answers decide nothing:
+// NOQUORUM, never "not held".
+func TestResentReleaseNotHeldIsNoAnswer(t *testing.T) {
+	ctx := context.Background()
+	for _, gone := range []bool{false, true} {
+		obs := &failCounter{fails: map[string]int{}}
+		c := newCluster(t, 5, Options{ReleaseRetry: time.Second, RetryDelay: 20 * time.Millisecond, Observer: obs})
+		l, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"a"}, TTL: 10 * time.Second})
+		if err != nil || l == nil {
+			t.Fatalf("lock: %v %v", l, err)
+		}
+		c.eng.bg.Wait()
+		c.nodes[0].del("a")
+		c.nodes[1].del("a")
+		c.nodes[3].setDown(true)
+		c.nodes[4].setDown(true)
+		done := make(chan error, 1)
+		var held bool
+		go func() {
+			var err error
+			held, err = c.eng.Unlock(ctx, []string{"a"}, l.Token)
+			done <- err
+		}()
+		if !eventually(5*time.Second, func() bool {
+			return obs.failed(c.nodes[3].Addr()) >= 1 && obs.failed(c.nodes[4].Addr()) >= 1
+		}) {
+			t.Fatal("the first requests did not fail")
+		}
+		if gone {
+			c.nodes[3].del("a")
+			c.nodes[4].del("a")
+		}
+		c.nodes[3].setDown(false)
+		c.nodes[4].setDown(false)
+		err = <-done
+		switch {
+		case !gone && (err != nil || !held):
+			t.Fatalf("keys still there: %v %v, want held", held, err)
+		case gone && !errors.Is(err, ErrNoQuorum):
+			t.Fatalf("keys gone before the resend: %v %v, want NOQUORUM (never not held)", held, err)
+		}
+	}
+}

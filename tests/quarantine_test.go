@@ -1,0 +1,115 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// quarantineList is RQUARANTINE LIST as one map of fields per master.
+func quarantineList(t testing.TB, c *redis.Client) []map[string]any {
+	t.Helper()
+	v, err := c.Do(context.Background(), "RQUARANTINE", "LIST").Result()
+	if err != nil {
+		t.Fatalf("RQUARANTINE LIST: %v", err)
+	}
+	var out []map[string]any
+	for _, e := range v.([]any) {
+		m := map[string]any{}
+		for k, x := range e.(map[any]any) {
+			m[fmt.Sprint(k)] = x
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestQuarantineEndByAdmin: 2 of 3 real masters restart empty while a
+// lock is held, so their quarantine cannot be sized and lasts max_ttl
+// (1h): every lock is NOQUORUM. RQUARANTINE LIST shows each master's
+// state, time left and why; the log says "cannot size" once per master
+// over several health ticks. A user without admin is refused; the admin
+// user ends both quarantines (logged with who), and locks are granted
+// again, with a higher fence. The longest ttl granted is a metric.
+func TestQuarantineEndByAdmin(t *testing.T) {
+	redistest.RequireReal(t, "embedded masters report no run_id, so a restart cannot be seen")
+	cl := newCluster(t, 3)
+	cfg := defaults(cl.addrs())
+	cfg.maxTTL = time.Hour
+	cfg.metricsListen = "127.0.0.1:0"
+	cfg.extra = "auth:\n  users:\n" +
+		"    - {name: ops, password: opw, resources: [\"*\"], admin: true}\n" +
+		"    - {name: app, password: apw, resources: [\"*\"]}\n"
+	p := startProxy(t, cfg)
+	client := func(user, pass string) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: p.Addr, Username: user, Password: pass, MaxRetries: -1})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ops, app := client("ops", "opw"), client("app", "apw")
+	waitFor(t, 5*time.Second, "every master to be up", func() bool {
+		return strings.Contains(do(t, ops, "INFO", "masters").(string), "masters_up:3")
+	})
+	if !strings.Contains(p.log.String(), "limits.max_ttl is long") {
+		t.Error("no start-up warning about a max_ttl of 1h")
+	}
+	g, ok := rlock(t, app, "ledger", 20000)
+	if !ok {
+		t.Fatal("not granted")
+	}
+	if m := regexp.MustCompile(`(?m)^redlock_proxy_granted_ttl_max_seconds (\S+)$`).FindStringSubmatch(metricsBody(t, p)); m == nil || m[1] != "20" {
+		t.Errorf("granted ttl metric: %q, want 20", m)
+	}
+	cl.servers[0].Restart()
+	cl.servers[1].Restart()
+	waitFor(t, 10*time.Second, "both restarts to be seen and their quarantine found unsizeable", func() bool {
+		l := quarantineList(t, ops)
+		return strings.Contains(fmt.Sprint(l[0]["why"]), "cannot be sized") && strings.Contains(fmt.Sprint(l[1]["why"]), "cannot be sized")
+	})
+	for i, m := range quarantineList(t, ops)[:2] {
+		if m["state"] != "quarantined" || m["quarantine_ms"].(int64) < 3500000 || m["addr"] != cl.addrs()[i] || m["index"] != int64(i) {
+			t.Fatalf("master %d: %v", i, m)
+		}
+	}
+	if m := quarantineList(t, ops)[2]; m["state"] != "up" || m["why"] != "" || m["quarantine_ms"] != int64(0) {
+		t.Fatalf("master 2: %v", m)
+	}
+	if _, ok, err := tryRlock(app, "other", 1000); ok || err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+		t.Fatalf("lock during the quarantine: %v %v, want NOQUORUM", ok, err)
+	}
+	// Several health ticks (1 s each) pass: one log line per master.
+	time.Sleep(3 * time.Second)
+	if n := strings.Count(p.log.String(), "cannot size the quarantine"); n != 2 {
+		t.Fatalf("%d log lines about sizing the quarantine in 3 health ticks, want 2 (one per master)", n)
+	}
+	expectErr(t, app, "NOPERM User app has no permissions to run the 'rquarantine' command", "RQUARANTINE", "LIST")
+	expectErr(t, app, "NOPERM User app has no permissions to run the 'rquarantine' command", "RQUARANTINE", "END", "0")
+	expectErr(t, ops, "ERR master is not quarantined (RQUARANTINE LIST shows each master)", "RQUARANTINE", "END", "2")
+	expectErr(t, ops, "ERR no such master: give its index in masters (from 0) or its addr, as RQUARANTINE LIST shows them", "RQUARANTINE", "END", "9")
+	for _, m := range []string{"0", cl.addrs()[1]} {
+		v, err := ops.Do(context.Background(), "RQUARANTINE", "END", m).Result()
+		if err != nil {
+			t.Fatalf("RQUARANTINE END %s: %v", m, err)
+		}
+		if e := v.(map[any]any); e["state"] != "up" || e["quarantine_ms"] != int64(0) {
+			t.Fatalf("RQUARANTINE END %s: %v", m, e)
+		}
+	}
+	if n := strings.Count(p.log.String(), "QUARANTINE ENDED BY AN OPERATOR"); n != 2 || !strings.Contains(p.log.String(), "by=\"user ops from ") {
+		t.Fatalf("%d WARN lines for the ends, or without who:\n%s", n, grepLines(p.log.String(), "QUARANTINE"))
+	}
+	g2, ok := rlock(t, app, "other", 1000)
+	if !ok {
+		t.Fatal("not granted after the quarantines ended")
+	}
+	if g2.fence <= g.fence {
+		t.Fatalf("fence %d after %d", g2.fence, g.fence)
+	}
+}
