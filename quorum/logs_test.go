@@ -74,3 +74,38 @@ func TestQuorumLostAndRegainedLoggedOnce(t *testing.T) {
 		t.Fatalf("quorum lost logged %d times, regained %d, want once each:\n%s", n, m, buf.String())
 	}
 }
+
+// TestRestartWarningsOncePerRestart: while a restarted master's quarantine
+// cannot be sized, or it cannot rejoin, because too few other masters
+// answer, the health loop tries again at every tick but warns once per
+// restart; a second restart warns again.
+func TestRestartWarningsOncePerRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		quarantine time.Duration
+		script     string // what each try asks the other masters
+		warning    string
+	}{
+		{"sizing", 10 * time.Second, "lease_left", "cannot size the quarantine"},
+		{"rejoin", 0, "fence_highwater", "restarted master cannot rejoin yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := &logBuffer{}
+			c := newCluster(t, 3, Options{HealthInterval: 5 * time.Millisecond, Quarantine: tc.quarantine,
+				Logger: slog.New(slog.NewTextHandler(buf, nil))})
+			grantN(t, c, 2)
+			c.nodes[2].setDown(true)
+			for restart := 1; restart <= 2; restart++ {
+				before := c.nodes[0].calls(tc.script)
+				c.nodes[1].restart()
+				// Five tries, each answered by m0 alone (m2 is down).
+				if !eventually(5*time.Second, func() bool { return c.nodes[0].calls(tc.script) >= before+5 }) {
+					t.Fatalf("restart %d: no five tries: %+v\n%s", restart, c.eng.Status()[1], buf.String())
+				}
+				if n := buf.count(tc.warning); n != restart {
+					t.Fatalf("after restart %d and five tries, %q logged %d times, want %d:\n%s", restart, tc.warning, n, restart, buf.String())
+				}
+			}
+		})
+	}
+}
