@@ -347,12 +347,18 @@
 //
 // The sets are per master, and masters may see tries in different orders:
 // a reader may be next on some masters and after on others. That costs
-// time, never exclusion: a reader refused by a writer's hold is next on
-// every master where that writer holds, a quorum, so a waiting writer
-// cannot be granted until they entered or lapsed; partial grants (rolled
+// time, never exclusion. A reader whose try found a granted writer
+// holding on a quorum (its tries, a retry delay apart or at the writer's
+// release, reach every master) is next on that quorum, so no waiting
+// writer can be granted after that hold until the reader entered or
+// lapsed, while the reader is admitted on that quorum at once. A reader
+// that is next on fewer masters (its try met the hold only there) and
+// loses the race for the others waits, after, for the next writer's
+// grant: that is the "miss" counted in the bound. Partial grants (rolled
 // back) may move readers after into readers next early, which only lets
 // them in one hold sooner. No state lives longer than its waiters: every
-// set expires at its last member's deadline, and empty sets are deleted.
+// set expires at its last member's deadline, empty sets are deleted, and
+// a reader that gives up or is granted leaves them.
 //
 // Releases wake through the resource's release channel: the last
 // reader's release wakes the writers, a writer's release everyone.
