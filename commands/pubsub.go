@@ -2,6 +2,9 @@ package commands
 
 import (
 	"context"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // Publisher hands a message to the subscribers of a channel on every
@@ -22,3 +25,11 @@ import (
 type Publisher interface {
 	Publish(ctx context.Context, channel, message string) (receivers int, err error)
 }
+
+var _ Publisher = (*quorum.Bus)(nil)
+
+// The bus is the proxy's Broker, and reports releases for CLIENT TRACKING.
+var (
+	_ proxy.Broker     = (*quorum.Bus)(nil)
+	_ proxy.KeyWatcher = (*quorum.Bus)(nil)
+)

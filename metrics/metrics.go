@@ -94,7 +94,7 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 	})
 	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redlock_proxy_dropped_connections_total",
-		Help: "Client connections the proxy closed, by reason: protocol_error (malformed or over limits.*), timeout (idle, a command trickling in, replies not read) or tls_handshake.",
+		Help: "Client connections the proxy closed, by reason: protocol_error (malformed or over limits.*), timeout (idle, a command trickling in, replies not read), tls_handshake or output_buffer (a subscriber over 32 MB of unread messages).",
 	}, []string{"reason"})
 	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "redlock_proxy_auth_failures_total",
@@ -129,7 +129,7 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 	for _, e := range []string{"extended", "extend_failed", "lost", "released_on_disconnect"} {
 		m.leaseEvents.WithLabelValues(e)
 	}
-	for _, r := range []string{"protocol_error", "timeout", "tls_handshake"} {
+	for _, r := range []string{"protocol_error", "timeout", "tls_handshake", "output_buffer"} {
 		m.dropped.WithLabelValues(r)
 	}
 	return m

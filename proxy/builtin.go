@@ -52,7 +52,15 @@ func (s *Server) builtins() []*Command {
 	}
 }
 
-func (s *Server) ping(_ context.Context, _ *Session, args [][]byte) (any, error) {
+func (s *Server) ping(_ context.Context, sess *Session, args [][]byte) (any, error) {
+	if len(args) <= 1 && sess.Proto() == 2 && sess.subscribed() > 0 {
+		// Redis's answer in RESP2 subscribe mode.
+		msg := ""
+		if len(args) == 1 {
+			msg = string(args[0])
+		}
+		return []any{"pong", msg}, nil
+	}
 	switch len(args) {
 	case 0:
 		return SimpleString("PONG"), nil
@@ -73,6 +81,7 @@ func quit(_ context.Context, sess *Session, _ [][]byte) (any, error) {
 
 func (s *Server) reset(_ context.Context, sess *Session, _ [][]byte) (any, error) {
 	sess.endTx()
+	s.unsubscribeAll(sess)
 	sess.mu.Lock()
 	sess.proto, sess.name, sess.libName, sess.libVer = 2, "", "", ""
 	// As Redis: back to the default user, authenticated only if it needs
@@ -267,8 +276,21 @@ func (s *Server) client(_ context.Context, sess *Session, args [][]byte) (any, e
 			b.WriteByte('\n')
 		}
 		return b.String(), nil
-	case "tracking", "no-evict", "no-touch":
-		// The proxy serves no readable keys: nothing is ever invalidated.
+	case "tracking":
+		return s.clientTracking(sess, rest)
+	case "caching":
+		return s.clientCaching(sess, rest)
+	case "getredir":
+		if err := arity(len(rest) == 0); err != nil {
+			return nil, err
+		}
+		s.hub.mu.Lock()
+		defer s.hub.mu.Unlock()
+		if sess.track == nil {
+			return -1, nil
+		}
+		return 0, nil // tracking, without REDIRECT
+	case "no-evict", "no-touch":
 		if err := arity(len(rest) >= 1); err != nil {
 			return nil, err
 		}
@@ -288,8 +310,14 @@ func (s *Server) client(_ context.Context, sess *Session, args [][]byte) (any, e
 			"    Return the name of the current connection.",
 			"SETINFO <LIB-NAME|LIB-VER> <value>",
 			"    Set client library name or version.",
-			"TRACKING, NO-EVICT, NO-TOUCH",
-			"    Accepted and ignored: the proxy serves no cached keys.",
+			"TRACKING (ON|OFF) [OPTIN] [OPTOUT] [NOLOOP]",
+			"    Client-side caching: invalidations of the keys read, over RESP3.",
+			"CACHING (YES|NO)",
+			"    Whether the next command's keys are tracked (OPTIN / OPTOUT).",
+			"GETREDIR",
+			"    -1 if tracking is off, else 0 (REDIRECT is not served).",
+			"NO-EVICT, NO-TOUCH",
+			"    Accepted and ignored.",
 			"HELP",
 			"    Print this help.",
 		}, nil

@@ -208,6 +208,9 @@ func (s *Server) execOne(ctx context.Context, sess *Session, q queued, rec *reco
 		defer s.wait(sess, keys, -1)
 	}
 	reply, err = q.cmd.Handler(ctx, sess, q.args[1:])
+	// Tracked with the CLIENT CACHING of the whole transaction (cleared
+	// after EXEC).
+	reply = s.tracked(sess, q.cmd, q.args, reply, err)
 	if err != nil {
 		return s.mapError(err)
 	}

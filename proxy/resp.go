@@ -64,6 +64,20 @@ func Errorf(format string, args ...any) *Error {
 // appendReply encodes v for a connection speaking protocol proto (2 or 3).
 func appendReply(b []byte, v any, proto int) []byte {
 	switch v := v.(type) {
+	case noReply:
+		return b
+	case Expires:
+		return appendReply(b, v.Value, proto)
+	case Push:
+		if proto == 3 {
+			b = appendInt(b, '>', int64(len(v)))
+		} else {
+			b = appendInt(b, '*', int64(len(v)))
+		}
+		for _, e := range v {
+			b = appendReply(b, e, proto)
+		}
+		return b
 	case nil:
 		if proto == 3 {
 			return append(b, "_\r\n"...)

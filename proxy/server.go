@@ -46,6 +46,9 @@ type Options struct {
 	TLS *tls.Config
 	// Info adds sections to INFO (for example "masters").
 	Info []InfoSection
+	// Broker, if set, carries pub/sub messages to and from the other
+	// servers sharing the masters; nil keeps them on this server.
+	Broker Broker
 	// Unknown, if set, is the error for a command not in the table,
 	// instead of Redis's "unknown command" (drop-in mode explains itself).
 	Unknown func(args [][]byte) *Error
@@ -53,6 +56,8 @@ type Options struct {
 	Observer Observer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+
+	pushLimit int // maxPushBuffer; tests set less
 }
 
 // InfoSection is one section of INFO, produced on demand.
@@ -79,8 +84,9 @@ type Observer interface {
 	// Rejected reports a connection refused by max_clients.
 	Rejected()
 	// Dropped reports a connection the server closed: reason is
-	// "protocol_error" (malformed or over the limits), "timeout" or
-	// "tls_handshake" (failed or too slow).
+	// "protocol_error" (malformed or over the limits), "timeout",
+	// "tls_handshake" (failed or too slow) or "output_buffer" (a
+	// subscriber that left too many messages unread).
 	Dropped(reason string)
 	// AuthFailed reports a wrong user name or password.
 	AuthFailed()
@@ -100,6 +106,9 @@ type Server struct {
 
 	base   context.Context
 	cancel context.CancelFunc
+
+	hub        hub          // pub/sub subscriptions, tracked keys
+	trackCount atomic.Int64 // keys tracked (hub.track.count), read on every command
 
 	mu       sync.Mutex
 	sessions map[int64]*Session
@@ -161,6 +170,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.pushLimit <= 0 {
+		opts.pushLimit = maxPushBuffer
+	}
 	lim := opts.Limits
 	if lim.MaxArgs <= 0 {
 		lim.MaxArgs = 1024
@@ -176,6 +188,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, users: users, limits: lim, log: opts.Logger, start: time.Now(), sessions: map[int64]*Session{}}
+	s.hub.channels = map[string]map[*Session]struct{}{}
+	s.hub.patterns = map[string]map[*Session]struct{}{}
 	s.preAuth = Limits{
 		MaxArgs:         min(lim.MaxArgs, preAuthMaxArgs),
 		MaxArgBytes:     min(lim.MaxArgBytes, preAuthMaxArgBytes),
@@ -187,7 +201,7 @@ func New(opts Options) (*Server, error) {
 		return &b
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
-	t, err := NewTable(append(append(s.builtins(), s.txBuiltins()...), opts.Commands...)...)
+	t, err := NewTable(append(append(append(s.builtins(), s.txBuiltins()...), s.pubsubCommands()...), opts.Commands...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -197,6 +211,12 @@ func New(opts Options) (*Server, error) {
 		s.stats[c] = &cmdStats{}
 	}
 	s.waitingOn = map[string]int{}
+	if opts.Broker != nil {
+		opts.Broker.Receive(s.deliver)
+	}
+	if kw, ok := opts.Broker.(KeyWatcher); ok {
+		kw.OnKeyChange(func(key string) { s.invalidate(key, nil) })
+	}
 	return s, nil
 }
 
@@ -324,10 +344,14 @@ func (s *Server) closed(sess *Session) {
 	// Pipelined commands still running finish; their Late replies see the
 	// cancelled context and give back what they were granted.
 	sess.drain()
+	if q := sess.pushQueue(); q != nil {
+		q.finish() // what a subscriber was sent (QUIT's +OK) goes out first
+	}
 	sess.wmu.Lock()
 	sess.nc.Close()
 	sess.wmu.Unlock()
 	sess.out = nil
+	s.unsubscribeAll(sess)
 	sess.runClosers()
 	s.mu.Lock()
 	delete(s.sessions, sess.id)
@@ -552,10 +576,17 @@ func (s *Server) handle(sess *Session, args [][]byte, rec *record, parallel bool
 		rec.rejected = true
 		return nil, err
 	}
+	if sess.subscribed() > 0 && !pubsubAllowed[cmd.Name] && sess.Proto() == 2 {
+		rec.rejected = true
+		return nil, subscribeModeError(cmd.Name)
+	}
 	if parallel {
 		// Its reply is written in turn, and a Late reply (a grant's
 		// validity) is computed then; Concurrent promised it does not wait.
-		return cmd.Handler(sess.ctx, sess, args[1:])
+		reply, err = cmd.Handler(sess.ctx, sess, args[1:])
+		reply = s.tracked(sess, cmd, args, reply, err)
+		s.endCommand(sess, cmd)
+		return reply, err
 	}
 	if cmd.Flags&FlagFast == 0 {
 		// Replies to earlier pipelined commands go out before this one
@@ -587,6 +618,8 @@ func (s *Server) handle(sess *Session, args [][]byte, rec *record, parallel bool
 		// Computed while ctx lives: a client that left gets no grant.
 		reply = l.value(s)
 	}
+	reply = s.tracked(sess, cmd, args, reply, err)
+	s.endCommand(sess, cmd)
 	return reply, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,6 +45,17 @@ type Session struct {
 	quit    bool
 	closers []func() // run once the connection is closed
 	closed  bool
+
+	// sub is the pub/sub state, nil until the first pub/sub command (or
+	// CLIENT TRACKING ON); track is CLIENT TRACKING's, nil when off. Both
+	// under srv.hub.mu.
+	sub   *subState
+	track *trackState
+	// Mirrors read without the hub's mutex on every command: sub is set,
+	// how many subscriptions, tracking is on.
+	pushMode atomic.Bool
+	subCount atomic.Int32
+	tracking atomic.Bool
 
 	// wmu serializes writes to the connection: replies from the
 	// connection's goroutine, push messages from others.
@@ -86,6 +98,11 @@ func (s *Session) Push(elems ...string) bool {
 	b := appendInt(nil, '>', int64(len(elems)))
 	for _, e := range elems {
 		b = appendBulk(b, e)
+	}
+	if q := s.pushQueue(); q != nil {
+		// In order with the subscriber's replies and messages.
+		s.queue(q, b, false)
+		return true
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -228,6 +245,19 @@ func (s *Session) flush() error {
 	}
 	b := s.out
 	s.out = nil
+	if s.werr == nil && s.pushMode.Load() {
+		h := &s.srv.hub
+		h.mu.Lock()
+		if s.sub != nil {
+			// A subscriber's replies go in order with its messages (and
+			// invalidations), through its writer, which returns the
+			// buffer to the pool.
+			s.flushTracked(*b)
+			h.mu.Unlock()
+			return nil
+		}
+		h.mu.Unlock()
+	}
 	if s.werr == nil {
 		// A client that does not read its replies is cut after
 		// RequestTimeout, like one that does not send its command.
@@ -245,6 +275,12 @@ func (s *Session) flush() error {
 
 // line is the session's CLIENT LIST / CLIENT INFO line.
 func (s *Session) line(now time.Time) string {
+	sub, psub := 0, 0
+	s.srv.hub.mu.Lock()
+	if s.sub != nil {
+		sub, psub = len(s.sub.channels), len(s.sub.patterns)
+	}
+	s.srv.hub.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last := s.lastCmd
@@ -262,8 +298,8 @@ func (s *Session) line(now time.Time) string {
 	case s.multi >= 0:
 		flags = "x"
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s resource=%s",
-		s.id, s.addr, s.laddr, s.name, int(now.Sub(s.created).Seconds()), int(now.Sub(s.lastAt).Seconds()), flags,
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=0 multi=%d cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s resource=%s",
+		s.id, s.addr, s.laddr, s.name, int(now.Sub(s.created).Seconds()), int(now.Sub(s.lastAt).Seconds()), flags, sub, psub,
 		s.multi, strings.ToLower(last), name, s.proto, s.libName, s.libVer, clientListResources(s.waitsOn))
 }
 

@@ -59,6 +59,9 @@ type Options struct {
 	// Wakeups receives release notifications from the nodes; nil means
 	// waiters retry on their timer only.
 	Wakeups *Wakeups
+	// Bus, if set, is given the masters to carry pub/sub messages between
+	// proxies (see Bus).
+	Bus *Bus
 	// Observer is told about every operation; nil means none.
 	Observer Observer
 	// Logger defaults to slog.Default().
@@ -167,6 +170,9 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		wake:   wake,
 		log:    opts.Logger,
 		kick:   make(chan struct{}, 1),
+	}
+	if opts.Bus != nil {
+		opts.Bus.attach(nodes, q, opts.MetaPrefix, opts.MasterTimeout)
 	}
 	// Learn each master's run_id now (the nodes dial when they are built),
 	// so that a restart before the first answer is still a restart.

@@ -45,6 +45,7 @@ type fakeNode struct {
 	runID     string
 	conn      uint64
 	subs      map[string]bool
+	psubs     map[string]bool
 	down      bool
 	delay     time.Duration
 	sendDelay time.Duration // before a request is sent (see do)
@@ -116,7 +117,11 @@ func (f *fakeNode) recycle() {
 	for ch := range f.subs {
 		f.sub.Unsubscribe(ch)
 	}
+	for p := range f.psubs {
+		f.sub.Punsubscribe(p)
+	}
 	f.subs = map[string]bool{}
+	f.psubs = map[string]bool{}
 	f.evals = map[string]int{}
 	f.evalsBy = map[string]int{}
 	f.down, f.delay, f.sendDelay = false, 0, 0
@@ -136,14 +141,21 @@ func startFake(t testing.TB) *fakeNode {
 		t.Fatal(err)
 	}
 	m.ClockTTL(true)
-	f := &fakeNode{m: m, subs: map[string]bool{}, evals: map[string]int{}, evalsBy: map[string]int{}}
+	f := &fakeNode{m: m, subs: map[string]bool{}, psubs: map[string]bool{}, evals: map[string]int{}, evalsBy: map[string]int{}}
 	f.peer = server.NewPeer(bufio.NewWriter(&f.out))
 	f.vm = newLuaVM(f.run)
 	f.sub = m.NewSubscriber()
-	msgs := f.sub.Messages()
+	msgs, pmsgs := f.sub.Messages(), f.sub.Pmessages()
 	go func() {
 		for msg := range msgs {
 			// Not under mu: a script publishes while mu is held.
+			if notify := f.notify.Load(); notify != nil {
+				(*notify)(msg.Channel, msg.Message)
+			}
+		}
+	}()
+	go func() {
+		for msg := range pmsgs {
 			if notify := f.notify.Load(); notify != nil {
 				(*notify)(msg.Channel, msg.Message)
 			}
@@ -428,6 +440,22 @@ func (f *fakeNode) Unsubscribe(ch string) {
 	delete(f.subs, ch)
 	f.sub.Unsubscribe(ch)
 }
+
+func (f *fakeNode) PSubscribe(p string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.psubs[p] = true
+	f.sub.Psubscribe(p)
+}
+
+func (f *fakeNode) PUnsubscribe(p string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.psubs, p)
+	f.sub.Punsubscribe(p)
+}
+
+func (f *fakeNode) PSubscribed(ctx context.Context, p string) error { return f.Subscribed(ctx, p) }
 
 func (f *fakeNode) Subscribed(ctx context.Context, ch string) error {
 	f.mu.Lock()

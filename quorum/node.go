@@ -47,4 +47,12 @@ type Node interface {
 	// Subscribed waits until every channel asked for is subscribed, or ctx
 	// is done.
 	Subscribed(ctx context.Context, channel string) error
+	// PSubscribe is Subscribe for a pattern (Redis's glob): the Notifier
+	// gets each matching message with the channel it was published on.
+	// It does not wait.
+	PSubscribe(pattern string)
+	// PUnsubscribe withdraws a PSubscribe; it does not wait.
+	PUnsubscribe(pattern string)
+	// PSubscribed waits until pattern is subscribed, or ctx is done.
+	PSubscribed(ctx context.Context, pattern string) error
 }

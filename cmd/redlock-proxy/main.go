@@ -137,6 +137,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	wake := quorum.NewWakeups()
+	bus := quorum.NewBus()
+	notify := func(channel, message string) {
+		if !bus.Notify(channel, message) {
+			wake.Notify(channel, message)
+		}
+	}
 	nodes := make([]quorum.Node, 0, len(cfg.Masters))
 	var closers []func()
 	defer func() {
@@ -151,7 +157,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		n, err := redisnode.New(redisnode.Options{Addr: m.Addr, Username: m.Username, Password: m.Password, TLS: tlsCfg,
-			FlushDelay: cfg.MasterFlushDelay, Notify: wake.Notify, Logger: log})
+			FlushDelay: cfg.MasterFlushDelay, Notify: notify, NotifyPattern: func(pattern, channel, message string) { bus.NotifyPattern(pattern, channel, message) },
+			Logger: log})
 		if err != nil {
 			return err
 		}
@@ -172,6 +179,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		MetaPrefix:     cfg.MetaPrefix,
 		Quarantine:     quarantine,
 		Wakeups:        wake,
+		Bus:            bus,
 		Observer:       met,
 		Logger:         log,
 	})
@@ -186,13 +194,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	cmds, cmdInfo := commands.AllWithInfo(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL, MaxWait: cfg.Limits.MaxWait, MaxLatchCount: cfg.Limits.MaxArgs,
 		MaxAutoExtend: cfg.Limits.MaxAutoExtendPerConn, Leases: met, DropIn: cfg.DropIn, DropinScripts: met.DropinScript,
-		DropinDeclared: declaredScripts(cfg.DropinScripts)})
+		DropinDeclared: declaredScripts(cfg.DropinScripts), Publisher: bus})
 	unknown := commands.PlainUnknown()
 	if cfg.DropIn {
 		unknown = commands.DropinUnknown
 	}
 	srv, err := proxy.New(proxy.Options{
 		Commands:   cmds,
+		Broker:     bus,
 		Unknown:    unknown,
 		MapError:   commands.MapError,
 		Version:    buildinfo.Version(),

@@ -21,8 +21,9 @@
 // retry; NOSCRIPT (after SCRIPT FLUSH) is answered by sending it in full
 // again.
 //
-// Release notifications use a separate dedicated rueidis connection per
-// master in subscribe mode, kept in line with the set of channels the
+// Release notifications, and the pub/sub messages proxies exchange
+// (quorum.Bus), use a separate dedicated rueidis connection per master in
+// subscribe mode, kept in line with the set of channels and patterns the
 // engine asks for and re-subscribed after a reconnect.
 //
 // A master that cannot be reached when the Node is built is dialled again in
@@ -73,8 +74,11 @@ type Options struct {
 	// not answered any for this long; default 10s.
 	StallTimeout time.Duration
 	// Notify is called with the channel and the message of every release
-	// notification.
+	// notification (and pub/sub message of quorum.Bus).
 	Notify func(channel, message string)
+	// NotifyPattern, if set, is called instead of Notify for the messages
+	// of pattern subscriptions (PSubscribe), with the pattern.
+	NotifyPattern func(pattern, channel, message string)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -349,12 +353,23 @@ func wait(ctx context.Context, send func(done func(any, error))) (any, error) {
 func (n *Node) Identity() quorum.Identity { return *n.identity.Load() }
 
 // Subscribe implements quorum.Node.
-func (n *Node) Subscribe(channel string) { n.sub.want(channel, true) }
+func (n *Node) Subscribe(channel string) { n.sub.want(topic{name: channel}, true) }
 
 // Unsubscribe implements quorum.Node.
-func (n *Node) Unsubscribe(channel string) { n.sub.want(channel, false) }
+func (n *Node) Unsubscribe(channel string) { n.sub.want(topic{name: channel}, false) }
 
 // Subscribed implements quorum.Node.
 func (n *Node) Subscribed(ctx context.Context, channel string) error {
-	return n.sub.subscribed(ctx, channel)
+	return n.sub.subscribed(ctx, topic{name: channel})
+}
+
+// PSubscribe implements quorum.Node.
+func (n *Node) PSubscribe(pattern string) { n.sub.want(topic{name: pattern, pattern: true}, true) }
+
+// PUnsubscribe implements quorum.Node.
+func (n *Node) PUnsubscribe(pattern string) { n.sub.want(topic{name: pattern, pattern: true}, false) }
+
+// PSubscribed implements quorum.Node.
+func (n *Node) PSubscribed(ctx context.Context, pattern string) error {
+	return n.sub.subscribed(ctx, topic{name: pattern, pattern: true})
 }

@@ -3,22 +3,29 @@ package redisnode
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
 )
 
+// topic is one subscription: a channel, or a pattern (PSUBSCRIBE).
+type topic struct {
+	name    string
+	pattern bool
+}
+
 // subscriber keeps one dedicated subscribe-mode connection to the master in
-// line with the set of channels wanted. The wanted set can change from any
+// line with the set of channels and patterns wanted. The wanted set can change from any
 // goroutine at any time; one loop applies the difference, so that the last
 // change wins whatever order the calls came in.
 type subscriber struct {
 	n    *Node
 	mu   sync.Mutex
-	wish map[string]bool // wanted channels
-	have map[string]bool // confirmed by the master on the current connection
-	seen chan struct{}   // closed and replaced whenever have changes
+	wish map[topic]bool // wanted channels and patterns
+	have map[topic]bool // confirmed by the master on the current connection
+	seen chan struct{}  // closed and replaced whenever have changes
 	kick chan struct{}
 	done chan struct{}
 }
@@ -26,8 +33,8 @@ type subscriber struct {
 func newSubscriber(n *Node) *subscriber {
 	s := &subscriber{
 		n:    n,
-		wish: map[string]bool{},
-		have: map[string]bool{},
+		wish: map[topic]bool{},
+		have: map[topic]bool{},
 		seen: make(chan struct{}),
 		kick: make(chan struct{}, 1),
 		done: make(chan struct{}),
@@ -38,7 +45,7 @@ func newSubscriber(n *Node) *subscriber {
 
 func (s *subscriber) close() { <-s.done }
 
-func (s *subscriber) want(ch string, on bool) {
+func (s *subscriber) want(ch topic, on bool) {
 	s.mu.Lock()
 	if on {
 		s.wish[ch] = true
@@ -52,7 +59,7 @@ func (s *subscriber) want(ch string, on bool) {
 	}
 }
 
-func (s *subscriber) subscribed(ctx context.Context, ch string) error {
+func (s *subscriber) subscribed(ctx context.Context, ch topic) error {
 	for {
 		s.mu.Lock()
 		ok, seen := s.have[ch], s.seen
@@ -68,7 +75,7 @@ func (s *subscriber) subscribed(ctx context.Context, ch string) error {
 	}
 }
 
-func (s *subscriber) setHave(chs []string, on bool) {
+func (s *subscriber) setHave(chs []topic, on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ch := range chs {
@@ -83,7 +90,7 @@ func (s *subscriber) setHave(chs []string, on bool) {
 }
 
 // diff returns what to subscribe and unsubscribe to reach the wanted set.
-func (s *subscriber) diff() (add, drop []string) {
+func (s *subscriber) diff() (add, drop []topic) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ch := range s.wish {
@@ -96,8 +103,17 @@ func (s *subscriber) diff() (add, drop []string) {
 			drop = append(drop, ch)
 		}
 	}
-	slices.Sort(add)
-	slices.Sort(drop)
+	order := func(a, b topic) int {
+		if a.pattern != b.pattern {
+			if a.pattern {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.name, b.name)
+	}
+	slices.SortFunc(add, order)
+	slices.SortFunc(drop, order)
 	return add, drop
 }
 
@@ -126,31 +142,42 @@ func (s *subscriber) session(ctx context.Context) {
 	defer release()
 	lost := d.SetPubSubHooks(rueidis.PubSubHooks{
 		OnMessage: func(m rueidis.PubSubMessage) {
-			if s.n.opts.Notify != nil {
+			switch {
+			case m.Pattern != "" && s.n.opts.NotifyPattern != nil:
+				s.n.opts.NotifyPattern(m.Pattern, m.Channel, m.Message)
+			case s.n.opts.Notify != nil:
 				s.n.opts.Notify(m.Channel, m.Message)
 			}
 		},
 	})
 	for {
 		add, drop := s.diff()
-		if len(add) > 0 {
+		for _, part := range split(add) {
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			err := d.Do(cctx, d.B().Subscribe().Channel(add...).Build()).Error()
+			cmd := d.B().Subscribe().Channel(names(part)...).Build()
+			if part[0].pattern {
+				cmd = d.B().Psubscribe().Pattern(names(part)...).Build()
+			}
+			err := d.Do(cctx, cmd).Error()
 			cancel()
 			if err != nil {
 				s.n.log.Debug("subscribe failed", "err", err)
 				return
 			}
-			s.setHave(add, true)
+			s.setHave(part, true)
 		}
-		if len(drop) > 0 {
+		for _, part := range split(drop) {
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			err := d.Do(cctx, d.B().Unsubscribe().Channel(drop...).Build()).Error()
+			cmd := d.B().Unsubscribe().Channel(names(part)...).Build()
+			if part[0].pattern {
+				cmd = d.B().Punsubscribe().Pattern(names(part)...).Build()
+			}
+			err := d.Do(cctx, cmd).Error()
 			cancel()
 			if err != nil {
 				return
 			}
-			s.setHave(drop, false)
+			s.setHave(part, false)
 		}
 		select {
 		case <-s.kick:
@@ -160,4 +187,29 @@ func (s *subscriber) session(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// split cuts a sorted list of topics into its channels and its patterns
+// (each part non-empty), the arguments of one SUBSCRIBE and one PSUBSCRIBE.
+func split(ts []topic) [][]topic {
+	i := 0
+	for i < len(ts) && !ts[i].pattern {
+		i++
+	}
+	var out [][]topic
+	if i > 0 {
+		out = append(out, ts[:i])
+	}
+	if i < len(ts) {
+		out = append(out, ts[i:])
+	}
+	return out
+}
+
+func names(ts []topic) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.name
+	}
+	return out
 }

@@ -1,0 +1,198 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// busCluster is one proxy's bus over n fakes, with what it delivered.
+type busCluster struct {
+	bus   *Bus
+	nodes []*fakeNode
+	mu    sync.Mutex
+	got   []string       // "channel=message"
+	raw   map[string]int // raw messages from the masters, by payload
+	more  chan struct{}
+}
+
+func newBusCluster(t *testing.T, n int) *busCluster {
+	t.Helper()
+	c := &busCluster{bus: NewBus(), raw: map[string]int{}, more: make(chan struct{}, 100)}
+	nodes := make([]Node, n)
+	for i := range n {
+		f := getFake(t, fmt.Sprintf("m%d", i), func(ch, msg string) {
+			c.bus.Notify(ch, msg)
+			c.mu.Lock()
+			c.raw[msg]++
+			c.mu.Unlock()
+			select {
+			case c.more <- struct{}{}:
+			default: // the test is not waiting: it reads raw again
+			}
+		})
+		c.nodes = append(c.nodes, f)
+		nodes[i] = f
+	}
+	eng, err := New(nodes, Options{MasterTimeout: testTimeout, Bus: c.bus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		eng.Close()
+		for _, f := range c.nodes {
+			f.recycle()
+		}
+	})
+	c.bus.Receive(func(ch, msg string) int {
+		c.mu.Lock()
+		c.got = append(c.got, ch+"="+msg)
+		c.mu.Unlock()
+		return 1
+	})
+	return c
+}
+
+func (c *busCluster) delivered() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.got...)
+}
+
+// TestBusOncePerPublication: a publication of another proxy arrives from
+// every master and is handed on once; the bus's own publication comes back
+// from the masters and is not handed on again; a copy older than the
+// window, a malformed one and a release notification are not handed on.
+func TestBusOncePerPublication(t *testing.T) {
+	c := newBusCluster(t, 3)
+	ctx := context.Background()
+	c.bus.Listen(ctx, "ch", false)
+	c.bus.Listen(ctx, "p*", true)
+
+	// Our own publication: delivered locally by Publish, once.
+	n, err := c.bus.Publish(ctx, "ch", "mine")
+	if err != nil || n != 1 {
+		t.Fatalf("Publish = %d, %v; want 1, nil", n, err)
+	}
+	// Another proxy's, as each of the 3 masters announces it, twice over
+	// (an exact and a pattern subscription of one proxy both match).
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	for range 2 {
+		for range 3 {
+			if !c.bus.Notify("redlock-proxy:pub:pq", "otherid1 "+now+" theirs with spaces") {
+				t.Fatal("Notify did not take a bus message")
+			}
+		}
+	}
+	old := strconv.FormatInt(time.Now().Add(-busWindow-time.Second).UnixMilli(), 10)
+	c.bus.Notify("redlock-proxy:pub:ch", "otherid2 "+old+" stale")
+	c.bus.Notify("redlock-proxy:pub:ch", "garbage")
+	if c.bus.Notify("redlock-proxy:released:x", "1") {
+		t.Fatal("Notify took a release notification")
+	}
+	// A message sent to the masters directly, as a proxy does: arrives
+	// through the fakes' subscriptions. Once every fake delivered it,
+	// every fake has delivered the echo of our own publication before it
+	// (a fake delivers in order): check that the echo was not repeated.
+	last := "otherid3 " + now + " last"
+	for _, f := range c.nodes {
+		if _, err := f.Eval(ctx, "bus_publish", nil, []string{"redlock-proxy:pub:ch", last}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		c.mu.Lock()
+		n := c.raw[last]
+		c.mu.Unlock()
+		if n == len(c.nodes) {
+			break
+		}
+		select {
+		case <-c.more:
+		case <-deadline:
+			t.Fatalf("%d of %d masters delivered the last message", n, len(c.nodes))
+		}
+	}
+	want := []string{"ch=mine", "pq=theirs with spaces", "ch=last"}
+	got := c.delivered()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("delivered %q, want %q", got, want)
+	}
+}
+
+// TestBusPublishQuorum: a publication that fewer than a quorum of masters
+// took is reported (the local subscribers still have it); a minority down
+// is not.
+func TestBusPublishQuorum(t *testing.T) {
+	c := newBusCluster(t, 5)
+	ctx := context.Background()
+	c.nodes[0].setDown(true)
+	c.nodes[1].setDown(true)
+	if n, err := c.bus.Publish(ctx, "ch", "a"); err != nil || n != 1 {
+		t.Fatalf("2 of 5 down: Publish = %d, %v; want 1, nil", n, err)
+	}
+	c.nodes[2].setDown(true)
+	n, err := c.bus.Publish(ctx, "ch", "b")
+	var qe *QuorumError
+	if n != 1 || !errors.As(err, &qe) || qe.Got != 2 || qe.Need != 3 || qe.Op != "publish" {
+		t.Fatalf("3 of 5 down: Publish = %d, %v; want 1 and a QuorumError 2 of 3", n, err)
+	}
+}
+
+// TestBusListenCounts: the masters are subscribed while at least one
+// listener of a topic remains, to the reserved channel, and patterns have
+// the prefix escaped.
+func TestBusListenCounts(t *testing.T) {
+	c := newBusCluster(t, 3)
+	ctx := context.Background()
+	subs := func() string {
+		f := c.nodes[0]
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return fmt.Sprint(f.subs, f.psubs)
+	}
+	c.bus.Listen(ctx, "ch", false)
+	c.bus.Listen(ctx, "ch", false)
+	c.bus.Listen(ctx, "a*", true)
+	if got, want := subs(), `map[redlock-proxy:pub:ch:true] map[redlock-proxy:pub:a*:true]`; got != want {
+		t.Fatalf("subscriptions %s, want %s", got, want)
+	}
+	c.bus.Unlisten("ch", false)
+	c.bus.Unlisten("a*", true)
+	if got, want := subs(), `map[redlock-proxy:pub:ch:true] map[]`; got != want {
+		t.Fatalf("after one Unlisten each: %s, want %s", got, want)
+	}
+	c.bus.Unlisten("ch", false)
+	c.bus.Unlisten("ch", false) // one too many: ignored
+	if got, want := subs(), `map[] map[]`; got != want {
+		t.Fatalf("after the last Unlisten: %s, want %s", got, want)
+	}
+	if got := globEscape(`a*b?c[d]e\f`); got != `a\*b\?c\[d\]e\\f` {
+		t.Fatalf("globEscape = %s", got)
+	}
+}
+
+// TestBusRememberBounded: ids are forgotten once expired, and never more
+// than maxSeen are kept.
+func TestBusRememberBounded(t *testing.T) {
+	b := NewBus()
+	t0 := time.Now()
+	for i := range maxSeen + 10 {
+		b.remember(strconv.Itoa(i), t0, t0)
+	}
+	if len(b.seen) != maxSeen || len(b.order)-b.head != maxSeen {
+		t.Fatalf("%d ids kept (%d in order), want %d", len(b.seen), len(b.order)-b.head, maxSeen)
+	}
+	if _, ok := b.seen["0"]; ok {
+		t.Fatal("the oldest id was kept")
+	}
+	b.remember("late", t0.Add(busWindow), t0)
+	if len(b.seen) != 1 {
+		t.Fatalf("%d ids kept after the window, want 1", len(b.seen))
+	}
+}
