@@ -173,6 +173,12 @@ func TestDevModeExpiry(t *testing.T) {
 	if v := do(t, c, "RLATCH", "dev:latch", 2, ms); v != int64(1) {
 		t.Fatalf("RLATCH = %v", v)
 	}
+	// A read lock: its readers are scored by the masters' TIME in the
+	// scripts, which must agree with the keys' expiry.
+	readSent := time.Now()
+	if v := do(t, c, "RRLOCK", "dev:rw", ms); v == nil {
+		t.Fatal("RRLOCK not granted")
+	}
 
 	time.Sleep(ttl / 2)
 	stillThere(sent, "lock", func() error {
@@ -196,6 +202,12 @@ func TestDevModeExpiry(t *testing.T) {
 		}
 		return nil
 	})
+	stillThere(readSent, "read lock", func() error {
+		if _, ok := rlock(t, c, "dev:rw", ms); ok {
+			return errors.New("RLOCK granted beside a reader")
+		}
+		return nil
+	})
 	stillThere(latchSent, "latch", func() error {
 		if v := do(t, c, "RLATCHCOUNT", "dev:latch"); v != int64(2) {
 			return fmt.Errorf("RLATCHCOUNT = %v, want 2", v)
@@ -204,7 +216,7 @@ func TestDevModeExpiry(t *testing.T) {
 	})
 
 	// Past the ttl (and the proxy's second of fence lag has no say in it).
-	time.Sleep(time.Until(latchSent.Add(ttl + 100*time.Millisecond)))
+	time.Sleep(time.Until(readSent.Add(ttl + 100*time.Millisecond)))
 	if held, left := info("dev:lock"); held != 0 || left != -1 {
 		t.Fatalf("RLOCKINFO after the ttl: held %d ttl_ms %d, want 0 and -1", held, left)
 	}
@@ -218,4 +230,7 @@ func TestDevModeExpiry(t *testing.T) {
 		t.Fatal("RSEMACQUIRE not granted after the first permit expired")
 	}
 	expectErr(t, c, "ERR no such latch", "RLATCHCOUNT", "dev:latch")
+	if _, ok := rlock(t, c, "dev:rw", ms); !ok {
+		t.Fatal("RLOCK not granted after the reader's lock expired")
+	}
 }
