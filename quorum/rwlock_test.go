@@ -382,7 +382,8 @@ func async(f func() (*Lease, error)) chan rwResult {
 // TestReadWritePhases: the phase-fair order. A reader that waits while a
 // writer holds goes before the writers waiting at that writer's release;
 // a reader that arrives behind a waiting writer goes right after that
-// writer's hold, before the writers waiting then; a new reader that does
+// writer's hold, before the writers waiting then (plain, multi-resource
+// and fair writers alike); a new reader that does
 // not wait is refused by a waiting writer and waits nowhere; a waiting
 // reader that gives up leaves the sets; nothing is left. The retry delay
 // is far longer than the test: every hand-over is a release's wake-up.
@@ -426,7 +427,10 @@ func TestReadWritePhases(t *testing.T) {
 	c.waitHeld(t, "doc", w1.Token) // nothing contends: its try reaches every master
 	r1 := async(func() (*Lease, error) { return c.eng.ReadLock(ctx, req(10*time.Second, 10*time.Second)) })
 	must("a reader refused by a writer's hold is not next on every master", func() bool { return c.inSet("rw-ra", "doc", 1) == 5 })
-	w2 := async(func() (*Lease, error) { return c.eng.Lock(ctx, req(10*time.Second, 10*time.Second)) })
+	// W2 is a multi-resource lock: each resource's sets are checked.
+	w2 := async(func() (*Lease, error) {
+		return c.eng.Lock(ctx, LockRequest{Resources: []string{"zz", "doc"}, TTL: 10 * time.Second, Wait: 10 * time.Second})
+	})
 	must("the waiting writer never marked every master", func() bool { return c.marked("doc") == 5 })
 	if r, err := c.eng.ReadLock(ctx, req(time.Second, 0)); r != nil || err != nil {
 		t.Fatalf("a new reader that does not wait, beside a waiting writer: %v %v", r, err)
@@ -457,7 +461,8 @@ func TestReadWritePhases(t *testing.T) {
 		return c.inSet("rw-ra", "doc", 1) >= c.eng.Quorum()
 	})
 	waiting(r2, "r2 during w2's hold")
-	w3 := async(func() (*Lease, error) { return c.eng.Lock(ctx, req(10*time.Second, 10*time.Second)) })
+	// W3 is a fair lock: its queue does not let it pass readers next.
+	w3 := async(func() (*Lease, error) { return c.eng.FairLock(ctx, req(10*time.Second, 10*time.Second)) })
 	must("w3 never marked", func() bool { return c.marked("doc") >= c.eng.Quorum() })
 
 	// W2 releases: R2 goes before W3, then W3.
