@@ -10,7 +10,7 @@ import (
 // them.
 type Setting struct {
 	Key   string // e.g. limits.max_ttl, masters[0].addr
-	Value string // secrets (passwords, their digests) are "(set)"; an empty string is ""
+	Value string // secrets (passwords, their digests) are "(set)"; an empty string is "(empty)"
 	zero  bool   // the field's zero value
 }
 
@@ -82,7 +82,7 @@ func flatten(v reflect.Value, path string, out *[]Setting) {
 	default:
 		s := fmt.Sprint(v.Interface())
 		if s == "" {
-			s = `""`
+			s = "(empty)"
 		}
 		*out = append(*out, Setting{Key: path, Value: s, zero: v.IsZero()})
 	}
