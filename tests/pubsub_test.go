@@ -218,3 +218,46 @@ func TestPubSubSubscribeModeThroughProxy(t *testing.T) {
 		t.Fatalf("RLOCK after UNSUBSCRIBE = %v, %v", v, err)
 	}
 }
+
+// springUnlock is Spring Integration's PUB_SUB_LOCK unlock script
+// (RedisLockRegistry, 6.5): release, then tell the waiters.
+const springUnlock = `local lockClientId = redis.call('GET', KEYS[1])
+if (lockClientId == ARGV[1] and redis.call('DEL', KEYS[1]) == 1) then
+	redis.call('PUBLISH', ARGV[2], KEYS[1])
+	return true
+end
+return false`
+
+// TestDropinReleasePublishes: a drop-in release script that ends with
+// PUBLISH, run through proxy A, reaches a waiter subscribed on proxy B
+// once; a release that does not happen publishes nothing.
+func TestDropinReleasePublishes(t *testing.T) {
+	_, pa, pb := dropinProxies(t)
+	ctx := context.Background()
+	const ch = "spring:unlock"
+	sub := goSubscriber(t, pb.Addr, "waiter on B", 3, false, ch)
+	a := pa.Client()
+	if err := a.Do(ctx, "SET", "spring:lock", "client-1", "NX", "PX", "30000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Not the holder: nothing released, nothing published.
+	if v, err := a.Eval(ctx, springUnlock, []string{"spring:lock"}, "client-2", ch).Result(); err != redis.Nil {
+		t.Fatalf("unlock by another client = %v, %v; want nil (false)", v, err)
+	}
+	if v, err := a.Eval(ctx, springUnlock, []string{"spring:lock"}, "client-1", ch).Result(); err != nil || v != int64(1) {
+		t.Fatalf("unlock by the holder = %v, %v; want 1 (true)", v, err)
+	}
+	if err := a.Publish(ctx, ch, "END").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the waiter on B did not get END; got %d messages", sub.count(""))
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if want := []string{"spring:lock", "END"}; !slices.Equal(sub.got, want) {
+		t.Fatalf("the waiter on B received %q, want %q (the release's message once)", sub.got, want)
+	}
+}
