@@ -79,7 +79,7 @@ func (o *scriptOps) Release(ctx context.Context, keys []string, value string) (l
 
 // Extend sets a new ttl on keys that hold value.
 func (o *scriptOps) Extend(ctx context.Context, keys []string, value string, ttl time.Duration) (luashape.State, error) {
-	v, err := o.eng.Extend(ctx, keys, value, ttl)
+	v, err := o.eng.ExtendOwned(ctx, keys, value, ttl)
 	if err != nil {
 		return 0, err
 	}

@@ -359,6 +359,8 @@ func (k *keeper) extendOnce(ctx context.Context, l *autoLease) (time.Duration, e
 		return k.eng.SemExtend(ctx, l.resources[0], l.token, ttl)
 	case kindRead:
 		return k.eng.ReadExtend(ctx, l.resources[0], l.token, ttl)
+	case kindDropin:
+		return k.eng.ExtendOwned(ctx, l.resources, l.token, ttl)
 	}
 	return k.eng.Extend(ctx, l.resources, l.token, ttl)
 }

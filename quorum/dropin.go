@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"context"
-	"slices"
 	"time"
 )
 
@@ -51,18 +50,23 @@ func (e *Engine) DeleteHeld(ctx context.Context, resource, value string) (held b
 		if err != nil {
 			return false, err
 		}
+		// The grant is one (value, owner nonce) pair: an Exclusive
+		// acquire puts one nonce beside every key it sets, and keeps it as
+		// long as the keys (ExtendOwned); other grants have none (""). An
+		// attempt in progress with the same value has a nonce of its own
+		// and is never taken for the grant, nor deleted with it.
 		best := 0
 		v, owners = "", nil
-		for val, h := range seen {
+		for p, h := range seen {
 			if h.masters > best {
-				best, v, owners = h.masters, val, h.owners
+				best, v, owners = h.masters, p.value, []string{p.owner}
 			}
 		}
 		switch {
 		case best >= e.quorum && v != "":
 			// Held (by a writer: readers, "", are not a lock key's holder
 			// that a delete ends).
-		case best+silent < e.quorum || v == "" && best >= e.quorum:
+		case best >= e.quorum || best+silent < e.quorum:
 			return false, nil // not held on a quorum, whatever the silent say
 		case time.Now().Before(deadline) && e.pause(ctx):
 			continue
@@ -76,18 +80,23 @@ func (e *Engine) DeleteHeld(ctx context.Context, resource, value string) (held b
 	deleted := make([]bool, len(e.nodes))
 	for {
 		d := e.send(ctx, &op{name: "delete", script: "lock_delete_exact", keys: keys, args: args, timeout: e.releaseTimeout()}, nil)
-		d.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
+		// The answers are read in count's callback, the only place they
+		// are safe to read while the round goes on.
+		answered := make([]bool, len(e.nodes))
+		d.count(strictRule, func(i int, v any) bool {
+			answered[i] = true
+			if v == int64(1) {
+				deleted[i] = true
+			}
+			return v == int64(1)
+		}, -1)
 		yes, no := 0, 0
 		for i := range e.nodes {
-			a := d.ans[i]
 			switch {
-			case a.err == nil && a.val == int64(1):
-				deleted[i] = true
-			case a.err == nil && !deleted[i]:
-				no++
-			}
-			if deleted[i] {
+			case deleted[i]:
 				yes++
+			case answered[i]:
+				no++
 			}
 		}
 		switch {
@@ -102,16 +111,16 @@ func (e *Engine) DeleteHeld(ctx context.Context, resource, value string) (held b
 	}
 }
 
-// holding is what some masters hold at a lock key: how many hold the
-// value, and the owner nonces they hold it with.
-type holding struct {
-	masters int
-	owners  []string
-}
+// grantID is one grant at a lock key: its value and owner nonce ("" for
+// none).
+type grantID struct{ value, owner string }
+
+// holding is how many masters hold one grant.
+type holding struct{ masters int }
 
 // owners reads every master's value and owner nonce at a lock key (only
 // value, when value is not ""), and how many masters did not answer.
-func (e *Engine) owners(ctx context.Context, ls *lockSet, owner, value string) (map[string]*holding, int, error) {
+func (e *Engine) owners(ctx context.Context, ls *lockSet, owner, value string) (map[grantID]*holding, int, error) {
 	r := e.send(ctx, &op{name: "delete", script: "lock_owner", keys: []string{ls.keys[0], owner}}, nil)
 	t := r.count(func(q, _ int, t *tally, final bool) verdict {
 		if final {
@@ -119,7 +128,7 @@ func (e *Engine) owners(ctx context.Context, ls *lockSet, owner, value string) (
 		}
 		return undecided
 	}, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) == 2 }, -1)
-	seen := map[string]*holding{}
+	seen := map[grantID]*holding{}
 	silent := 0
 	for i, c := range t.counted {
 		if !c {
@@ -132,15 +141,13 @@ func (e *Engine) owners(ctx context.Context, ls *lockSet, owner, value string) (
 			continue
 		}
 		o, _ := arr[1].(string)
-		h := seen[v]
+		id := grantID{v, o}
+		h := seen[id]
 		if h == nil {
 			h = &holding{}
-			seen[v] = h
+			seen[id] = h
 		}
 		h.masters++
-		if !slices.Contains(h.owners, o) {
-			h.owners = append(h.owners, o)
-		}
 	}
 	return seen, silent, nil
 }

@@ -62,3 +62,36 @@ func TestDeleteHeldLeavesPartialGrants(t *testing.T) {
 		t.Fatalf("the partial keys were touched: %d left", h)
 	}
 }
+
+// TestDeleteHeldSparesAttemptWithSameValue: while the holder of "r" (value
+// "1") is deleted, another client's acquire with the same value is in
+// progress on the two masters the holder does not hold. The delete ends
+// the holder's grant only: the other attempt's keys (its own owner nonce)
+// are left, so that if it is granted it holds every master it counted.
+func TestDeleteHeldSparesAttemptWithSameValue(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	c.nodes[3].setDown(true)
+	c.nodes[4].setDown(true)
+	h, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Exclusive: true})
+	if err != nil || h == nil {
+		t.Fatalf("holder: %v %v", h, err)
+	}
+	owner := c.eng.opts.MetaPrefix + "owner:r"
+	for _, f := range c.nodes[3:] {
+		f.setDown(false)
+		f.set("r", "1", time.Minute)
+		f.set(owner, "attempt-b", time.Minute)
+	}
+	held, err := c.eng.DeleteHeld(ctx, "r", "")
+	if err != nil || !held {
+		t.Fatalf("DEL: held=%v err=%v", held, err)
+	}
+	c.settle()
+	for i, f := range c.nodes {
+		v, ok := f.value("r")
+		if want := i >= 3; ok != want || (ok && v != "1") {
+			t.Errorf("master %d: r=%q (%v), want the other attempt's key only on masters 3 and 4", i, v, ok)
+		}
+	}
+}

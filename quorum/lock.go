@@ -444,6 +444,18 @@ func (e *Engine) Unlock(ctx context.Context, resources []string, token string) (
 // least N - quorum + 1 masters said so: it is lost); a *QuorumError when
 // the answers that came in time decide neither.
 func (e *Engine) Extend(ctx context.Context, resources []string, token string, ttl time.Duration) (validity time.Duration, err error) {
+	return e.extend(ctx, resources, token, ttl, false)
+}
+
+// ExtendOwned is Extend for drop-in mode's locks: it also keeps the owner
+// nonces of an Exclusive grant alive with its keys, so that DeleteHeld can
+// tell the grant from a later one with the same value however long it is
+// extended.
+func (e *Engine) ExtendOwned(ctx context.Context, resources []string, token string, ttl time.Duration) (validity time.Duration, err error) {
+	return e.extend(ctx, resources, token, ttl, true)
+}
+
+func (e *Engine) extend(ctx context.Context, resources []string, token string, ttl time.Duration, owned bool) (validity time.Duration, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("extend", t0, validity > 0, err) }()
 	ls, err := e.lockSet(resources)
@@ -455,7 +467,12 @@ func (e *Engine) Extend(ctx context.Context, resources []string, token string, t
 	}
 	e.awaitAcquires(token)
 	keys := append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey())
-	r := e.send(ctx, &op{name: "extend", script: "lock_extend", keys: keys,
+	script := "lock_extend"
+	if owned {
+		script = "lock_extend_owned"
+		keys = append(keys, ls.ownerKeys(e)...)
+	}
+	r := e.send(ctx, &op{name: "extend", script: script, keys: keys,
 		args: []string{token, ms(ttl), ms(e.opts.FenceLag)}, keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, -1)
 	if t.verdict == noQuorum && e.retryReleases() {
