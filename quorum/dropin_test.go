@@ -14,7 +14,9 @@ import (
 // (or none) would leave Y's lock on 3 of 5 masters, and two more such
 // stragglers on fewer than a quorum.
 func TestDeleteHeldIgnoresLateDeleteOfSameValue(t *testing.T) {
-	c := newCluster(t, 5, Options{})
+	// Room for every master to answer on a loaded machine: the subject
+	// needs Y's keys on masters 3 and 4.
+	c := newCluster(t, 5, Options{MasterTimeout: 500 * time.Millisecond})
 	ctx := context.Background()
 	c.nodes[3].setDown(true)
 	c.nodes[4].setDown(true)
@@ -35,6 +37,10 @@ func TestDeleteHeldIgnoresLateDeleteOfSameValue(t *testing.T) {
 	y, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Exclusive: true})
 	if err != nil || y == nil {
 		t.Fatalf("Y: %v %v", y, err)
+	}
+	// Y's grant returned at a quorum; its other acquires land right after.
+	for end := time.Now().Add(2 * time.Second); c.holders("r", "1") < 5 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
 	}
 	if h := c.holders("r", "1"); h != 5 {
 		t.Fatalf("Y holds on %d masters before the late deletes land", h)
@@ -69,7 +75,7 @@ func TestDeleteHeldLeavesPartialGrants(t *testing.T) {
 // the holder's grant only: the other attempt's keys (its own owner nonce)
 // are left, so that if it is granted it holds every master it counted.
 func TestDeleteHeldSparesAttemptWithSameValue(t *testing.T) {
-	c := newCluster(t, 5, Options{})
+	c := newCluster(t, 5, Options{MasterTimeout: 500 * time.Millisecond})
 	ctx := context.Background()
 	c.nodes[3].setDown(true)
 	c.nodes[4].setDown(true)
