@@ -203,7 +203,8 @@ func dropinKeyCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 				if err != nil || !li.Held || li.Holder == "" {
 					return nil, err
 				}
-				return li.Holder, nil
+				// A client that caches it is told when it expires.
+				return proxy.Expires{Value: li.Holder, After: li.TTL}, nil
 			},
 			Doc: proxy.Doc{Summary: "Drop-in mode: the value that holds the lock on a quorum, or nil.", Since: since, Group: "redlock"},
 		},
@@ -307,7 +308,7 @@ func ttlCommand(name string, info func(context.Context, string) (*quorum.LockInf
 			if !li.Held {
 				return int64(-2), nil
 			}
-			return int64((li.TTL + unit/2) / unit), nil
+			return proxy.Expires{Value: int64((li.TTL + unit/2) / unit), After: li.TTL}, nil
 		},
 		Doc: proxy.Doc{Summary: "Drop-in mode: the lock's remaining time as a quorum sees it, -2 if not held.", Since: since, Group: "redlock"},
 	}
