@@ -130,6 +130,8 @@ func TestMulti(t *testing.T) {
 			[]string{"+OK\r\n", "+QUEUED\r\n", "-ERR wrong number of arguments for 'echo' command\r\n", execAbort}, 0},
 		{"no_multi aborts", []string{"MULTI", "TOUCH k", "NOMULTI", "EXEC"},
 			[]string{"+OK\r\n", "+QUEUED\r\n", "-ERR Command not allowed inside a transaction\r\n", execAbort}, 0},
+		{"subscribe aborts", []string{"MULTI", "TOUCH k", "SUBSCRIBE c", "EXEC"},
+			[]string{"+OK\r\n", "+QUEUED\r\n", "-ERR Command not allowed inside a transaction\r\n", execAbort}, 0},
 		{"exec arity aborts", []string{"MULTI", "TOUCH k", "EXEC x", "EXEC"},
 			[]string{"+OK\r\n", "+QUEUED\r\n", "-ERR wrong number of arguments for 'exec' command\r\n", execAbort}, 0},
 		{"discard", []string{"MULTI", "TOUCH k", "DISCARD", "EXEC", "TOUCH k"},
