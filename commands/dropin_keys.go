@@ -169,7 +169,9 @@ func dropinKeyCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Comma
 				}
 				lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: []string{sa.key}, TTL: sa.ttl, Token: sa.value, Exclusive: true})
 				if err != nil || lease == nil {
-					return nil, err
+					// nil whenever a quorum does not grant it, as one
+					// Redis answers a SET NX it did not do.
+					return nil, notGranted(err)
 				}
 				return proxy.Late(func() any {
 					v, ok := validity(ctx, lease, eng.Abandon)

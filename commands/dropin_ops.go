@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/luashape"
@@ -33,7 +34,7 @@ func (o *scriptOps) Acquire(ctx context.Context, keys []string, value string, tt
 	}
 	lease, err := o.eng.Lock(ctx, quorum.LockRequest{Resources: keys, TTL: ttl, Token: value, Exclusive: !reentrant})
 	if err != nil || lease == nil {
-		return false, err
+		return false, notGranted(err)
 	}
 	if _, ok := validity(ctx, lease, o.eng.Abandon); !ok {
 		return false, nil
@@ -108,7 +109,7 @@ func (o *scriptOps) SemAcquire(ctx context.Context, name string, limit, count in
 	}
 	l, err := o.eng.SemAcquire(ctx, quorum.SemRequest{Name: name, Limit: limit, Count: count, TTL: ttl, Token: token})
 	if err != nil || l == nil {
-		return false, err
+		return false, notGranted(err)
 	}
 	if l.ValidityAt(time.Now()) < time.Millisecond || ctx.Err() != nil {
 		o.eng.SemAbandon(ctx, l)
@@ -168,4 +169,17 @@ func (o *scriptOps) giveBack(ctx context.Context) {
 		o.eng.SemAbandon(ctx, o.semLease)
 		o.semLease = nil
 	}
+}
+
+// notGranted is a drop-in acquire's error: none when too few masters
+// answered. One Redis never answers NOQUORUM, and the attempt was rolled
+// back, so the client is told what is true and what its code handles: not
+// acquired (it tries again). Releases and extensions keep -NOQUORUM: their
+// outcome is unknown.
+func notGranted(err error) error {
+	var qe *quorum.QuorumError
+	if errors.As(err, &qe) {
+		return nil
+	}
+	return err
 }
