@@ -18,14 +18,25 @@ func TestDeleteHeldIgnoresLateDeleteOfSameValue(t *testing.T) {
 	// needs Y's keys on masters 3 and 4.
 	c := newCluster(t, 5, Options{MasterTimeout: 500 * time.Millisecond})
 	ctx := context.Background()
-	c.nodes[3].setDown(true)
-	c.nodes[4].setDown(true)
+	// X is granted on masters 0-2 only: 3 and 4 hold another lock, Z's,
+	// which goes once X's tries there were refused (the fakes run each
+	// request on a goroutine of its own, so "refused" is waited for).
+	for _, f := range c.nodes[3:] {
+		f.set("r", "z", time.Minute)
+	}
 	x, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Exclusive: true})
 	if err != nil || x == nil {
 		t.Fatalf("X: %v %v", x, err)
 	}
-	c.nodes[3].setDown(false)
-	c.nodes[4].setDown(false)
+	for _, f := range c.nodes[3:] {
+		for end := time.Now().Add(2 * time.Second); f.callsWith("lock_acquire_nx", "1") == 0 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		if v, _ := f.value("r"); v != "z" {
+			t.Fatalf("X's try on a master Z holds: r=%q", v)
+		}
+		f.del("r")
+	}
 	late := []<-chan struct{}{c.nodes[3].strand("lock_delete_exact"), c.nodes[4].strand("lock_delete_exact")}
 	held, err := c.eng.DeleteHeld(ctx, "r", "")
 	if err != nil || !held {
