@@ -17,7 +17,7 @@
 //     the lock commands that do not wait) start at once, each on a
 //     goroutine of its own, beside the connection's commands still running,
 //     unless one of those names the same resource; at most 16 per
-//     connection and 128 in all. Replies go out in order. Any other
+//     connection and 32 in all (maxRunning, maxParallel). Replies go out in order. Any other
 //     command first waits for them and writes their replies, and replies
 //     are written before a command that is not FlagFast starts. A reply
 //     whose value decays (a grant's validity) is Late: computed when it is
