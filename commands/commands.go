@@ -18,14 +18,14 @@ const since = "0.1.0"
 // AUTOEXTEND leases are kept per connection by one keeper, shared by the
 // commands; a command naming a resource whose lease was lost answers
 // -LOST once.
-func All(eng *quorum.Engine, lim Limits) []*proxy.Command {
+func All(eng Engine, lim Limits) []*proxy.Command {
 	cmds, _ := AllWithInfo(eng, lim)
 	return cmds
 }
 
 // AllWithInfo is All, and the INFO sections of the commands (drop-in
 // mode's script counts when lim.DropIn).
-func AllWithInfo(eng *quorum.Engine, lim Limits) ([]*proxy.Command, []proxy.InfoSection) {
+func AllWithInfo(eng Engine, lim Limits) ([]*proxy.Command, []proxy.InfoSection) {
 	var info []proxy.InfoSection
 	k := newKeeper(eng, lim)
 	cmds := lockCommands(eng, lim, k)
@@ -49,7 +49,7 @@ func AllWithInfo(eng *quorum.Engine, lim Limits) ([]*proxy.Command, []proxy.Info
 // MastersInfo is the "masters" section of INFO: one line per master, as
 // PROTOCOL.md ("Restarted masters") lays it out (with restarts= added
 // before last_error), after the quorum figures.
-func MastersInfo(eng *quorum.Engine) proxy.InfoSection {
+func MastersInfo(eng Engine) proxy.InfoSection {
 	return proxy.InfoSection{Name: "masters", Lines: func() []string {
 		st := eng.Status()
 		up := 0

@@ -14,7 +14,6 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/luashape"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // maxCachedScripts bounds the scripts drop-in mode remembers by SHA1 (for
@@ -45,7 +44,7 @@ type script struct {
 // it would have answered on one Redis. Client Lua never runs on the
 // masters.
 type dropin struct {
-	eng *quorum.Engine
+	eng Engine
 	k   *keeper
 	lim Limits
 
@@ -60,7 +59,7 @@ type dropin struct {
 
 // newDropin serves drop-in mode; a declaration that luashape.Declare
 // refuses is left out (the configuration is checked with it at start).
-func newDropin(eng *quorum.Engine, k *keeper, lim Limits) *dropin {
+func newDropin(eng Engine, k *keeper, lim Limits) *dropin {
 	d := &dropin{eng: eng, k: k, lim: lim, declared: map[string]*luashape.Shape{}, seen: map[string]*script{}}
 	for _, ds := range lim.DropinDeclared {
 		if s, err := luashape.Declare(ds.Declaration); err == nil {
@@ -236,7 +235,7 @@ func evalKeys(args [][]byte) [][]byte {
 
 // dropinCommands are the Redis commands lock libraries written for one
 // Redis send, served as quorum operations.
-func dropinCommands(eng *quorum.Engine, lim Limits, k *keeper, d *dropin) []*proxy.Command {
+func dropinCommands(eng Engine, lim Limits, k *keeper, d *dropin) []*proxy.Command {
 	return append(dropinKeyCommands(eng, lim, k), []*proxy.Command{
 		{
 			Name: "eval", Arity: -3, Flags: proxy.FlagWrite, Keys: evalKeys,

@@ -120,7 +120,7 @@ func parseSet(args [][]byte, lim Limits, now time.Time) (setArgs, error) {
 // dropinKeyCommands are the Redis commands on lock keys that drop-in mode
 // serves as quorum operations: SET NX, GET, PTTL/TTL, EXISTS, DEL/UNLINK,
 // DELIFEQ (Valkey 9) and DELEX (Redis 8.4).
-func dropinKeyCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
+func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	info := func(ctx context.Context, key string) (*quorum.LockInfo, error) { return eng.LockInfo(ctx, key) }
 	del := func(name string) *proxy.Command {
 		return &proxy.Command{

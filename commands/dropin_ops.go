@@ -15,7 +15,7 @@ import (
 // A grant it makes is kept, so that the handler can give it back if the
 // reply cannot reach the client (see eval).
 type scriptOps struct {
-	eng  *quorum.Engine
+	eng  Engine
 	k    *keeper
 	sess *proxy.Session
 	pub  Publisher

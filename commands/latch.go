@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 var (
@@ -24,7 +23,7 @@ func latchName(a *proxy.Args) (string, error) {
 }
 
 // latchCommands are RLATCH, RLATCHDOWN, RLATCHWAIT and RLATCHCOUNT.
-func latchCommands(eng *quorum.Engine, lim Limits) []*proxy.Command {
+func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 	maxCount := max(lim.MaxLatchCount, 1)
 	errCount := proxy.Errorf("count must be 1 to %d (limits.max_args)", maxCount)
 	return []*proxy.Command{

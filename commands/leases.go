@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // LeaseObserver is told about auto-extended leases, for metrics. It must
@@ -90,7 +89,7 @@ type connLeases struct {
 // releases them all when the connection closes, and reports a lease whose
 // extension could not reach a quorum before its validity ended as lost.
 type keeper struct {
-	eng *quorum.Engine
+	eng Engine
 	max int
 	obs LeaseObserver
 
@@ -100,7 +99,7 @@ type keeper struct {
 	lostTotal atomic.Int64 // leases lost since the start, for INFO leases
 }
 
-func newKeeper(eng *quorum.Engine, lim Limits) *keeper {
+func newKeeper(eng Engine, lim Limits) *keeper {
 	return &keeper{eng: eng, max: lim.MaxAutoExtend, obs: lim.Leases, conns: map[*proxy.Session]*connLeases{}}
 }
 

@@ -188,7 +188,7 @@ func plainAcquire(args [][]byte) bool {
 func always([][]byte) bool { return true }
 
 // lockCommands are RLOCK, RFAIRLOCK, RUNLOCK and REXTEND.
-func lockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
+func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rlock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,

@@ -85,7 +85,7 @@ func multiLockKeys(args [][]byte) [][]byte {
 }
 
 // multiLockCommands are RMULTILOCK, RMULTIUNLOCK and RMULTIEXTEND.
-func multiLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
+func multiLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rmultilock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, Keys: multiLockKeys,

@@ -14,7 +14,7 @@ import (
 // "All masters quarantined"). It is an admin command: only a user with
 // admin: true (or the default user with the configuration's admin: true)
 // may run it.
-func quarantineCommands(eng *quorum.Engine) []*proxy.Command {
+func quarantineCommands(eng Engine) []*proxy.Command {
 	return []*proxy.Command{{
 		Name: "rquarantine", Arity: -2, Flags: proxy.FlagAdmin,
 		Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {

@@ -9,7 +9,7 @@ import (
 )
 
 // rwLockCommands are RRLOCK, RRUNLOCK and RREXTEND.
-func rwLockCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
+func rwLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rrlock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,

@@ -94,7 +94,7 @@ func parseSemAcquire(args [][]byte, lim Limits) (semArgs, error) {
 }
 
 // semaphoreCommands are RSEMACQUIRE, RSEMRELEASE, RSEMEXTEND and RSEMCOUNT.
-func semaphoreCommands(eng *quorum.Engine, lim Limits, k *keeper) []*proxy.Command {
+func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rsemacquire", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
