@@ -11,7 +11,7 @@
 // Every primitive is a thin layer over one machinery:
 //
 //   - Node.Send(name, keys, args, done) issues the Lua script name
-//     (quorum/redisnode/scripts/<name>.lua, one file per operation) to one
+//     (quorum/scripts/<name>.lua, one file per operation) to one
 //     master, to run there atomically, and calls done with the reply;
 //     requests to one master reach it in the order issued. A Node knows
 //     nothing of locks.
@@ -44,7 +44,7 @@
 //
 // # How to add a primitive
 //
-//  1. Write one script per operation in quorum/redisnode/scripts, named
+//  1. Write one script per operation in quorum/scripts, named
 //     <primitive>_<operation>.lua: atomic, token-checked and idempotent on
 //     one master (a resend must never report a false "taken" nor touch
 //     another owner's keys); every key it writes expires, or is deleted

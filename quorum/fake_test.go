@@ -17,7 +17,7 @@ import (
 	"github.com/alicebob/miniredis/v2/proto"
 	"github.com/alicebob/miniredis/v2/server"
 
-	"github.com/redlock-proxy/redlock-proxy/quorum/redisnode/scripts"
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 var errDown = errors.New("fake: connection refused")

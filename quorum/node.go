@@ -16,7 +16,7 @@ type Identity struct {
 // safe for concurrent use and must honour ctx's deadline.
 //
 // A Node knows nothing of locks: every operation of every primitive is a
-// named script (quorum/redisnode/scripts/<name>.lua) that Eval runs
+// named script (quorum/scripts/<name>.lua) that Eval runs
 // atomically on the master.
 type Node interface {
 	// Addr identifies the master in logs and INFO.

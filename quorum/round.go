@@ -14,7 +14,7 @@ import (
 type op struct {
 	// name is the operation, for errors and metrics ("lock", "unlock").
 	name string
-	// script names the script (quorum/redisnode/scripts/<script>.lua).
+	// script names the script (quorum/scripts/<script>.lua).
 	script     string
 	keys, args []string
 	// timeout bounds each master's request; 0 means MasterTimeout.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-proxy/redlock-proxy/quorum/redisnode/scripts"
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // scriptCost measures what one lock -> unlock cycle costs a master in CPU,

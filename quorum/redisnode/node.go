@@ -46,7 +46,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum"
-	"github.com/redlock-proxy/redlock-proxy/quorum/redisnode/scripts"
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // ErrNotConnected is returned while no connection to the master exists.
