@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,10 @@ type Session struct {
 	closers []func() // run once the connection is closed
 	closed  bool
 
+	// values are what other packages keep per session (Value), under vmu.
+	vmu    sync.Mutex
+	values []sessionValue
+
 	// sub is the pub/sub state, nil until the first pub/sub command (or
 	// CLIENT TRACKING ON); track is CLIENT TRACKING's, nil when off. Both
 	// under srv.hub.mu.
@@ -62,10 +67,58 @@ type Session struct {
 	wmu sync.Mutex
 }
 
-// OnClose registers f to run once the connection has closed (whatever
-// closed it: the client, a timeout, a protocol error, the server's
-// shutdown), on the goroutine that served it. If it is closed already, f
-// runs at once. f must not block for long.
+// sessionValue is one value of Session.Value.
+type sessionValue struct {
+	key, val any
+}
+
+// Value returns the session's value for key, calling make to create it the
+// first time. It is how a package keeps state per connection without a map
+// keyed by the session: the value lives and dies with the session. Keys
+// compare with ==, as context.Context's do: use a key of an unexported type
+// of the package that owns the value, so no other package can reach it.
+//
+// make runs once per key and session, with the session's values locked:
+// it must not call Value or Lookup. It may call OnClose to have the value
+// cleaned up when the connection ends; if the connection has ended
+// already, that function runs at once, inside make (so a value made late
+// is cleaned up too, and that function must not call Value or Lookup
+// either). Value is safe for concurrent use.
+func (s *Session) Value(key any, make func() any) any {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	for _, v := range s.values {
+		if v.key == key {
+			return v.val
+		}
+	}
+	val := make()
+	s.values = append(s.values, sessionValue{key, val})
+	return val
+}
+
+// Lookup returns the session's value for key, and whether Value made one.
+// It is safe for concurrent use.
+func (s *Session) Lookup(key any) (any, bool) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	for _, v := range s.values {
+		if v.key == key {
+			return v.val, true
+		}
+	}
+	return nil, false
+}
+
+// OnClose registers f to run once the connection has ended, whatever
+// ended it (the client, a timeout, a protocol error, the server's
+// shutdown). The functions run in the order they were registered, on the
+// goroutine that served the connection, once the connection is closed and
+// its commands have returned (those still running were cancelled and
+// waited for), so no command of the session runs beside them. If the
+// connection has ended already, f runs at once, on the caller's goroutine.
+// A panic in f is logged and does not stop the functions after it. f must
+// not block for long: the connection's slot is not freed until it returns.
 func (s *Session) OnClose(f func()) {
 	s.mu.Lock()
 	if !s.closed {
@@ -74,18 +127,29 @@ func (s *Session) OnClose(f func()) {
 		return
 	}
 	s.mu.Unlock()
-	f()
+	s.runCloser(f)
 }
 
-// runClosers runs the OnClose functions, once.
+// runClosers runs the OnClose functions, once. A function registered once
+// they have started runs at once (OnClose).
 func (s *Session) runClosers() {
 	s.mu.Lock()
 	fs := s.closers
 	s.closers, s.closed = nil, true
 	s.mu.Unlock()
 	for _, f := range fs {
-		f()
+		s.runCloser(f)
 	}
+}
+
+// runCloser runs one OnClose function, logging a panic.
+func (s *Session) runCloser(f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.srv.log.Error("panic in a connection's close hook", "addr", s.addr, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	f()
 }
 
 // Push sends a RESP3 push message (">N elem...") at once, between
