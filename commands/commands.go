@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // since is the proxy version every command of this package first
@@ -52,18 +51,12 @@ func AllWithInfo(eng Engine, lim Limits) ([]*proxy.Command, []proxy.InfoSection)
 func MastersInfo(eng Engine) proxy.InfoSection {
 	return proxy.InfoSection{Name: "masters", Lines: func() []string {
 		st := eng.Status()
-		up := 0
-		for _, s := range st {
-			if s.State == quorum.StateUp {
-				up++
-			}
-		}
 		lines := []string{
-			fmt.Sprintf("masters:%d", len(st)),
-			fmt.Sprintf("quorum:%d", eng.Quorum()),
-			fmt.Sprintf("masters_up:%d", up),
+			fmt.Sprintf("masters:%d", len(st.Masters)),
+			fmt.Sprintf("quorum:%d", st.Quorum),
+			fmt.Sprintf("masters_up:%d", st.Up()),
 		}
-		for i, s := range st {
+		for i, s := range st.Masters {
 			lines = append(lines, fmt.Sprintf("master%d:addr=%s,state=%s,quarantine_ms=%d,latency_us=%d,run_id=%s,restarts=%d,last_error=%s",
 				i, s.Addr, s.State, s.QuarantineLeft.Milliseconds(), s.Latency/time.Microsecond, s.RunID, s.Restarts, infoText(s.LastError)))
 		}

@@ -121,7 +121,7 @@ func parseSet(args [][]byte, lim Limits, now time.Time) (setArgs, error) {
 // serves as quorum operations: SET NX, GET, PTTL/TTL, EXISTS, DEL/UNLINK,
 // DELIFEQ (Valkey 9) and DELEX (Redis 8.4).
 func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
-	info := func(ctx context.Context, key string) (*quorum.LockInfo, error) { return eng.LockInfo(ctx, key) }
+	info := func(ctx context.Context, key string) (*quorum.Info, error) { return eng.Info(ctx, quorum.Lock, key) }
 	del := func(name string) *proxy.Command {
 		return &proxy.Command{
 			Name: name, Arity: -2, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: -1, Step: 1,
@@ -130,7 +130,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				defer k.forgetDropin(sess, keys, "")
 				n := int64(0)
 				for _, key := range keys {
-					held, err := eng.DeleteHeld(ctx, key, "")
+					held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{key}, Token: ""})
 					if err != nil {
 						return nil, err
 					}
@@ -142,7 +142,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 		}
 	}
 	delIfEq := func(ctx context.Context, sess *proxy.Session, key, value string) (any, error) {
-		held, err := eng.DeleteHeld(ctx, key, value)
+		held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{key}, Token: value})
 		k.forgetDropin(sess, []string{key}, value)
 		if err != nil {
 			return nil, err
@@ -167,7 +167,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err := k.admitIf(sess, sa.kept); err != nil {
 					return nil, err
 				}
-				lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: []string{sa.key}, TTL: sa.ttl, Token: sa.value, Exclusive: true})
+				lease, err := eng.Acquire(ctx, quorum.Request{Resources: []string{sa.key}, TTL: sa.ttl, Token: sa.value, Primitive: quorum.SetNX})
 				if err != nil || lease == nil {
 					// nil whenever a quorum does not grant it, as one
 					// Redis answers a SET NX it did not do.
@@ -241,7 +241,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 					if len(tok) == 0 || len(tok) > MaxTokenLen {
 						continue // never a permit's token
 					}
-					held, err := eng.SemRelease(ctx, string(args[0]), string(tok))
+					held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{string(args[0])}, Token: string(tok)})
 					if err != nil {
 						return nil, err
 					}
@@ -266,7 +266,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				key := string(args[0])
 				switch {
 				case len(args) == 1:
-					held, err := eng.DeleteHeld(ctx, key, "")
+					held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{key}, Token: ""})
 					k.forgetDropin(sess, []string{key}, "")
 					if err != nil {
 						return nil, err
@@ -299,7 +299,7 @@ func strs(args [][]byte) []string {
 	return out
 }
 
-func ttlCommand(name string, info func(context.Context, string) (*quorum.LockInfo, error), unit time.Duration) *proxy.Command {
+func ttlCommand(name string, info func(context.Context, string) (*quorum.Info, error), unit time.Duration) *proxy.Command {
 	return &proxy.Command{
 		Name: name, Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
 		Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {

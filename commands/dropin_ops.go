@@ -21,7 +21,7 @@ type scriptOps struct {
 	pub  Publisher
 
 	lease    *quorum.Lease
-	semLease *quorum.SemLease
+	semLease *quorum.Lease
 }
 
 var _ luashape.Ops = (*scriptOps)(nil)
@@ -32,7 +32,11 @@ func (o *scriptOps) Acquire(ctx context.Context, keys []string, value string, tt
 	if len(value) == 0 || len(value) > MaxTokenLen {
 		return false, dropinRefused("a lock's value must be 1 to %d bytes", MaxTokenLen)
 	}
-	lease, err := o.eng.Lock(ctx, quorum.LockRequest{Resources: keys, TTL: ttl, Token: value, Exclusive: !reentrant})
+	prim := quorum.SetNX
+	if reentrant {
+		prim = quorum.Lock
+	}
+	lease, err := o.eng.Acquire(ctx, quorum.Request{Primitive: prim, Resources: keys, TTL: ttl, Token: value})
 	if err != nil || lease == nil {
 		return false, notGranted(err)
 	}
@@ -46,7 +50,7 @@ func (o *scriptOps) Acquire(ctx context.Context, keys []string, value string, tt
 // state tells, after a release or extension that did not find value on a
 // quorum, whether the first key is free or another value's.
 func (o *scriptOps) state(ctx context.Context, key string) (luashape.State, error) {
-	li, err := o.eng.LockInfo(ctx, key)
+	li, err := o.eng.Info(ctx, quorum.Lock, key)
 	if err != nil {
 		return 0, err
 	}
@@ -64,7 +68,7 @@ func (o *scriptOps) Release(ctx context.Context, keys []string, value string) (l
 	all := true
 	first := ""
 	for _, key := range keys {
-		held, err := o.eng.DeleteHeld(ctx, key, value)
+		held, err := o.eng.Release(ctx, &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{key}, Token: value})
 		if err != nil {
 			return 0, err
 		}
@@ -80,7 +84,7 @@ func (o *scriptOps) Release(ctx context.Context, keys []string, value string) (l
 
 // Extend sets a new ttl on keys that hold value.
 func (o *scriptOps) Extend(ctx context.Context, keys []string, value string, ttl time.Duration) (luashape.State, error) {
-	v, err := o.eng.ExtendOwned(ctx, keys, value, ttl)
+	v, err := o.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.SetNX, Resources: keys, Token: value}, ttl)
 	if err != nil {
 		return 0, err
 	}
@@ -92,7 +96,7 @@ func (o *scriptOps) Extend(ctx context.Context, keys []string, value string, ttl
 
 // Get reads what a quorum holds at key.
 func (o *scriptOps) Get(ctx context.Context, key string) (string, time.Duration, bool, error) {
-	li, err := o.eng.LockInfo(ctx, key)
+	li, err := o.eng.Info(ctx, quorum.Lock, key)
 	if err != nil {
 		return "", 0, false, err
 	}
@@ -107,12 +111,12 @@ func (o *scriptOps) SemAcquire(ctx context.Context, name string, limit, count in
 	if len(token) == 0 || len(token) > MaxTokenLen {
 		return false, dropinRefused("a semaphore token must be 1 to %d bytes", MaxTokenLen)
 	}
-	l, err := o.eng.SemAcquire(ctx, quorum.SemRequest{Name: name, Limit: limit, Count: count, TTL: ttl, Token: token})
+	l, err := o.eng.Acquire(ctx, quorum.Request{Primitive: quorum.Semaphore, Resources: []string{name}, Limit: limit, Count: count, TTL: ttl, Token: token})
 	if err != nil || l == nil {
 		return false, notGranted(err)
 	}
 	if l.ValidityAt(time.Now()) < time.Millisecond || ctx.Err() != nil {
-		o.eng.SemAbandon(ctx, l)
+		o.eng.Abandon(ctx, l)
 		return false, nil
 	}
 	o.semLease = l
@@ -121,7 +125,7 @@ func (o *scriptOps) SemAcquire(ctx context.Context, name string, limit, count in
 
 // SemRelease gives back the permits token holds.
 func (o *scriptOps) SemRelease(ctx context.Context, name, token string) (luashape.State, error) {
-	held, err := o.eng.SemRelease(ctx, name, token)
+	held, err := o.eng.Release(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{name}, Token: token})
 	if err != nil || !held {
 		return luashape.Absent, err
 	}
@@ -130,7 +134,7 @@ func (o *scriptOps) SemRelease(ctx context.Context, name, token string) (luashap
 
 // SemExtend extends the permits token holds.
 func (o *scriptOps) SemExtend(ctx context.Context, name, token string, ttl time.Duration) (luashape.State, error) {
-	v, err := o.eng.SemExtend(ctx, name, token, ttl)
+	v, err := o.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{name}, Token: token}, ttl)
 	if err != nil || v <= 0 {
 		return luashape.Absent, err
 	}
@@ -166,7 +170,7 @@ func (o *scriptOps) giveBack(ctx context.Context) {
 		o.lease = nil
 	}
 	if o.semLease != nil {
-		o.eng.SemAbandon(ctx, o.semLease)
+		o.eng.Abandon(ctx, o.semLease)
 		o.semLease = nil
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 var (
@@ -46,11 +47,7 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				created, err := eng.LatchCreate(ctx, name, int(n), d)
-				if err != nil {
-					return nil, err
-				}
-				return boolInt(created), nil
+				return latchReply(eng.Latch(ctx, quorum.LatchRequest{Op: quorum.LatchCreate, Name: name, Count: int(n), TTL: d}))
 			},
 			Doc: proxy.Doc{
 				Summary: "Creates a count-down latch waiting for count arrivals, living ttl. Returns 1 if created, 0 if it exists with that count.",
@@ -70,11 +67,7 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				left, err := eng.LatchDown(ctx, name, t)
-				if err != nil {
-					return nil, err
-				}
-				return int64(left), nil
+				return latchReply(eng.Latch(ctx, quorum.LatchRequest{Op: quorum.LatchDown, Name: name, Token: t}))
 			},
 			Doc: proxy.Doc{
 				Summary: "Records one arrival at a latch, once per token. Returns the arrivals still missing as a quorum sees them (0: open).",
@@ -94,11 +87,7 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				open, err := eng.LatchWait(ctx, name, w)
-				if err != nil {
-					return nil, err
-				}
-				return boolInt(open), nil
+				return latchReply(eng.Latch(ctx, quorum.LatchRequest{Op: quorum.LatchWait, Name: name, Wait: w}))
 			},
 			Doc: proxy.Doc{
 				Summary: "Waits up to wait ms until the latch is open on a quorum. Returns 1 if open, 0 if the wait ran out.",
@@ -113,11 +102,11 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				left, err := eng.LatchCount(ctx, name)
+				info, err := eng.Info(ctx, quorum.Latch, name)
 				if err != nil {
 					return nil, err
 				}
-				return int64(left), nil
+				return int64(info.Count), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Returns the arrivals the latch still misses, as a quorum of masters sees them.",
@@ -126,4 +115,12 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 			},
 		},
 	}
+}
+
+// latchReply is the reply of a latch operation: its integer answer.
+func latchReply(n int, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return int64(n), nil
 }

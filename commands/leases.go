@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // LeaseObserver is told about auto-extended leases, for metrics. It must
@@ -355,13 +356,13 @@ func (k *keeper) extendOnce(ctx context.Context, l *autoLease) (time.Duration, e
 	l.mu.Unlock()
 	switch l.kind {
 	case kindSem:
-		return k.eng.SemExtend(ctx, l.resources[0], l.token, ttl)
+		return k.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{l.resources[0]}, Token: l.token}, ttl)
 	case kindRead:
-		return k.eng.ReadExtend(ctx, l.resources[0], l.token, ttl)
+		return k.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Read, Resources: []string{l.resources[0]}, Token: l.token}, ttl)
 	case kindDropin:
-		return k.eng.ExtendOwned(ctx, l.resources, l.token, ttl)
+		return k.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.SetNX, Resources: l.resources, Token: l.token}, ttl)
 	}
-	return k.eng.Extend(ctx, l.resources, l.token, ttl)
+	return k.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: l.resources, Token: l.token}, ttl)
 }
 
 // release gives l back on every master and wakes its waiters.
@@ -369,13 +370,13 @@ func (k *keeper) release(l *autoLease) {
 	ctx := context.Background()
 	switch l.kind {
 	case kindSem:
-		k.eng.SemRelease(ctx, l.resources[0], l.token)
+		k.eng.Release(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{l.resources[0]}, Token: l.token})
 	case kindRead:
-		k.eng.ReadUnlock(ctx, l.resources[0], l.token)
+		k.eng.Release(ctx, &quorum.Lease{Primitive: quorum.Read, Resources: []string{l.resources[0]}, Token: l.token})
 	case kindDropin:
-		k.eng.DeleteHeld(ctx, l.resources[0], l.token)
+		k.eng.Release(ctx, &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{l.resources[0]}, Token: l.token})
 	default:
-		k.eng.Unlock(ctx, l.resources, l.token)
+		k.eng.Release(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: l.resources, Token: l.token})
 	}
 }
 

@@ -200,7 +200,7 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err := k.admitIf(sess, la.auto); err != nil {
 					return nil, err
 				}
-				lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
+				lease, err := eng.Acquire(ctx, quorum.Request{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
 				if err != nil || lease == nil {
 					return nil, err
 				}
@@ -235,12 +235,12 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err := k.admitIf(sess, la.auto); err != nil {
 					return nil, err
 				}
-				lease, err := eng.FairLock(ctx, quorum.LockRequest{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
+				lease, err := eng.Acquire(ctx, quorum.Request{Primitive: quorum.Fair, Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
 				if err != nil || lease == nil {
 					return nil, err
 				}
 				return proxy.Late(func() any {
-					v, ok := validity(ctx, lease, eng.FairAbandon)
+					v, ok := validity(ctx, lease, eng.Abandon)
 					if !ok {
 						return nil
 					}
@@ -277,7 +277,7 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if a.More() {
 					return nil, proxy.ErrSyntax
 				}
-				info, err := eng.LockInfo(ctx, r)
+				info, err := eng.Info(ctx, quorum.Lock, r)
 				if err != nil {
 					return nil, err
 				}
@@ -298,7 +298,7 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 					return nil, err
 				}
 				k.forget(sess, kindLock, []string{r}, t)
-				held, err := eng.Unlock(ctx, []string{r}, t)
+				held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: []string{r}, Token: t})
 				if err != nil {
 					return nil, err
 				}
@@ -322,7 +322,7 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				v, err := eng.Extend(ctx, []string{r}, t, d)
+				v, err := eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: []string{r}, Token: t}, d)
 				if err != nil || v <= 0 {
 					return nil, err
 				}
@@ -367,7 +367,7 @@ func validity(ctx context.Context, l *quorum.Lease, abandon func(context.Context
 
 // lockInfoReply is RLOCKINFO's map: held, ttl_ms, then fence (a writer's)
 // or readers (how many), then with a token mine and autoextend.
-func lockInfoReply(li *quorum.LockInfo, token string, withToken, auto bool) proxy.Map {
+func lockInfoReply(li *quorum.Info, token string, withToken, auto bool) proxy.Map {
 	ttl := int64(-1)
 	if li.Held {
 		ttl = li.TTL.Milliseconds()

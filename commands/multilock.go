@@ -97,7 +97,7 @@ func multiLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err := k.admitIf(sess, ma.auto); err != nil {
 					return nil, err
 				}
-				lease, err := eng.Lock(ctx, quorum.LockRequest{Resources: ma.resources, TTL: ma.ttl, Wait: ma.wait, Token: ma.token})
+				lease, err := eng.Acquire(ctx, quorum.Request{Resources: ma.resources, TTL: ma.ttl, Wait: ma.wait, Token: ma.token})
 				if err != nil || lease == nil {
 					return nil, err
 				}
@@ -140,7 +140,7 @@ func multiLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 					return nil, err
 				}
 				k.forget(sess, kindLock, rs, t)
-				held, err := eng.Unlock(ctx, rs, t)
+				held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: rs, Token: t})
 				if err != nil {
 					return nil, err
 				}
@@ -168,7 +168,7 @@ func multiLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				v, err := eng.Extend(ctx, rs, t, d)
+				v, err := eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: rs, Token: t}, d)
 				if err != nil || v <= 0 {
 					return nil, err
 				}

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
@@ -21,26 +22,22 @@ func quarantineCommands(eng Engine) []*proxy.Command {
 			sub := strings.ToUpper(string(args[0]))
 			switch {
 			case sub == "LIST" && len(args) == 1:
-				st := eng.Status()
+				st := eng.Status().Masters
 				out := make([]any, len(st))
 				for i, s := range st {
 					out[i] = quarantineEntry(i, s)
 				}
 				return out, nil
 			case sub == "END" && len(args) == 2:
-				i, err := eng.Master(string(args[1]))
-				if err != nil {
-					return nil, err
-				}
 				by := "an admin"
 				if sess != nil {
 					by = fmt.Sprintf("user %s from %s (client id %d)", sess.User(), sess.RemoteAddr(), sess.ID())
 				}
-				s, err := eng.EndQuarantine(ctx, i, by)
+				s, err := eng.EndQuarantine(ctx, string(args[1]), by)
 				if err != nil {
 					return nil, err
 				}
-				return quarantineEntry(i, s), nil
+				return quarantineEntry(slices.IndexFunc(eng.Status().Masters, func(m quorum.NodeStatus) bool { return m.Addr == s.Addr }), s), nil
 			case sub == "LIST", sub == "END":
 				return nil, proxy.WrongArity("rquarantine|" + strings.ToLower(sub))
 			}

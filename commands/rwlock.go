@@ -21,12 +21,12 @@ func rwLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err := k.admitIf(sess, la.auto); err != nil {
 					return nil, err
 				}
-				lease, err := eng.ReadLock(ctx, quorum.LockRequest{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
+				lease, err := eng.Acquire(ctx, quorum.Request{Primitive: quorum.Read, Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
 				if err != nil || lease == nil {
 					return nil, err
 				}
 				return proxy.Late(func() any {
-					v, ok := validity(ctx, lease, eng.ReadAbandon)
+					v, ok := validity(ctx, lease, eng.Abandon)
 					if !ok {
 						return nil
 					}
@@ -54,7 +54,7 @@ func rwLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 					return nil, err
 				}
 				k.forget(sess, kindRead, []string{r}, t)
-				held, err := eng.ReadUnlock(ctx, r, t)
+				held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.Read, Resources: []string{r}, Token: t})
 				if err != nil {
 					return nil, err
 				}
@@ -78,7 +78,7 @@ func rwLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				v, err := eng.ReadExtend(ctx, r, t, d)
+				v, err := eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Read, Resources: []string{r}, Token: t}, d)
 				if err != nil || v <= 0 {
 					return nil, err
 				}

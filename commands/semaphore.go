@@ -106,14 +106,14 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err := k.admitIf(sess, sa.auto); err != nil {
 					return nil, err
 				}
-				lease, err := eng.SemAcquire(ctx, quorum.SemRequest{Name: sa.name, Limit: sa.limit, Count: sa.count, TTL: sa.ttl, Wait: sa.wait, Token: sa.token})
+				lease, err := eng.Acquire(ctx, quorum.Request{Primitive: quorum.Semaphore, Resources: []string{sa.name}, Limit: sa.limit, Count: sa.count, TTL: sa.ttl, Wait: sa.wait, Token: sa.token})
 				if err != nil || lease == nil {
 					return nil, err
 				}
 				return proxy.Late(func() any {
 					v := lease.ValidityAt(time.Now()).Milliseconds()
 					if v < 1 || ctx.Err() != nil {
-						eng.SemAbandon(ctx, lease)
+						eng.Abandon(ctx, lease)
 						return nil
 					}
 					k.keepIf(sess, sa.auto, kindSem, []string{sa.name}, lease.Token, sa.ttl, v)
@@ -147,7 +147,7 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 					return nil, err
 				}
 				k.forget(sess, kindSem, []string{s}, t)
-				held, err := eng.SemRelease(ctx, s, t)
+				held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{s}, Token: t})
 				if err != nil {
 					return nil, err
 				}
@@ -175,7 +175,7 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				v, err := eng.SemExtend(ctx, s, t, d)
+				v, err := eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{s}, Token: t}, d)
 				if err != nil || v <= 0 {
 					return nil, err
 				}
@@ -196,11 +196,11 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				n, err := eng.SemCount(ctx, s)
+				info, err := eng.Info(ctx, quorum.Semaphore, s)
 				if err != nil {
 					return nil, err
 				}
-				return int64(n), nil
+				return int64(info.Count), nil
 			},
 			Doc: proxy.Doc{
 				Summary: "Returns how many permits of the semaphore have a live grant, as a quorum of masters sees them.",

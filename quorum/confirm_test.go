@@ -55,21 +55,21 @@ func TestReleaseRetry(t *testing.T) {
 	}
 	ctx := context.Background()
 	lock := func(c *cluster) string {
-		l, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"a"}, TTL: 10 * time.Second})
+		l, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"a"}, TTL: 10 * time.Second})
 		if err != nil || l == nil {
 			t.Fatalf("lock: %v %v", l, err)
 		}
 		return l.Token
 	}
 	read := func(c *cluster) string {
-		l, err := c.eng.ReadLock(ctx, LockRequest{Resources: []string{"a"}, TTL: 10 * time.Second})
+		l, err := c.eng.readAcquire(ctx, Request{Resources: []string{"a"}, TTL: 10 * time.Second})
 		if err != nil || l == nil {
 			t.Fatalf("read lock: %v %v", l, err)
 		}
 		return l.Token
 	}
 	sem := func(c *cluster) string {
-		l, err := c.eng.SemAcquire(ctx, SemRequest{Name: "s", Limit: 3, Count: 2, TTL: 10 * time.Second})
+		l, err := c.eng.semAcquire(ctx, Request{Resources: []string{"s"}, Limit: 3, Count: 2, TTL: 10 * time.Second})
 		if err != nil || l == nil {
 			t.Fatalf("sem acquire: %v %v", l, err)
 		}
@@ -77,17 +77,17 @@ func TestReleaseRetry(t *testing.T) {
 	}
 	extended := func(v time.Duration, err error) (bool, error) { return v > 0, err }
 	prims := []prim{
-		{"unlock", lock, func(c *cluster, tok string) (bool, error) { return c.eng.Unlock(ctx, []string{"a"}, tok) }},
+		{"unlock", lock, func(c *cluster, tok string) (bool, error) { return c.eng.lockRelease(ctx, []string{"a"}, tok) }},
 		{"extend", lock, func(c *cluster, tok string) (bool, error) {
-			return extended(c.eng.Extend(ctx, []string{"a"}, tok, 10*time.Second))
+			return extended(c.eng.extend(ctx, []string{"a"}, tok, 10*time.Second, false))
 		}},
-		{"read_unlock", read, func(c *cluster, tok string) (bool, error) { return c.eng.ReadUnlock(ctx, "a", tok) }},
+		{"read_unlock", read, func(c *cluster, tok string) (bool, error) { return c.eng.readRelease(ctx, "a", tok) }},
 		{"read_extend", read, func(c *cluster, tok string) (bool, error) {
-			return extended(c.eng.ReadExtend(ctx, "a", tok, 10*time.Second))
+			return extended(c.eng.readExtend(ctx, "a", tok, 10*time.Second))
 		}},
-		{"sem_release", sem, func(c *cluster, tok string) (bool, error) { return c.eng.SemRelease(ctx, "s", tok) }},
+		{"sem_release", sem, func(c *cluster, tok string) (bool, error) { return c.eng.semRelease(ctx, "s", tok) }},
 		{"sem_extend", sem, func(c *cluster, tok string) (bool, error) {
-			return extended(c.eng.SemExtend(ctx, "s", tok, 10*time.Second))
+			return extended(c.eng.semExtend(ctx, "s", tok, 10*time.Second))
 		}},
 	}
 	scenarios := []struct {
@@ -179,7 +179,7 @@ func TestResentReleaseNotHeldIsNoAnswer(t *testing.T) {
 	for _, gone := range []bool{false, true} {
 		obs := &failCounter{fails: map[string]int{}}
 		c := newCluster(t, 5, Options{ReleaseRetry: time.Second, RetryDelay: 20 * time.Millisecond, Observer: obs})
-		l, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"a"}, TTL: 10 * time.Second})
+		l, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"a"}, TTL: 10 * time.Second})
 		if err != nil || l == nil {
 			t.Fatalf("lock: %v %v", l, err)
 		}
@@ -192,7 +192,7 @@ func TestResentReleaseNotHeldIsNoAnswer(t *testing.T) {
 		var held bool
 		go func() {
 			var err error
-			held, err = c.eng.Unlock(ctx, []string{"a"}, l.Token)
+			held, err = c.eng.lockRelease(ctx, []string{"a"}, l.Token)
 			done <- err
 		}()
 		if !eventually(5*time.Second, func() bool {

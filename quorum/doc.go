@@ -80,7 +80,7 @@
 // in one script; two requests over overlapping sets therefore contend like
 // two plain locks, and cannot hold half each.
 //
-// Unlock reports held only with a quorum of masters that released every
+// Release of a lock reports held only with a quorum of masters that released every
 // key, and not held only when N - quorum + 1 masters said so (then no
 // quorum can have held it up to the release); otherwise it is an error, as
 // the answers decide nothing. Extend follows the same rule.
@@ -213,7 +213,7 @@
 //
 // # Fair locks
 //
-// A fair lock (FairLock, RFAIRLOCK) is a plain lock on one resource, same
+// A fair lock (Primitive Fair, RFAIRLOCK) is a plain lock on one resource, same
 // lock key, same fence, same release: fair and plain locks exclude each
 // other, and mutual exclusion never depends on the queue. The queue only
 // chooses who may try. Each master keeps it as a sorted set of waiter ids
@@ -275,10 +275,10 @@
 //
 // # Read-write locks
 //
-// A reader (ReadLock, RRLOCK) is recorded in the resource's reader set (a
+// A reader (Primitive Read, RRLOCK) is recorded in the resource's reader set (a
 // sorted set of tokens by expiry, on the master's clock), and the lock
 // key itself then holds "" (no token is empty) and lives as long as the
-// longest-lived reader: every writer (Lock, FairLock, multi-resource
+// longest-lived reader: every writer (Lock and Fair leases, multi-resource
 // locks) sees the key taken without reading anything else, and a reader
 // is granted only where the lock key is free or "". Both checks are one
 // script on each master, so no writer can take the key between a

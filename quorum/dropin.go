@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// DeleteHeld removes exactly the grant that a quorum of masters holds on
+// deleteHeld removes exactly the grant that a quorum of masters holds on
 // resource (drop-in mode's DEL, DELIFEQ and release scripts), in two
 // rounds: it asks every master who holds the lock key (its value and the
 // owner nonce an Exclusive acquire put beside it), and then deletes, on
@@ -29,7 +29,7 @@ import (
 // It reports true when a quorum held the grant and deleted it, false when
 // no quorum held it (or enough masters answered that they no longer did),
 // and a *QuorumError when the answers decide neither.
-func (e *Engine) DeleteHeld(ctx context.Context, resource, value string) (held bool, err error) {
+func (e *Engine) deleteHeld(ctx context.Context, resource, value string) (held bool, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("delete", t0, held, err) }()
 	ls, err := e.lockSet([]string{resource})

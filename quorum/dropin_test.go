@@ -24,7 +24,7 @@ func TestDeleteHeldIgnoresLateDeleteOfSameValue(t *testing.T) {
 	for _, f := range c.nodes[3:] {
 		f.set("r", "z", time.Minute)
 	}
-	x, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Exclusive: true})
+	x, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Primitive: SetNX})
 	if err != nil || x == nil {
 		t.Fatalf("X: %v %v", x, err)
 	}
@@ -38,14 +38,14 @@ func TestDeleteHeldIgnoresLateDeleteOfSameValue(t *testing.T) {
 		f.del("r")
 	}
 	late := []<-chan struct{}{c.nodes[3].strand("lock_delete_exact"), c.nodes[4].strand("lock_delete_exact")}
-	held, err := c.eng.DeleteHeld(ctx, "r", "")
+	held, err := c.eng.deleteHeld(ctx, "r", "")
 	if err != nil || !held {
 		t.Fatalf("DEL: held=%v err=%v", held, err)
 	}
 	for _, ch := range late {
 		<-ch
 	}
-	y, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Exclusive: true})
+	y, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Primitive: SetNX})
 	if err != nil || y == nil {
 		t.Fatalf("Y: %v %v", y, err)
 	}
@@ -70,7 +70,7 @@ func TestDeleteHeldLeavesPartialGrants(t *testing.T) {
 	c := newCluster(t, 5, Options{})
 	c.nodes[0].set("r", "v", time.Minute)
 	c.nodes[1].set("r", "v", time.Minute)
-	held, err := c.eng.DeleteHeld(context.Background(), "r", "")
+	held, err := c.eng.deleteHeld(context.Background(), "r", "")
 	if err != nil || held {
 		t.Fatalf("DEL of a lock on 2 of 5: held=%v err=%v", held, err)
 	}
@@ -90,7 +90,7 @@ func TestDeleteHeldSparesAttemptWithSameValue(t *testing.T) {
 	ctx := context.Background()
 	c.nodes[3].setDown(true)
 	c.nodes[4].setDown(true)
-	h, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Exclusive: true})
+	h, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"r"}, TTL: time.Minute, Token: "1", Primitive: SetNX})
 	if err != nil || h == nil {
 		t.Fatalf("holder: %v %v", h, err)
 	}
@@ -100,7 +100,7 @@ func TestDeleteHeldSparesAttemptWithSameValue(t *testing.T) {
 		f.set("r", "1", time.Minute)
 		f.set(owner, "attempt-b", time.Minute)
 	}
-	held, err := c.eng.DeleteHeld(ctx, "r", "")
+	held, err := c.eng.deleteHeld(ctx, "r", "")
 	if err != nil || !held {
 		t.Fatalf("DEL: held=%v err=%v", held, err)
 	}

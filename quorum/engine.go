@@ -113,6 +113,8 @@ type Engine struct {
 	// grantedTTL is the longest ttl granted or extended, in ns
 	// (MaxGrantedTTL).
 	grantedTTL atomic.Int64
+	// prims is what the verbs dispatch on (primitives).
+	prims map[Primitive]primitive
 }
 
 // New returns an engine over nodes. It starts the health loop; Close stops
@@ -170,6 +172,7 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		wake:   wake,
 		log:    opts.Logger,
 		kick:   make(chan struct{}, 1),
+		prims:  primitives(),
 	}
 	if opts.Bus != nil {
 		opts.Bus.attach(nodes, q, opts.MetaPrefix, opts.MasterTimeout)
@@ -193,12 +196,6 @@ func (e *Engine) Close() {
 	e.loopWG.Wait()
 	e.bg.Wait()
 }
-
-// Quorum is the number of masters that must agree.
-func (e *Engine) Quorum() int { return e.quorum }
-
-// Masters is N, the number of configured masters.
-func (e *Engine) Masters() int { return len(e.nodes) }
 
 // NewToken returns 128 random bits from crypto/rand, hex-encoded.
 func NewToken() string {

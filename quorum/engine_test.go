@@ -182,7 +182,11 @@ func checkSubset(t *testing.T, states []masterState, mode tokenMode, multi bool)
 	if mode != fresh {
 		token = "mine"
 	}
-	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: resources, TTL: 10 * time.Second, Token: token, Exclusive: mode == exclusive})
+	prim := Lock
+	if mode == exclusive {
+		prim = SetNX
+	}
+	lease, err := c.eng.lockAcquire(context.Background(), Request{Primitive: prim, Resources: resources, TTL: 10 * time.Second, Token: token})
 	c.settle()
 	name := fmt.Sprintf("%v mode=%v multi=%v", states, mode, multi)
 	switch {
@@ -244,7 +248,7 @@ func checkSubset(t *testing.T, states []masterState, mode tokenMode, multi bool)
 func TestUnlockAndExtend(t *testing.T) {
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
-	lease, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"a"}, TTL: time.Second})
+	lease, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"a"}, TTL: time.Second})
 	if err != nil || lease == nil {
 		t.Fatalf("lock: %v %v", lease, err)
 	}
@@ -265,7 +269,7 @@ func TestUnlockAndExtend(t *testing.T) {
 			for i, f := range c.nodes {
 				f.setDown(i < tc.down)
 			}
-			v, err := c.eng.Extend(ctx, []string{"a"}, tc.token, 2*time.Second)
+			v, err := c.eng.extend(ctx, []string{"a"}, tc.token, 2*time.Second, false)
 			if (v > 0) != tc.wantV || (err != nil) != tc.wantErr {
 				t.Fatalf("Extend = %v, %v", v, err)
 			}
@@ -277,13 +281,13 @@ func TestUnlockAndExtend(t *testing.T) {
 	for _, f := range c.nodes {
 		f.setDown(false)
 	}
-	if held, err := c.eng.Unlock(ctx, []string{"a"}, "nope"); held || err != nil {
+	if held, err := c.eng.lockRelease(ctx, []string{"a"}, "nope"); held || err != nil {
 		t.Fatalf("unlock with wrong token = %v, %v", held, err)
 	}
-	if held, err := c.eng.Unlock(ctx, []string{"a"}, lease.Token); !held || err != nil {
+	if held, err := c.eng.lockRelease(ctx, []string{"a"}, lease.Token); !held || err != nil {
 		t.Fatalf("unlock = %v, %v", held, err)
 	}
-	if held, err := c.eng.Unlock(ctx, []string{"a"}, lease.Token); held || err != nil {
+	if held, err := c.eng.lockRelease(ctx, []string{"a"}, lease.Token); held || err != nil {
 		t.Fatalf("second unlock = %v, %v", held, err)
 	}
 	c.settle()
@@ -295,10 +299,10 @@ func TestUnlockAndExtend(t *testing.T) {
 func TestUnlockNoQuorum(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
-	lease, _ := c.eng.Lock(ctx, LockRequest{Resources: []string{"a"}, TTL: time.Second})
+	lease, _ := c.eng.lockAcquire(ctx, Request{Resources: []string{"a"}, TTL: time.Second})
 	c.nodes[0].setDown(true)
 	c.nodes[1].setDown(true)
-	_, err := c.eng.Unlock(ctx, []string{"a"}, lease.Token)
+	_, err := c.eng.lockRelease(ctx, []string{"a"}, lease.Token)
 	if !errors.Is(err, ErrNoQuorum) {
 		t.Fatalf("want ErrNoQuorum, got %v", err)
 	}
@@ -335,7 +339,7 @@ func TestReleaseReplyRule(t *testing.T) {
 			t.Run(op+"/"+tc.name, func(t *testing.T) {
 				c := newCluster(t, 5, Options{})
 				ctx := context.Background()
-				lease, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"a"}, TTL: 10 * time.Second})
+				lease, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"a"}, TTL: 10 * time.Second})
 				if err != nil || lease == nil {
 					t.Fatalf("lock: %v %v", lease, err)
 				}
@@ -354,11 +358,11 @@ func TestReleaseReplyRule(t *testing.T) {
 				var err2 error
 				if op == "unlock" {
 					var held bool
-					held, err2 = c.eng.Unlock(ctx, []string{"a"}, lease.Token)
+					held, err2 = c.eng.lockRelease(ctx, []string{"a"}, lease.Token)
 					got = map[bool]string{true: "held", false: "not held"}[held]
 				} else {
 					var v time.Duration
-					v, err2 = c.eng.Extend(ctx, []string{"a"}, lease.Token, 10*time.Second)
+					v, err2 = c.eng.extend(ctx, []string{"a"}, lease.Token, 10*time.Second, false)
 					got = map[bool]string{true: "held", false: "not held"}[v > 0]
 				}
 				if errors.Is(err2, ErrNoQuorum) {
@@ -380,7 +384,7 @@ func TestReleaseReplyRule(t *testing.T) {
 func TestTinyTTLIsNotGranted(t *testing.T) {
 	c := newCluster(t, 5, Options{})
 	for _, ttl := range []time.Duration{time.Millisecond, 2 * time.Millisecond} {
-		lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"tiny"}, TTL: ttl})
+		lease, err := c.eng.lockAcquire(context.Background(), Request{Resources: []string{"tiny"}, TTL: ttl})
 		if lease != nil || err != nil {
 			t.Fatalf("ttl %v: lease=%v err=%v, want not granted", ttl, lease, err)
 		}
@@ -401,7 +405,7 @@ func TestFencesIncrease(t *testing.T) {
 		for _, j := range rng.Perm(5)[:rng.IntN(3)] {
 			c.nodes[j].setDown(true)
 		}
-		lease, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"f"}, TTL: time.Second})
+		lease, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"f"}, TTL: time.Second})
 		if err != nil || lease == nil {
 			t.Fatalf("grant %d: %v %v", i, lease, err)
 		}
@@ -409,7 +413,7 @@ func TestFencesIncrease(t *testing.T) {
 			t.Fatalf("grant %d: fence %d after %d", i, lease.Fences[0], last)
 		}
 		last = lease.Fences[0]
-		if held, err := c.eng.Unlock(ctx, []string{"f"}, lease.Token); !held || err != nil {
+		if held, err := c.eng.lockRelease(ctx, []string{"f"}, lease.Token); !held || err != nil {
 			t.Fatalf("unlock %d: %v %v", i, held, err)
 		}
 		// Masters that were down during the release keep the key until its
@@ -423,7 +427,7 @@ func TestFencesIncrease(t *testing.T) {
 func TestMultiResource(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
-	a, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"y", "x", "y"}, TTL: time.Second})
+	a, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"y", "x", "y"}, TTL: time.Second})
 	if err != nil || a == nil {
 		t.Fatalf("lock: %v %v", a, err)
 	}
@@ -431,7 +435,7 @@ func TestMultiResource(t *testing.T) {
 		t.Fatalf("lease %+v", a)
 	}
 	// Overlapping set: all or nothing, nothing left behind.
-	b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"z", "x"}, TTL: time.Second})
+	b, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"z", "x"}, TTL: time.Second})
 	if err != nil || b != nil {
 		t.Fatalf("overlapping lock: %v %v", b, err)
 	}
@@ -447,16 +451,16 @@ func TestReservedAndBadRequests(t *testing.T) {
 	c := newCluster(t, 3, Options{MetaPrefix: "meta:"})
 	ctx := context.Background()
 	tests := []struct {
-		req  LockRequest
+		req  Request
 		want error
 	}{
-		{LockRequest{Resources: []string{"meta:fence:x"}, TTL: time.Second}, ErrReservedResource},
-		{LockRequest{Resources: []string{""}, TTL: time.Second}, ErrBadRequest},
-		{LockRequest{Resources: nil, TTL: time.Second}, ErrBadRequest},
-		{LockRequest{Resources: []string{"a"}, TTL: 0}, ErrBadRequest},
+		{Request{Resources: []string{"meta:fence:x"}, TTL: time.Second}, ErrReservedResource},
+		{Request{Resources: []string{""}, TTL: time.Second}, ErrBadRequest},
+		{Request{Resources: nil, TTL: time.Second}, ErrBadRequest},
+		{Request{Resources: []string{"a"}, TTL: 0}, ErrBadRequest},
 	}
 	for _, tc := range tests {
-		if _, err := c.eng.Lock(ctx, tc.req); !errors.Is(err, tc.want) {
+		if _, err := c.eng.lockAcquire(ctx, tc.req); !errors.Is(err, tc.want) {
 			t.Errorf("Lock(%+v) = %v, want %v", tc.req, err, tc.want)
 		}
 	}
@@ -479,8 +483,8 @@ func TestQuorumOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if e.Quorum() != 3 {
-		t.Fatalf("quorum %d", e.Quorum())
+	if e.quorum != 3 {
+		t.Fatalf("quorum %d", e.quorum)
 	}
 }
 
@@ -489,11 +493,11 @@ func TestQuorumOption(t *testing.T) {
 func TestWaitWokenByRelease(t *testing.T) {
 	c := newCluster(t, 3, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
-	a, _ := c.eng.Lock(ctx, LockRequest{Resources: []string{"w"}, TTL: 10 * time.Second})
+	a, _ := c.eng.lockAcquire(ctx, Request{Resources: []string{"w"}, TTL: 10 * time.Second})
 	got := make(chan time.Duration, 1)
 	go func() {
 		t0 := time.Now()
-		b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"w"}, TTL: time.Second, Wait: 5 * time.Second})
+		b, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"w"}, TTL: time.Second, Wait: 5 * time.Second})
 		if err != nil || b == nil {
 			got <- -1
 			return
@@ -516,7 +520,7 @@ func TestWaitWokenByRelease(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	t1 := time.Now()
-	if held, _ := c.eng.Unlock(ctx, []string{"w"}, a.Token); !held {
+	if held, _ := c.eng.lockRelease(ctx, []string{"w"}, a.Token); !held {
 		t.Fatal("unlock failed")
 	}
 	d := <-got
@@ -532,7 +536,7 @@ func TestWaitWokenByRelease(t *testing.T) {
 // nothing and unsubscribes.
 func TestWaitCanceled(t *testing.T) {
 	c := newCluster(t, 3, Options{RetryDelay: 5 * time.Millisecond})
-	a, _ := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"w"}, TTL: 10 * time.Second})
+	a, _ := c.eng.lockAcquire(context.Background(), Request{Resources: []string{"w"}, TTL: 10 * time.Second})
 	// The grant is decided at a quorum; let the third master's acquire land
 	// before the waiter's first try races it there.
 	c.settle()
@@ -541,7 +545,7 @@ func TestWaitCanceled(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"w"}, TTL: time.Second, Wait: time.Minute})
+	b, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"w"}, TTL: time.Second, Wait: time.Minute})
 	if b != nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, %v", b, err)
 	}
@@ -564,7 +568,7 @@ func TestValidityRefusesLateGrant(t *testing.T) {
 	for _, f := range c.nodes {
 		f.setDelay(30 * time.Millisecond)
 	}
-	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"v"}, TTL: 40 * time.Millisecond})
+	lease, err := c.eng.lockAcquire(context.Background(), Request{Resources: []string{"v"}, TTL: 40 * time.Millisecond})
 	if lease != nil || err != nil {
 		t.Fatalf("got %+v, %v; want refusal", lease, err)
 	}
@@ -596,7 +600,7 @@ func TestFixedTokenRetryIgnoresUnacknowledgedRollback(t *testing.T) {
 		c.nodes[1].del("r")
 		close(freed)
 	}()
-	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"r"}, TTL: time.Minute, Token: "t", Wait: 300 * time.Millisecond})
+	lease, err := c.eng.lockAcquire(context.Background(), Request{Resources: []string{"r"}, TTL: time.Minute, Token: "t", Wait: 300 * time.Millisecond})
 	select {
 	case <-freed:
 	default:
@@ -621,13 +625,13 @@ func TestFixedTokenRetryIgnoresUnacknowledgedRollback(t *testing.T) {
 // until its ttl.
 func TestReleaseReachesSlowSender(t *testing.T) {
 	c := newCluster(t, 3, Options{})
-	lease, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"s"}, TTL: time.Minute})
+	lease, err := c.eng.lockAcquire(context.Background(), Request{Resources: []string{"s"}, TTL: time.Minute})
 	if err != nil || lease == nil {
 		t.Fatalf("lock: %v %v", lease, err)
 	}
 	c.settle()
 	c.nodes[2].setSendDelay(3 * testTimeout)
-	held, err := c.eng.Unlock(context.Background(), []string{"s"}, lease.Token)
+	held, err := c.eng.lockRelease(context.Background(), []string{"s"}, lease.Token)
 	if !held || err != nil {
 		t.Fatalf("unlock: %v %v", held, err)
 	}

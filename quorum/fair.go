@@ -37,13 +37,13 @@ func (e *Engine) fairKeys(resource string) [2]string {
 	return [2]string{e.opts.MetaPrefix + "fairq:" + resource, e.opts.MetaPrefix + "fairq-dl:" + resource}
 }
 
-// FairLock acquires a lock on one resource like Lock, but waiters are
+// fairAcquire acquires a lock on one resource like Lock, but waiters are
 // granted in the order they queued, across every proxy in front of the
 // same masters. A try is refused while others queue ahead; a refused
 // caller with a Wait queues once (see "Fair locks" in the package doc)
 // and leaves the queue when it returns, granted or not. The lease is
 // released with Unlock and extended with Extend, like Lock's.
-func (e *Engine) FairLock(ctx context.Context, req LockRequest) (lease *Lease, err error) {
+func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("fairlock", t0, lease != nil, err) }()
 	if len(req.Resources) != 1 {
@@ -109,10 +109,10 @@ func (e *Engine) FairLock(ctx context.Context, req LockRequest) (lease *Lease, e
 	})
 }
 
-// FairAbandon releases a fair lease the caller will not use (its client
+// fairAbandon releases a fair lease the caller will not use (its client
 // left before the reply), in the background, and tells the head of the
 // queue at once.
-func (e *Engine) FairAbandon(ctx context.Context, l *Lease) {
+func (e *Engine) fairAbandon(ctx context.Context, l *Lease) {
 	ls, err := e.lockSet(l.Resources)
 	if err != nil || ls.n != 1 {
 		return

@@ -39,7 +39,7 @@ func (c *cluster) waitQueued(t *testing.T, r, token string) {
 				n++
 			}
 		}
-		if n >= c.eng.Quorum() {
+		if n >= c.eng.quorum {
 			return
 		}
 		time.Sleep(time.Millisecond)
@@ -69,40 +69,40 @@ type fairResult struct {
 func TestFairLockOrder(t *testing.T) {
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
-	holder, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: 10 * time.Second})
+	holder, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second})
 	if err != nil || holder == nil {
 		t.Fatalf("first fair lock on a free resource: %v %v", holder, err)
 	}
 	c.waitHeld(t, "f", holder.Token)
 	// A retry with the holder's TOKEN while others queue is the same
 	// grant again, not a refusal that drops the held lock.
-	mine, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"g"}, TTL: 10 * time.Second, Token: "mine"})
+	mine, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"g"}, TTL: 10 * time.Second, Token: "mine"})
 	if err != nil || mine == nil {
 		t.Fatalf("fair lock with TOKEN: %v %v", mine, err)
 	}
 	c.waitHeld(t, "g", "mine")
 	gw := make(chan fairResult, 1)
 	go func() {
-		l, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"g"}, TTL: time.Second, Wait: 20 * time.Second})
+		l, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"g"}, TTL: time.Second, Wait: 20 * time.Second})
 		gw <- fairResult{0, l, err}
 	}()
 	if !eventually(2*time.Second, func() bool { return len(c.queued(c.nodes[0], "g")) == 1 }) {
 		t.Fatal("the waiter on g never queued")
 	}
-	if again, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"g"}, TTL: 10 * time.Second, Token: "mine"}); again == nil || err != nil {
+	if again, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"g"}, TTL: 10 * time.Second, Token: "mine"}); again == nil || err != nil {
 		t.Fatalf("TOKEN retry by the holder: %v %v", again, err)
 	}
 	if h := c.holders("g", "mine"); h != len(c.nodes) {
 		t.Fatalf("the holder's lock is on %d masters after its TOKEN retry", h)
 	}
-	c.eng.Unlock(ctx, []string{"g"}, "mine")
+	c.eng.lockRelease(ctx, []string{"g"}, "mine")
 	r := <-gw
 	if r.lease == nil || r.err != nil {
 		t.Fatalf("the waiter on g: %v %v", r.lease, r.err)
 	}
-	c.eng.Unlock(ctx, r.lease.Resources, r.lease.Token)
+	c.eng.lockRelease(ctx, r.lease.Resources, r.lease.Token)
 	// Without WAIT a fair lock does not queue.
-	if l, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: time.Second}); l != nil || err != nil {
+	if l, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: time.Second}); l != nil || err != nil {
 		t.Fatalf("no-wait try on a held lock: %v %v", l, err)
 	}
 	const n = 8
@@ -110,7 +110,7 @@ func TestFairLockOrder(t *testing.T) {
 	for i := range n {
 		tok := fmt.Sprintf("w%d", i)
 		go func() {
-			l, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: 10 * time.Second, Wait: 20 * time.Second, Token: tok})
+			l, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second, Wait: 20 * time.Second, Token: tok})
 			got <- fairResult{i, l, err}
 		}()
 		c.waitQueued(t, "f", tok)
@@ -130,7 +130,7 @@ func TestFairLockOrder(t *testing.T) {
 	release := holder
 	for i := range n {
 		t1 := time.Now()
-		if held, err := c.eng.Unlock(ctx, release.Resources, release.Token); !held || err != nil {
+		if held, err := c.eng.lockRelease(ctx, release.Resources, release.Token); !held || err != nil {
 			t.Fatalf("release %d: %v %v", i, held, err)
 		}
 		r := <-got
@@ -142,7 +142,7 @@ func TestFairLockOrder(t *testing.T) {
 		}
 		release = r.lease
 	}
-	if held, err := c.eng.Unlock(ctx, release.Resources, release.Token); !held || err != nil {
+	if held, err := c.eng.lockRelease(ctx, release.Resources, release.Token); !held || err != nil {
 		t.Fatalf("last release: %v %v", held, err)
 	}
 	c.settle()
@@ -217,24 +217,24 @@ func mapsEqual(a, b map[string]float64) bool {
 func TestFairLockLeaves(t *testing.T) {
 	c := newCluster(t, 3, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
-	holder, _ := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: 10 * time.Second})
+	holder, _ := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second})
 	c.waitHeld(t, "f", holder.Token)
 	short := make(chan fairResult, 1)
 	go func() {
-		l, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: time.Second, Wait: 300 * time.Millisecond, Token: "short"})
+		l, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: time.Second, Wait: 300 * time.Millisecond, Token: "short"})
 		short <- fairResult{0, l, err}
 	}()
 	c.waitQueued(t, "f", "short")
 	cctx, cancel := context.WithCancel(ctx)
 	gone := make(chan fairResult, 1)
 	go func() {
-		l, err := c.eng.FairLock(cctx, LockRequest{Resources: []string{"f"}, TTL: time.Second, Wait: 20 * time.Second, Token: "gone"})
+		l, err := c.eng.fairAcquire(cctx, Request{Resources: []string{"f"}, TTL: time.Second, Wait: 20 * time.Second, Token: "gone"})
 		gone <- fairResult{1, l, err}
 	}()
 	c.waitQueued(t, "f", "gone")
 	last := make(chan fairResult, 1)
 	go func() {
-		l, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: time.Second, Wait: 20 * time.Second, Token: "last"})
+		l, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: time.Second, Wait: 20 * time.Second, Token: "last"})
 		last <- fairResult{2, l, err}
 	}()
 	c.waitQueued(t, "f", "last")
@@ -256,7 +256,7 @@ func TestFairLockLeaves(t *testing.T) {
 		t.FailNow()
 	}
 	t1 := time.Now()
-	c.eng.Unlock(ctx, holder.Resources, holder.Token)
+	c.eng.lockRelease(ctx, holder.Resources, holder.Token)
 	r := <-last
 	if r.lease == nil || r.err != nil || time.Since(t1) > time.Second {
 		t.Fatalf("last: %v %v after %v", r.lease, r.err, time.Since(t1))
@@ -283,7 +283,7 @@ func TestFairLockStaleHead(t *testing.T) {
 		f.m.ZAdd(dead[0], 0, "nodeadline")
 	}
 	t0 := time.Now()
-	l, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: time.Second, Wait: 5 * time.Second})
+	l, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: time.Second, Wait: 5 * time.Second})
 	if l == nil || err != nil {
 		t.Fatalf("behind a stale head: %v %v", l, err)
 	}
@@ -303,7 +303,7 @@ func TestFairLockOneOrder(t *testing.T) {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			c := newCluster(t, 5, Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond})
 			ctx := context.Background()
-			holder, _ := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: 10 * time.Second})
+			holder, _ := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second})
 			c.waitHeld(t, "f", holder.Token)
 			for _, f := range c.nodes {
 				f.setSendDelay(time.Duration(rand.IntN(3000)) * time.Microsecond)
@@ -318,7 +318,7 @@ func TestFairLockOneOrder(t *testing.T) {
 				tok := fmt.Sprintf("w%d", i)
 				go func() {
 					defer wg.Done()
-					l, err := c.eng.FairLock(ctx, LockRequest{Resources: []string{"f"}, TTL: 10 * time.Second, Wait: 10 * time.Second, Token: tok})
+					l, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second, Wait: 10 * time.Second, Token: tok})
 					if l == nil || err != nil {
 						t.Errorf("%s: %v %v", tok, l, err)
 						return
@@ -334,7 +334,7 @@ func TestFairLockOneOrder(t *testing.T) {
 					mu.Lock()
 					holding--
 					mu.Unlock()
-					c.eng.Unlock(ctx, l.Resources, l.Token)
+					c.eng.lockRelease(ctx, l.Resources, l.Token)
 				}()
 			}
 			for i := range n {
@@ -354,7 +354,7 @@ func TestFairLockOneOrder(t *testing.T) {
 				}
 				t.FailNow()
 			}
-			c.eng.Unlock(ctx, holder.Resources, holder.Token)
+			c.eng.lockRelease(ctx, holder.Resources, holder.Token)
 			wg.Wait()
 			want := slices.Clone(order)
 			slices.SortFunc(want, func(a, b string) int { return int(tickets[a] - tickets[b]) })

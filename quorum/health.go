@@ -131,8 +131,8 @@ func (e *Engine) votes(i int) bool {
 	return !h.needsFloor && !now.Before(h.quarantine)
 }
 
-// Status returns a snapshot of every master, in configuration order.
-func (e *Engine) Status() []NodeStatus {
+// nodeStatus returns a snapshot of every master, in configuration order.
+func (e *Engine) nodeStatus() []NodeStatus {
 	out := make([]NodeStatus, len(e.nodes))
 	now := time.Now()
 	for i, nd := range e.nodes {
@@ -157,10 +157,10 @@ func (e *Engine) Status() []NodeStatus {
 	return out
 }
 
-// Up reports how many masters are up and voting.
-func (e *Engine) Up() int {
+// up reports how many masters are up and voting.
+func (e *Engine) up() int {
 	n := 0
-	for _, s := range e.Status() {
+	for _, s := range e.nodeStatus() {
 		if s.State == StateUp {
 			n++
 		}
@@ -480,7 +480,7 @@ type quorumWatch struct {
 }
 
 func (w *quorumWatch) check(e *Engine) {
-	st := e.Status()
+	st := e.nodeStatus()
 	up := 0
 	var out []string
 	for _, s := range st {
@@ -510,9 +510,9 @@ var ErrNotQuarantined = errors.New("quorum: master is not quarantined")
 // address.
 var ErrNoSuchMaster = errors.New("quorum: no such master")
 
-// Master finds a master by its index in the configuration ("0") or its
+// master finds a master by its index in the configuration ("0") or its
 // address.
-func (e *Engine) Master(name string) (int, error) {
+func (e *Engine) master(name string) (int, error) {
 	if i, err := strconv.Atoi(name); err == nil && i >= 0 && i < len(e.nodes) && strconv.Itoa(i) == name {
 		return i, nil
 	}
@@ -524,23 +524,13 @@ func (e *Engine) Master(name string) (int, error) {
 	return 0, fmt.Errorf("%w: %q", ErrNoSuchMaster, name)
 }
 
-// EndQuarantine ends the quarantine of restarted master i deliberately,
-// on an operator's word (by names who, for the log): its votes count
-// again as soon as its fence floor is raised from a quorum of the other
-// masters, which it attempts at once. It returns the master's status
-// afterwards (still quarantined, with 0 left, while the floor cannot be
-// raised: the health loop keeps trying), or ErrNotQuarantined.
-//
-// This is safe only when no grant the master may have voted for before
-// its restart is still live: the quarantine is the proxy's only defence
-// when those grants' marks died with the masters (see "Restarted
-// masters"), which is when it cannot be sized and lasts Quarantine.
-func (e *Engine) EndQuarantine(ctx context.Context, i int, by string) (NodeStatus, error) {
+// endQuarantine is EndQuarantine of master i.
+func (e *Engine) endQuarantine(ctx context.Context, i int, by string) (NodeStatus, error) {
 	h := &e.health[i]
 	h.mu.Lock()
 	if !h.needsFloor {
 		h.mu.Unlock()
-		return e.Status()[i], fmt.Errorf("%w: %s", ErrNotQuarantined, e.nodes[i].Addr())
+		return e.nodeStatus()[i], fmt.Errorf("%w: %s", ErrNotQuarantined, e.nodes[i].Addr())
 	}
 	now := time.Now()
 	left := max(h.quarantine.Sub(now), 0)
@@ -551,13 +541,13 @@ func (e *Engine) EndQuarantine(ctx context.Context, i int, by string) (NodeStatu
 	e.log.Warn("QUARANTINE ENDED BY AN OPERATOR: the restarted master's votes count again once its fence floor is raised; a grant it voted for before its restart that is still live can now be granted to a second client",
 		"master", e.nodes[i].Addr(), "by", by, "quarantine_left", left.Round(time.Millisecond), "restarted_ago", since)
 	e.rejoin(ctx, i)
-	return e.Status()[i], nil
+	return e.nodeStatus()[i], nil
 }
 
-// MaxGrantedTTL is the longest ttl granted or extended since the engine
+// maxGrantedTTL is the longest ttl granted or extended since the engine
 // started (the ttl a quorum of masters set, whatever the validity left):
 // what limits.max_ttl, and so the longest quarantine, could be lowered to.
-func (e *Engine) MaxGrantedTTL() time.Duration { return time.Duration(e.grantedTTL.Load()) }
+func (e *Engine) maxGrantedTTL() time.Duration { return time.Duration(e.grantedTTL.Load()) }
 
 // noteTTL records a ttl a quorum of masters set, for MaxGrantedTTL.
 func (e *Engine) noteTTL(ttl time.Duration) {

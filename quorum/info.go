@@ -7,8 +7,11 @@ import (
 	"time"
 )
 
-// LockInfo is what a quorum of masters say about a resource.
-type LockInfo struct {
+// Info is what a quorum of masters say about a resource (Engine.Info).
+type Info struct {
+	// Count is a semaphore's permits with a live grant, or a latch's
+	// arrivals still missing; 0 for locks.
+	Count int
 	// Held: a quorum of masters hold the lock key with the same holder (a
 	// writer's token, or readers).
 	Held bool
@@ -27,13 +30,13 @@ type LockInfo struct {
 
 // Mine reports whether token holds the resource: as its writer, or as one
 // of its readers.
-func (li *LockInfo) Mine(token string) bool {
+func (li *Info) Mine(token string) bool {
 	return li.Held && token != "" && (li.Holder == token || slices.Contains(li.Readers, token))
 }
 
-// LockInfo asks every master what it holds for resource and reports what
+// lockInfo asks every master what it holds for resource and reports what
 // a quorum agrees on. Fewer than a quorum of answers is a *QuorumError.
-func (e *Engine) LockInfo(ctx context.Context, resource string) (info *LockInfo, err error) {
+func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("lock_info", t0, err == nil, err) }()
 	ls, err := e.lockSet([]string{resource})
@@ -86,7 +89,7 @@ func (e *Engine) LockInfo(ctx context.Context, resource string) (info *LockInfo,
 			}
 		}
 	}
-	info = &LockInfo{TTL: -1}
+	info = &Info{TTL: -1}
 	for v, h := range holders {
 		if len(h.ttls) < e.quorum {
 			continue
@@ -111,7 +114,7 @@ func (e *Engine) LockInfo(ctx context.Context, resource string) (info *LockInfo,
 }
 
 // String is for logs and tests.
-func (li *LockInfo) String() string {
+func (li *Info) String() string {
 	return fmt.Sprintf("held=%v holder=%q readers=%v ttl=%v fence=%d", li.Held, li.Holder, li.Readers, li.TTL, li.Fence)
 }
 

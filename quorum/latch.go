@@ -39,12 +39,12 @@ func (e *Engine) latchKeys(name string) (latchKeys, error) {
 	return latchKeys{count: base, arrivals: base + ":a", channel: e.opts.MetaPrefix + "latch-open:" + enc}, nil
 }
 
-// LatchCreate creates the latch name waiting for count arrivals and living
+// latchCreate creates the latch name waiting for count arrivals and living
 // ttl. It reports true when it created it, false when a quorum of masters
 // had it already with that count. A latch that exists with another count
 // on any master that answers is a *LatchCountError (the masters where
 // this call created it keep it until its ttl).
-func (e *Engine) LatchCreate(ctx context.Context, name string, count int, ttl time.Duration) (created bool, err error) {
+func (e *Engine) latchCreate(ctx context.Context, name string, count int, ttl time.Duration) (created bool, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("latch_create", t0, err == nil, err) }()
 	k, err := e.latchKeys(name)
@@ -140,11 +140,11 @@ func (e *Engine) latchRound(r *round, opName string) (int, error) {
 	return 0, t.err(e, opName)
 }
 
-// LatchDown records one arrival, identified by token: the same token
+// latchDown records one arrival, identified by token: the same token
 // counts once, however often it is sent and through whichever proxy. It
 // returns the arrivals still missing as a quorum sees them (0: open). The
 // arrival that opens the latch wakes every LatchWait on any proxy.
-func (e *Engine) LatchDown(ctx context.Context, name, token string) (left int, err error) {
+func (e *Engine) latchDown(ctx context.Context, name, token string) (left int, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("latch_down", t0, err == nil, err) }()
 	k, err := e.latchKeys(name)
@@ -159,9 +159,9 @@ func (e *Engine) LatchDown(ctx context.Context, name, token string) (left int, e
 	return e.latchRound(r, "latch_down")
 }
 
-// LatchCount returns the arrivals the latch still misses as a quorum
+// latchLeft returns the arrivals the latch still misses as a quorum
 // sees them.
-func (e *Engine) LatchCount(ctx context.Context, name string) (left int, err error) {
+func (e *Engine) latchLeft(ctx context.Context, name string) (left int, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("latch_count", t0, err == nil, err) }()
 	k, err := e.latchKeys(name)
@@ -176,7 +176,7 @@ func (e *Engine) latchCount(ctx context.Context, k latchKeys) (int, error) {
 	return e.latchRound(r, "latch_count")
 }
 
-// LatchWait waits up to wait until the latch is open on a quorum of
+// latchWait waits up to wait until the latch is open on a quorum of
 // masters: true when open, false when the wait ran out. A latch that does
 // not exist (yet, or any more) is waited for like a closed one, so that a
 // worker that starts before its coordinator created the latch waits for
@@ -184,7 +184,7 @@ func (e *Engine) latchCount(ctx context.Context, k latchKeys) (int, error) {
 // latch never opens it (its count is at least 1), so the waiter needs no
 // wake-up at creation: its tries, every retry delay, find the latch, and
 // the arrival that opens it wakes the waiter as usual.
-func (e *Engine) LatchWait(ctx context.Context, name string, wait time.Duration) (open bool, err error) {
+func (e *Engine) latchWait(ctx context.Context, name string, wait time.Duration) (open bool, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("latch_wait", t0, open, err) }()
 	k, err := e.latchKeys(name)

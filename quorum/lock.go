@@ -10,47 +10,6 @@ import (
 	"time"
 )
 
-// LockRequest asks for one lease over a set of resources.
-type LockRequest struct {
-	// Resources to lock, all or nothing. Duplicates count once.
-	Resources []string
-	// TTL is the lifetime of the keys on the masters.
-	TTL time.Duration
-	// Wait is how long to keep retrying while the resources are held;
-	// 0 tries once.
-	Wait time.Duration
-	// Token is the caller's token; "" means a fresh random token per try.
-	Token string
-	// Exclusive asks for SET NX's rule (drop-in mode): a resource whose
-	// key exists is refused even when it holds Token, so that two callers
-	// that lock with one constant value never both win. Each attempt
-	// records an owner nonce beside the keys it sets, and its rollback
-	// (and Abandon) deletes only those, never the keys of another caller
-	// that used the same value. Not with a fair lock.
-	Exclusive bool
-}
-
-// Lease is a granted lock. It is a value: the engine keeps no copy.
-type Lease struct {
-	// Resources are the distinct resources, in the order first given.
-	Resources []string
-	// Token proves ownership; Unlock and Extend need it.
-	Token string
-	// Fences holds one fencing token per resource, parallel to Resources.
-	Fences []uint64
-	// Validity is how long the grant may be relied on, as computed at
-	// Decided: ttl - (Decided - Start) - drift.
-	Validity time.Duration
-	// Start is when the successful attempt began.
-	Start time.Time
-	// Decided is when Validity was computed.
-	Decided time.Time
-
-	// owner is the owner nonce of an Exclusive grant: Abandon gives back
-	// only the keys it set.
-	owner string
-}
-
 // ValidityAt is the validity left at now: Validity less the time since it
 // was computed. A caller about to reply calls it again, so that every step
 // after the quorum counts.
@@ -187,14 +146,14 @@ func decodeAcquire(v any, n int) (acquireReply, bool) {
 	return r, true
 }
 
-// Lock acquires a lease. It returns (lease, nil) when granted, (nil, nil)
+// lockAcquire acquires a lease. It returns (lease, nil) when granted, (nil, nil)
 // when a quorum answered but the resources are held (after Wait ran out),
 // and a *QuorumError when fewer than a quorum answered on the last try.
 // If ctx ends while waiting, it returns ctx's error and holds nothing.
 //
 // A caller that cannot deliver the lease (its validity ran out before the
 // reply, see Lease.ValidityAt) must give it back with Abandon.
-func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err error) {
+func (e *Engine) lockAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("lock", t0, lease != nil, err) }()
 	ls, err := e.lockSet(req.Resources)
@@ -217,7 +176,7 @@ func (e *Engine) Lock(ctx context.Context, req LockRequest) (lease *Lease, err e
 		if !fixed {
 			token = NewToken()
 		}
-		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed, req.Exclusive)
+		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed, req.Primitive == SetNX)
 		switch {
 		case lease != nil && ctx.Err() != nil:
 			// The caller left while we were granting: hold nothing.
@@ -357,9 +316,9 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	return lease, rollback, nil
 }
 
-// Abandon releases a lease the caller will not use, in the background and
+// lockAbandon releases a lease the caller will not use, in the background and
 // whatever happens to ctx.
-func (e *Engine) Abandon(ctx context.Context, l *Lease) {
+func (e *Engine) lockAbandon(ctx context.Context, l *Lease) {
 	ls, err := e.lockSet(l.Resources)
 	if err != nil {
 		return
@@ -400,12 +359,12 @@ func (ls *lockSet) unacquireNX(e *Engine, token, owner string) *op {
 	return &op{name: "lock", script: "lock_unacquire_nx", keys: keys, args: []string{token, owner}}
 }
 
-// Unlock releases the resources held with token wherever they are held. It
+// lockRelease releases the resources held with token wherever they are held. It
 // reports true when they were held on a quorum up to the release, false
 // when at least N - quorum + 1 masters said they were not held, and a
 // *QuorumError when the answers that came in time decide neither. Releases
 // still in flight when it returns carry on, whatever happens to ctx.
-func (e *Engine) Unlock(ctx context.Context, resources []string, token string) (held bool, err error) {
+func (e *Engine) lockRelease(ctx context.Context, resources []string, token string) (held bool, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("unlock", t0, held, err) }()
 	ls, err := e.lockSet(resources)
@@ -439,22 +398,13 @@ func (e *Engine) Unlock(ctx context.Context, resources []string, token string) (
 	return t.verdict == decidedYes, t.err(e, "unlock")
 }
 
-// Extend resets the ttl of the resources held with token. It returns the new
-// validity; 0 when the lease is known not to be extended on a quorum (at
-// least N - quorum + 1 masters said so: it is lost); a *QuorumError when
-// the answers that came in time decide neither.
-func (e *Engine) Extend(ctx context.Context, resources []string, token string, ttl time.Duration) (validity time.Duration, err error) {
-	return e.extend(ctx, resources, token, ttl, false)
-}
-
-// ExtendOwned is Extend for drop-in mode's locks: it also keeps the owner
-// nonces of an Exclusive grant alive with its keys, so that DeleteHeld can
-// tell the grant from a later one with the same value however long it is
-// extended.
-func (e *Engine) ExtendOwned(ctx context.Context, resources []string, token string, ttl time.Duration) (validity time.Duration, err error) {
-	return e.extend(ctx, resources, token, ttl, true)
-}
-
+// extend resets the ttl of the resources held with token. It returns the
+// new validity; 0 when the lease is known not to be extended on a quorum
+// (at least N - quorum + 1 masters said so: it is lost); a *QuorumError
+// when the answers that came in time decide neither. owned (drop-in
+// mode's locks) also keeps the owner nonces of an Exclusive grant alive
+// with its keys, so that deleteHeld can tell the grant from a later one
+// with the same value however long it is extended.
 func (e *Engine) extend(ctx context.Context, resources []string, token string, ttl time.Duration, owned bool) (validity time.Duration, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("extend", t0, validity > 0, err) }()

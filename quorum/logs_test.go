@@ -50,7 +50,7 @@ func TestQuorumLostAndRegainedLoggedOnce(t *testing.T) {
 			time.Sleep(tick)
 		}
 	}
-	waitUntil("three masters up", func() bool { return c.eng.Up() == 3 })
+	waitUntil("three masters up", func() bool { return c.eng.up() == 3 })
 	if n := buf.count("quorum lost"); n != 0 {
 		t.Fatalf("quorum lost logged %d times with every master up", n)
 	}
@@ -100,7 +100,7 @@ func TestRestartWarningsOncePerRestart(t *testing.T) {
 				c.nodes[1].restart()
 				// Five tries, each answered by m0 alone (m2 is down).
 				if !eventually(5*time.Second, func() bool { return c.nodes[0].calls(tc.script) >= before+5 }) {
-					t.Fatalf("restart %d: no five tries: %+v\n%s", restart, c.eng.Status()[1], buf.String())
+					t.Fatalf("restart %d: no five tries: %+v\n%s", restart, c.eng.nodeStatus()[1], buf.String())
 				}
 				if n := buf.count(tc.warning); n != restart {
 					t.Fatalf("after restart %d and five tries, %q logged %d times, want %d:\n%s", restart, tc.warning, n, restart, buf.String())

@@ -11,11 +11,11 @@ func grantN(t *testing.T, c *cluster, n int) uint64 {
 	t.Helper()
 	var last uint64
 	for range n {
-		l, err := c.eng.Lock(context.Background(), LockRequest{Resources: []string{"r"}, TTL: time.Second})
+		l, err := c.eng.lockAcquire(context.Background(), Request{Resources: []string{"r"}, TTL: time.Second})
 		if err != nil || l == nil {
 			t.Fatalf("grant: %v %v", l, err)
 		}
-		if held, err := c.eng.Unlock(context.Background(), []string{"r"}, l.Token); !held || err != nil {
+		if held, err := c.eng.lockRelease(context.Background(), []string{"r"}, l.Token); !held || err != nil {
 			t.Fatalf("unlock: %v %v", held, err)
 		}
 		last = l.Fences[0]
@@ -84,7 +84,7 @@ func waitRejoined(t *testing.T, c *cluster, i int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		st := c.eng.Status()[i]
+		st := c.eng.nodeStatus()[i]
 		if st.Restarts >= 1 && st.State == StateUp {
 			return
 		}
@@ -102,7 +102,7 @@ func TestQuarantineBlocksVotes(t *testing.T) {
 	const quarantine = 400 * time.Millisecond
 	c := newCluster(t, 3, Options{HealthInterval: 5 * time.Millisecond, Quarantine: quarantine})
 	ctx := context.Background()
-	a, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"q"}, TTL: 300 * time.Millisecond})
+	a, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"q"}, TTL: 300 * time.Millisecond})
 	if err != nil || a == nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestQuarantineBlocksVotes(t *testing.T) {
 	c.nodes[1].restart()
 	// The restarted masters lost A's lock: without quarantine a second
 	// client would now win on them.
-	b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"q"}, TTL: time.Second})
+	b, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"q"}, TTL: time.Second})
 	var qe *QuorumError
 	if b != nil || !errors.As(err, &qe) || qe.Got != 1 {
 		t.Fatalf("second client during the quarantine: %+v, %v", b, err)
@@ -118,13 +118,13 @@ func TestQuarantineBlocksVotes(t *testing.T) {
 	if !errors.Is(err, ErrQuarantined) {
 		t.Errorf("the refusal does not say why: %v", err)
 	}
-	st := c.eng.Status()
+	st := c.eng.nodeStatus()
 	if st[0].State != StateQuarantined || st[0].QuarantineLeft <= 0 || st[0].Restarts != 1 || st[2].State != StateUp {
 		t.Fatalf("status during quarantine: %+v", st)
 	}
 	waitRejoined(t, c, 0)
 	waitRejoined(t, c, 1)
-	b, err = c.eng.Lock(ctx, LockRequest{Resources: []string{"q"}, TTL: time.Second})
+	b, err = c.eng.lockAcquire(ctx, Request{Resources: []string{"q"}, TTL: time.Second})
 	if err != nil || b == nil {
 		t.Fatalf("after the quarantine: %+v, %v", b, err)
 	}
@@ -145,12 +145,12 @@ func TestSeedingNeedsQuorumOfOthers(t *testing.T) {
 	// three tries that only m0 answered, m1 must still be out.
 	rejoined := false
 	if !eventually(5*time.Second, func() bool {
-		rejoined = rejoined || c.nodes[0].calls("fence_highwater") > before && c.eng.Status()[1].State != StateQuarantined
+		rejoined = rejoined || c.nodes[0].calls("fence_highwater") > before && c.eng.nodeStatus()[1].State != StateQuarantined
 		return rejoined || c.nodes[0].calls("fence_highwater") >= before+3
 	}) {
-		t.Fatalf("no three tries to rejoin: %+v", c.eng.Status()[1])
+		t.Fatalf("no three tries to rejoin: %+v", c.eng.nodeStatus()[1])
 	}
-	if st := c.eng.Status()[1]; rejoined || st.State != StateQuarantined {
+	if st := c.eng.nodeStatus()[1]; rejoined || st.State != StateQuarantined {
 		t.Fatalf("rejoined without a quorum of the others: %+v", st)
 	}
 	c.nodes[2].setDown(false)
@@ -166,11 +166,11 @@ func TestRejoinAtQuarantineEnd(t *testing.T) {
 	c.nodes[1].restart()
 	// The next answer from the restarted master reveals the restart (the
 	// health loop sleeps for an hour here).
-	c.eng.Lock(context.Background(), LockRequest{Resources: []string{"x"}, TTL: time.Second})
+	c.eng.lockAcquire(context.Background(), Request{Resources: []string{"x"}, TTL: time.Second})
 	deadline := time.Now().Add(time.Second)
-	for c.eng.Status()[1].State != StateQuarantined {
+	for c.eng.nodeStatus()[1].State != StateQuarantined {
 		if time.Now().After(deadline) {
-			t.Fatalf("restart not seen: %+v", c.eng.Status()[1])
+			t.Fatalf("restart not seen: %+v", c.eng.nodeStatus()[1])
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -188,15 +188,15 @@ func TestRejoinAtQuarantineEnd(t *testing.T) {
 func TestQuarantineSizedByLeases(t *testing.T) {
 	c := newCluster(t, 5, Options{HealthInterval: 5 * time.Millisecond, Quarantine: time.Minute})
 	ctx := context.Background()
-	a, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"short"}, TTL: 300 * time.Millisecond})
+	a, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"short"}, TTL: 300 * time.Millisecond})
 	if err != nil || a == nil {
 		t.Fatal(err)
 	}
-	b, err := c.eng.Lock(ctx, LockRequest{Resources: []string{"long"}, TTL: 300 * time.Millisecond})
+	b, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"long"}, TTL: 300 * time.Millisecond})
 	if err != nil || b == nil {
 		t.Fatal(err)
 	}
-	if v, err := c.eng.Extend(ctx, b.Resources, b.Token, 1500*time.Millisecond); v <= 0 || err != nil {
+	if v, err := c.eng.extend(ctx, b.Resources, b.Token, 1500*time.Millisecond, false); v <= 0 || err != nil {
 		t.Fatalf("extend: %v %v", v, err)
 	}
 	extended := time.Now()
@@ -204,7 +204,7 @@ func TestQuarantineSizedByLeases(t *testing.T) {
 	c.nodes[0].restart()
 	var st NodeStatus
 	if !eventually(time.Second, func() bool {
-		st = c.eng.Status()[0]
+		st = c.eng.nodeStatus()[0]
 		return st.Restarts == 1 && st.QuarantineLeft > 0 && st.QuarantineLeft < 10*time.Second
 	}) {
 		t.Fatalf("quarantine not sized: %+v", st)
@@ -219,7 +219,7 @@ func TestQuarantineSizedByLeases(t *testing.T) {
 	// Nothing live now: a restart costs only the round that sizes it.
 	c.nodes[1].restart()
 	t0 := time.Now()
-	if !eventually(time.Second, func() bool { return c.eng.Status()[1].Restarts == 1 }) {
+	if !eventually(time.Second, func() bool { return c.eng.nodeStatus()[1].Restarts == 1 }) {
 		t.Fatal("restart not seen")
 	}
 	waitRejoined(t, c, 1)

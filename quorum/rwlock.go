@@ -41,7 +41,7 @@ func (e *Engine) writerMark() time.Duration {
 	return 2 * (e.opts.RetryDelay + e.opts.RetryJitter + e.opts.MasterTimeout)
 }
 
-// ReadLock takes a shared (read) lock on one resource: any number of
+// readAcquire takes a shared (read) lock on one resource: any number of
 // readers may hold it at once, no writer (Lock, FairLock) meanwhile, and
 // no new reader while a writer waits; a reader that waits goes in the
 // next reader phase (see "Read-write locks" in the package doc), so
@@ -50,7 +50,7 @@ func (e *Engine) writerMark() time.Duration {
 // a writer holds or waits (after Wait ran out), and a *QuorumError when
 // fewer than a quorum answered on the last try. A caller that cannot
 // deliver the lease gives it back with ReadAbandon.
-func (e *Engine) ReadLock(ctx context.Context, req LockRequest) (lease *Lease, err error) {
+func (e *Engine) readAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("read_lock", t0, lease != nil, err) }()
 	if len(req.Resources) != 1 {
@@ -141,9 +141,9 @@ func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []stri
 	return &Lease{Resources: resources, Token: token, Validity: validity, Start: start, Decided: decided}, rollback, nil
 }
 
-// ReadAbandon releases a read lease the caller will not use, in the
+// readAbandon releases a read lease the caller will not use, in the
 // background and whatever happens to ctx.
-func (e *Engine) ReadAbandon(ctx context.Context, l *Lease) {
+func (e *Engine) readAbandon(ctx context.Context, l *Lease) {
 	if len(l.Resources) != 1 {
 		return
 	}
@@ -153,9 +153,9 @@ func (e *Engine) ReadAbandon(ctx context.Context, l *Lease) {
 		timeout: e.releaseTimeout()}, nil)
 }
 
-// ReadUnlock releases a read lock; its answers are those of Unlock. The
+// readRelease releases a read lock; its answers are those of Unlock. The
 // last reader's release wakes the writers waiting on any proxy.
-func (e *Engine) ReadUnlock(ctx context.Context, resource, token string) (held bool, err error) {
+func (e *Engine) readRelease(ctx context.Context, resource, token string) (held bool, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("read_unlock", t0, held, err) }()
 	if _, err := e.lockSet([]string{resource}); err != nil {
@@ -175,9 +175,9 @@ func (e *Engine) ReadUnlock(ctx context.Context, resource, token string) (held b
 	return t.verdict == decidedYes, t.err(e, "read_unlock")
 }
 
-// ReadExtend resets the ttl of a read lock; its answers are those of
+// readExtend resets the ttl of a read lock; its answers are those of
 // Extend.
-func (e *Engine) ReadExtend(ctx context.Context, resource, token string, ttl time.Duration) (validity time.Duration, err error) {
+func (e *Engine) readExtend(ctx context.Context, resource, token string, ttl time.Duration) (validity time.Duration, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("read_extend", t0, validity > 0, err) }()
 	if _, err := e.lockSet([]string{resource}); err != nil {

@@ -19,32 +19,32 @@ import (
 func TestReadWriteLock(t *testing.T) {
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
-	req := func(ttl, wait time.Duration) LockRequest {
-		return LockRequest{Resources: []string{"doc"}, TTL: ttl, Wait: wait}
+	req := func(ttl, wait time.Duration) Request {
+		return Request{Resources: []string{"doc"}, TTL: ttl, Wait: wait}
 	}
-	r1, err := c.eng.ReadLock(ctx, req(10*time.Second, 0))
+	r1, err := c.eng.readAcquire(ctx, req(10*time.Second, 0))
 	if err != nil || r1 == nil {
 		t.Fatalf("first reader: %v %v", r1, err)
 	}
-	r2, err := c.eng.ReadLock(ctx, req(10*time.Second, 0))
+	r2, err := c.eng.readAcquire(ctx, req(10*time.Second, 0))
 	if err != nil || r2 == nil {
 		t.Fatalf("second reader beside the first: %v %v", r2, err)
 	}
 	c.waitReaders(t, "doc", 2)
-	if w, err := c.eng.Lock(ctx, req(time.Second, 0)); w != nil || err != nil {
+	if w, err := c.eng.lockAcquire(ctx, req(time.Second, 0)); w != nil || err != nil {
 		t.Fatalf("writer beside readers: %v %v", w, err)
 	}
-	li, err := c.eng.LockInfo(ctx, "doc")
+	li, err := c.eng.lockInfo(ctx, "doc")
 	if err != nil || !li.Held || len(li.Readers) != 2 || li.Holder != "" || !li.Mine(r1.Token) || li.Mine("x") || li.TTL < 9*time.Second {
-		t.Fatalf("LockInfo with 2 readers: %v %v", li, err)
+		t.Fatalf("Info with 2 readers: %v %v", li, err)
 	}
-	if w, err := c.eng.FairLock(ctx, req(time.Second, 0)); w != nil || err != nil {
+	if w, err := c.eng.fairAcquire(ctx, req(time.Second, 0)); w != nil || err != nil {
 		t.Fatalf("fair writer beside readers: %v %v", w, err)
 	}
 	// A waiting writer: new readers queue behind it.
 	got := make(chan *Lease, 1)
 	go func() {
-		w, err := c.eng.Lock(ctx, req(10*time.Second, 20*time.Second))
+		w, err := c.eng.lockAcquire(ctx, req(10*time.Second, 20*time.Second))
 		if err != nil {
 			t.Error(err)
 		}
@@ -53,14 +53,14 @@ func TestReadWriteLock(t *testing.T) {
 	if !eventually(2*time.Second, func() bool { return c.marked("doc") >= 3 }) {
 		t.Fatal("the waiting writer never marked the resource")
 	}
-	if r, err := c.eng.ReadLock(ctx, req(time.Second, 0)); r != nil || err != nil {
+	if r, err := c.eng.readAcquire(ctx, req(time.Second, 0)); r != nil || err != nil {
 		t.Fatalf("new reader while a writer waits: %v %v", r, err)
 	}
 	// A reader that holds may still renew.
-	if v, err := c.eng.ReadExtend(ctx, "doc", r1.Token, 20*time.Second); v <= 0 || err != nil {
+	if v, err := c.eng.readExtend(ctx, "doc", r1.Token, 20*time.Second); v <= 0 || err != nil {
 		t.Fatalf("extend a held reader: %v %v", v, err)
 	}
-	if held, err := c.eng.ReadUnlock(ctx, "doc", r1.Token); !held || err != nil {
+	if held, err := c.eng.readRelease(ctx, "doc", r1.Token); !held || err != nil {
 		t.Fatalf("release r1: %v %v", held, err)
 	}
 	select {
@@ -72,14 +72,14 @@ func TestReadWriteLock(t *testing.T) {
 	// do: the woken writer's try reaches that master first.
 	c.nodes[4].strand("rw_release")
 	t1 := time.Now()
-	if held, err := c.eng.ReadUnlock(ctx, "doc", r2.Token); !held || err != nil {
+	if held, err := c.eng.readRelease(ctx, "doc", r2.Token); !held || err != nil {
 		t.Fatalf("release r2: %v %v", held, err)
 	}
 	w := <-got
 	if w == nil || time.Since(t1) > time.Second {
 		t.Fatalf("writer after the last reader left: %v after %v", w, time.Since(t1))
 	}
-	if r, err := c.eng.ReadLock(ctx, req(time.Second, 0)); r != nil || err != nil {
+	if r, err := c.eng.readAcquire(ctx, req(time.Second, 0)); r != nil || err != nil {
 		t.Fatalf("reader beside a writer: %v %v", r, err)
 	}
 	// The writer was woken by the first master's announcement of r2's
@@ -91,16 +91,16 @@ func TestReadWriteLock(t *testing.T) {
 	if fl, ok := c.eng.inflight.Load(w.Token); ok {
 		<-fl.(*flight).returned
 	}
-	if h := c.holders("doc", w.Token); h < c.eng.Quorum() {
+	if h := c.holders("doc", w.Token); h < c.eng.quorum {
 		t.Fatalf("the writer's grant holds on %d masters", h)
 	}
 	if v, ok := c.nodes[4].value("doc"); !ok || v != "" {
 		t.Fatalf("the master r2's release did not reach holds %q, not r2's read lock", v)
 	}
 	c.nodes[4].unhold()
-	li, err = c.eng.LockInfo(ctx, "doc")
+	li, err = c.eng.lockInfo(ctx, "doc")
 	if err != nil || !li.Held || li.Holder != w.Token || li.Readers != nil || li.Fence != w.Fences[0] || !li.Mine(w.Token) {
-		t.Fatalf("LockInfo with a writer %s fence %d: %v %v", w.Token, w.Fences[0], li, err)
+		t.Fatalf("Info with a writer %s fence %d: %v %v", w.Token, w.Fences[0], li, err)
 	}
 	// Readers waiting for the writer are all woken by its release.
 	var wg sync.WaitGroup
@@ -109,14 +109,14 @@ func TestReadWriteLock(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r, err := c.eng.ReadLock(ctx, req(time.Second, 20*time.Second)); r != nil && err == nil {
+			if r, err := c.eng.readAcquire(ctx, req(time.Second, 20*time.Second)); r != nil && err == nil {
 				woken.Add(1)
 			}
 		}()
 	}
 	c.waitSubscribed(t, "redlock-proxy:released:doc")
 	t1 = time.Now()
-	if held, err := c.eng.Unlock(ctx, w.Resources, w.Token); !held || err != nil {
+	if held, err := c.eng.lockRelease(ctx, w.Resources, w.Token); !held || err != nil {
 		t.Fatalf("writer release: %v %v", held, err)
 	}
 	wg.Wait()
@@ -125,16 +125,16 @@ func TestReadWriteLock(t *testing.T) {
 	}
 	// The three 1 s readers expire by themselves; then a writer gets in.
 	if !eventually(3*time.Second, func() bool {
-		w, _ := c.eng.Lock(ctx, req(time.Second, 0))
+		w, _ := c.eng.lockAcquire(ctx, req(time.Second, 0))
 		if w != nil {
-			c.eng.Unlock(ctx, w.Resources, w.Token)
+			c.eng.lockRelease(ctx, w.Resources, w.Token)
 		}
 		return w != nil
 	}) {
 		t.Fatal("expired readers still block writers")
 	}
-	if li, err := c.eng.LockInfo(ctx, "doc"); err != nil || li.Held || li.TTL >= 0 {
-		t.Fatalf("LockInfo when free: %v %v", li, err)
+	if li, err := c.eng.lockInfo(ctx, "doc"); err != nil || li.Held || li.TTL >= 0 {
+		t.Fatalf("Info when free: %v %v", li, err)
 	}
 	c.settle()
 	// A reader's record on a master its acquire reached late outlives the
@@ -216,10 +216,10 @@ func TestReadersNeverBesideWriter(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := LockRequest{Resources: []string{"hot"}, TTL: 5 * time.Second, Wait: 500 * time.Millisecond}
+			req := Request{Resources: []string{"hot"}, TTL: 5 * time.Second, Wait: 500 * time.Millisecond}
 			for time.Now().Before(deadline) {
 				if writer {
-					l, err := c.eng.Lock(ctx, req)
+					l, err := c.eng.lockAcquire(ctx, req)
 					if err != nil || l == nil {
 						continue
 					}
@@ -229,11 +229,11 @@ func TestReadersNeverBesideWriter(t *testing.T) {
 					grants[0].Add(1)
 					time.Sleep(time.Millisecond)
 					writers.Add(-1)
-					c.eng.Unlock(ctx, l.Resources, l.Token)
+					c.eng.lockRelease(ctx, l.Resources, l.Token)
 					time.Sleep(3 * time.Millisecond) // let readers in, too
 					continue
 				}
-				l, err := c.eng.ReadLock(ctx, req)
+				l, err := c.eng.readAcquire(ctx, req)
 				if err != nil || l == nil {
 					continue
 				}
@@ -244,7 +244,7 @@ func TestReadersNeverBesideWriter(t *testing.T) {
 				grants[1].Add(1)
 				time.Sleep(time.Millisecond)
 				readers.Add(-1)
-				c.eng.ReadUnlock(ctx, "hot", l.Token)
+				c.eng.readRelease(ctx, "hot", l.Token)
 			}
 		}()
 	}
@@ -262,74 +262,74 @@ func TestReadersNeverBesideWriter(t *testing.T) {
 func TestLatch(t *testing.T) {
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
-	if _, err := c.eng.LatchCount(ctx, "go"); !errors.Is(err, ErrNoLatch) {
+	if _, err := c.eng.latchLeft(ctx, "go"); !errors.Is(err, ErrNoLatch) {
 		t.Fatalf("count of a missing latch: %v", err)
 	}
-	if _, err := c.eng.LatchDown(ctx, "go", "a"); !errors.Is(err, ErrNoLatch) {
+	if _, err := c.eng.latchDown(ctx, "go", "a"); !errors.Is(err, ErrNoLatch) {
 		t.Fatalf("down on a missing latch: %v", err)
 	}
-	if created, err := c.eng.LatchCreate(ctx, "go", 3, 2*time.Second); !created || err != nil {
+	if created, err := c.eng.latchCreate(ctx, "go", 3, 2*time.Second); !created || err != nil {
 		t.Fatalf("create: %v %v", created, err)
 	}
-	if created, err := c.eng.LatchCreate(ctx, "go", 3, 2*time.Second); created || err != nil {
+	if created, err := c.eng.latchCreate(ctx, "go", 3, 2*time.Second); created || err != nil {
 		t.Fatalf("create again: %v %v", created, err)
 	}
 	var lce *LatchCountError
-	if _, err := c.eng.LatchCreate(ctx, "go", 4, time.Second); !errors.As(err, &lce) || lce.Count != 3 {
+	if _, err := c.eng.latchCreate(ctx, "go", 4, time.Second); !errors.As(err, &lce) || lce.Count != 3 {
 		t.Fatalf("create with another count: %v", err)
 	}
 	// A lost reply: two masters miss the first send of a's arrival; the
 	// client sends it again.
 	c.nodes[0].setDown(true)
 	c.nodes[1].setDown(true)
-	if left, err := c.eng.LatchDown(ctx, "go", "a"); left != 2 || err != nil {
+	if left, err := c.eng.latchDown(ctx, "go", "a"); left != 2 || err != nil {
 		t.Fatalf("first arrival: %d %v", left, err)
 	}
 	c.nodes[0].setDown(false)
 	c.nodes[1].setDown(false)
 	for range 3 {
-		if left, err := c.eng.LatchDown(ctx, "go", "a"); left != 2 || err != nil {
+		if left, err := c.eng.latchDown(ctx, "go", "a"); left != 2 || err != nil {
 			t.Fatalf("a again: %d %v, want 2", left, err)
 		}
 	}
 	got := make(chan error, 1)
 	go func() {
-		open, err := c.eng.LatchWait(ctx, "go", 5*time.Second)
+		open, err := c.eng.latchWait(ctx, "go", 5*time.Second)
 		if err == nil && !open {
 			err = fmt.Errorf("not open")
 		}
 		got <- err
 	}()
-	if left, err := c.eng.LatchDown(ctx, "go", "b"); left != 1 || err != nil {
+	if left, err := c.eng.latchDown(ctx, "go", "b"); left != 1 || err != nil {
 		t.Fatalf("b: %d %v", left, err)
 	}
 	c.waitSubscribed(t, "redlock-proxy:latch-open:2:go")
 	t1 := time.Now()
-	if left, err := c.eng.LatchDown(ctx, "go", "c"); left != 0 || err != nil {
+	if left, err := c.eng.latchDown(ctx, "go", "c"); left != 0 || err != nil {
 		t.Fatalf("c: %d %v", left, err)
 	}
 	if err := <-got; err != nil || time.Since(t1) > time.Second {
 		t.Fatalf("waiter: %v after %v", err, time.Since(t1))
 	}
-	if left, err := c.eng.LatchDown(ctx, "go", "d"); left != 0 || err != nil {
+	if left, err := c.eng.latchDown(ctx, "go", "d"); left != 0 || err != nil {
 		t.Fatalf("an arrival after it opened: %d %v", left, err)
 	}
-	if open, err := c.eng.LatchWait(ctx, "go", 0); !open || err != nil {
+	if open, err := c.eng.latchWait(ctx, "go", 0); !open || err != nil {
 		t.Fatalf("wait on an open latch: %v %v", open, err)
 	}
 	if !eventually(3*time.Second, func() bool {
-		_, err := c.eng.LatchCount(ctx, "go")
+		_, err := c.eng.latchLeft(ctx, "go")
 		return errors.Is(err, ErrNoLatch)
 	}) {
 		t.Fatal("the latch outlived its ttl")
 	}
-	if _, err := c.eng.LatchWait(ctx, "go", 0); !errors.Is(err, ErrNoLatch) {
+	if _, err := c.eng.latchWait(ctx, "go", 0); !errors.Is(err, ErrNoLatch) {
 		t.Fatalf("check (wait 0) of an expired latch: %v", err)
 	}
 	// A wait on a missing latch waits for it to be created: here nobody
 	// does, and the wait runs out.
 	t2 := time.Now()
-	if open, err := c.eng.LatchWait(ctx, "go", 200*time.Millisecond); open || err != nil || time.Since(t2) < 200*time.Millisecond {
+	if open, err := c.eng.latchWait(ctx, "go", 200*time.Millisecond); open || err != nil || time.Since(t2) < 200*time.Millisecond {
 		t.Fatalf("wait on an expired latch: %v %v after %v, want false after the wait", open, err, time.Since(t2))
 	}
 	c.settle()
@@ -390,8 +390,8 @@ func async(f func() (*Lease, error)) chan rwResult {
 func TestReadWritePhases(t *testing.T) {
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
-	req := func(ttl, wait time.Duration) LockRequest {
-		return LockRequest{Resources: []string{"doc"}, TTL: ttl, Wait: wait}
+	req := func(ttl, wait time.Duration) Request {
+		return Request{Resources: []string{"doc"}, TTL: ttl, Wait: wait}
 	}
 	granted := func(ch chan rwResult, what string) *Lease {
 		t.Helper()
@@ -420,19 +420,19 @@ func TestReadWritePhases(t *testing.T) {
 			t.Fatal(what)
 		}
 	}
-	w1, err := c.eng.Lock(ctx, req(10*time.Second, 0))
+	w1, err := c.eng.lockAcquire(ctx, req(10*time.Second, 0))
 	if err != nil || w1 == nil {
 		t.Fatalf("first writer: %v %v", w1, err)
 	}
 	c.waitHeld(t, "doc", w1.Token) // nothing contends: its try reaches every master
-	r1 := async(func() (*Lease, error) { return c.eng.ReadLock(ctx, req(10*time.Second, 10*time.Second)) })
+	r1 := async(func() (*Lease, error) { return c.eng.readAcquire(ctx, req(10*time.Second, 10*time.Second)) })
 	must("a reader refused by a writer's hold is not next on every master", func() bool { return c.inSet("rw-ra", "doc", 1) == 5 })
 	// W2 is a multi-resource lock: each resource's sets are checked.
 	w2 := async(func() (*Lease, error) {
-		return c.eng.Lock(ctx, LockRequest{Resources: []string{"zz", "doc"}, TTL: 10 * time.Second, Wait: 10 * time.Second})
+		return c.eng.lockAcquire(ctx, Request{Resources: []string{"zz", "doc"}, TTL: 10 * time.Second, Wait: 10 * time.Second})
 	})
 	must("the waiting writer never marked every master", func() bool { return c.marked("doc") == 5 })
-	if r, err := c.eng.ReadLock(ctx, req(time.Second, 0)); r != nil || err != nil {
+	if r, err := c.eng.readAcquire(ctx, req(time.Second, 0)); r != nil || err != nil {
 		t.Fatalf("a new reader that does not wait, beside a waiting writer: %v %v", r, err)
 	}
 	if c.inSet("rw-ra", "doc", 1) != 5 || c.anyKey("redlock-proxy:rw-rb:") {
@@ -440,7 +440,7 @@ func TestReadWritePhases(t *testing.T) {
 	}
 
 	// W1 releases: the reader that waited goes before W2.
-	if held, err := c.eng.Unlock(ctx, w1.Resources, w1.Token); !held || err != nil {
+	if held, err := c.eng.lockRelease(ctx, w1.Resources, w1.Token); !held || err != nil {
 		t.Fatalf("release w1: %v %v", held, err)
 	}
 	l1 := granted(r1, "the reader that waited during w1's hold")
@@ -448,42 +448,42 @@ func TestReadWritePhases(t *testing.T) {
 	must("the admitted reader is still in readers next", func() bool { return !c.anyKey("redlock-proxy:rw-ra:") })
 
 	// A reader that arrives now is behind W2: readers after.
-	r2 := async(func() (*Lease, error) { return c.eng.ReadLock(ctx, req(10*time.Second, 10*time.Second)) })
+	r2 := async(func() (*Lease, error) { return c.eng.readAcquire(ctx, req(10*time.Second, 10*time.Second)) })
 	must("a reader behind a waiting writer is not in readers after on every master", func() bool { return c.inSet("rw-rb", "doc", 1) == 5 })
 	waiting(r2, "a reader behind a waiting writer")
 
 	// The reader phase ends: W2 goes, and its grant makes R2 next.
-	if held, err := c.eng.ReadUnlock(ctx, "doc", l1.Token); !held || err != nil {
+	if held, err := c.eng.readRelease(ctx, "doc", l1.Token); !held || err != nil {
 		t.Fatalf("release r1: %v %v", held, err)
 	}
 	lw2 := granted(w2, "w2 after the reader phase")
 	must("w2's grant did not move the reader after into readers next on a quorum", func() bool {
-		return c.inSet("rw-ra", "doc", 1) >= c.eng.Quorum()
+		return c.inSet("rw-ra", "doc", 1) >= c.eng.quorum
 	})
 	waiting(r2, "r2 during w2's hold")
 	// W3 is a fair lock: its queue does not let it pass readers next.
-	w3 := async(func() (*Lease, error) { return c.eng.FairLock(ctx, req(10*time.Second, 10*time.Second)) })
-	must("w3 never marked", func() bool { return c.marked("doc") >= c.eng.Quorum() })
+	w3 := async(func() (*Lease, error) { return c.eng.fairAcquire(ctx, req(10*time.Second, 10*time.Second)) })
+	must("w3 never marked", func() bool { return c.marked("doc") >= c.eng.quorum })
 
 	// W2 releases: R2 goes before W3, then W3.
-	if held, err := c.eng.Unlock(ctx, lw2.Resources, lw2.Token); !held || err != nil {
+	if held, err := c.eng.lockRelease(ctx, lw2.Resources, lw2.Token); !held || err != nil {
 		t.Fatalf("release w2: %v %v", held, err)
 	}
 	l2 := granted(r2, "the reader that arrived behind w2")
 	waiting(w3, "w3, beside a reader")
-	if held, err := c.eng.ReadUnlock(ctx, "doc", l2.Token); !held || err != nil {
+	if held, err := c.eng.readRelease(ctx, "doc", l2.Token); !held || err != nil {
 		t.Fatalf("release r2: %v %v", held, err)
 	}
 	lw3 := granted(w3, "w3 after the second reader phase")
 
 	// A waiting reader that gives up leaves the sets.
-	if r, err := c.eng.ReadLock(ctx, req(time.Second, 200*time.Millisecond)); r != nil || err != nil {
+	if r, err := c.eng.readAcquire(ctx, req(time.Second, 200*time.Millisecond)); r != nil || err != nil {
 		t.Fatalf("a reader beside w3: %v %v", r, err)
 	}
 	must("a reader that gave up is still in a waiting set", func() bool {
 		return !c.anyKey("redlock-proxy:rw-ra:") && !c.anyKey("redlock-proxy:rw-rb:")
 	})
-	if held, err := c.eng.Unlock(ctx, lw3.Resources, lw3.Token); !held || err != nil {
+	if held, err := c.eng.lockRelease(ctx, lw3.Resources, lw3.Token); !held || err != nil {
 		t.Fatalf("release w3: %v %v", held, err)
 	}
 	c.settle()
@@ -513,17 +513,17 @@ func TestReadersNextBlockWaitingWriters(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			req := LockRequest{Resources: []string{"doc"}, TTL: 10 * time.Second}
-			plain, err := c.eng.Lock(ctx, req)
+			req := Request{Resources: []string{"doc"}, TTL: 10 * time.Second}
+			plain, err := c.eng.lockAcquire(ctx, req)
 			if err != nil || plain == nil {
 				t.Fatalf("a writer that does not wait, beside a reader next: %v %v", plain, err)
 			}
-			if held, err := c.eng.Unlock(ctx, plain.Resources, plain.Token); !held || err != nil {
+			if held, err := c.eng.lockRelease(ctx, plain.Resources, plain.Token); !held || err != nil {
 				t.Fatalf("release: %v %v", held, err)
 			}
 			t0 := time.Now()
 			req.Wait = 5 * time.Second
-			w := async(func() (*Lease, error) { return c.eng.Lock(ctx, req) })
+			w := async(func() (*Lease, error) { return c.eng.lockAcquire(ctx, req) })
 			if !eventually(2*time.Second, func() bool { return c.marked("doc") == 5 }) {
 				t.Fatal("the waiting writer was not refused by the reader next")
 			}
@@ -553,7 +553,7 @@ func TestReadersNextBlockWaitingWriters(t *testing.T) {
 			case tc.leave && time.Since(t1) > time.Second:
 				t.Fatalf("the writer went %v after the reader left: a timer, not the announcement", time.Since(t1))
 			}
-			c.eng.Unlock(ctx, l.Resources, l.Token)
+			c.eng.lockRelease(ctx, l.Resources, l.Token)
 			c.settle()
 			if c.anyKey("redlock-proxy:rw-ra:") && tc.leave {
 				t.Fatal("the leave left readers next behind")

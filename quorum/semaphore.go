@@ -26,39 +26,6 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("quorum: semaphore %q has limit %d", e.Name, e.Limit)
 }
 
-// SemRequest asks for permits of a semaphore.
-type SemRequest struct {
-	// Name is the semaphore.
-	Name string
-	// Limit is how many permits the semaphore has, 1..MaxSemaphoreLimit;
-	// every user of a semaphore must pass the same.
-	Limit int
-	// Count is how many permits to take, 1..Limit, all or nothing.
-	Count int
-	// TTL is how long the permits live unless extended.
-	TTL time.Duration
-	// Wait is how long to keep retrying while too few permits are free.
-	Wait time.Duration
-	// Token is the caller's token; "" means a fresh random token per try.
-	Token string
-}
-
-// SemLease is a grant of permits.
-type SemLease struct {
-	Name  string
-	Token string
-	// Slots are the semaphore's slots the permits hold, each on a quorum.
-	Slots []int
-	// Validity, Start and Decided are as in Lease.
-	Validity       time.Duration
-	Start, Decided time.Time
-}
-
-// ValidityAt is the validity left at now.
-func (l *SemLease) ValidityAt(now time.Time) time.Duration {
-	return l.Validity - now.Sub(l.Decided)
-}
-
 // semKeys names a semaphore's keys. The name is length-prefixed so that no
 // semaphore's key is another's slot or record key.
 type semKeys struct {
@@ -124,16 +91,16 @@ func (r semReply) mine() []int {
 	return out
 }
 
-// SemAcquire takes req.Count permits. It returns (lease, nil) when granted,
+// semAcquire takes req.Count permits. It returns (lease, nil) when granted,
 // (nil, nil) when a quorum answered but too few permits were free (after
 // Wait ran out), a *LimitError when the semaphore is in use with another
 // limit, and a *QuorumError when fewer than a quorum answered on the last
 // try. A caller that cannot deliver the lease gives it back with
 // SemAbandon.
-func (e *Engine) SemAcquire(ctx context.Context, req SemRequest) (lease *SemLease, err error) {
+func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("sem_acquire", t0, lease != nil, err) }()
-	k, err := e.semKeys(req.Name)
+	k, err := e.semKeys(req.resource())
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +109,7 @@ func (e *Engine) SemAcquire(ctx context.Context, req SemRequest) (lease *SemLeas
 	}
 	fixed := req.Token != ""
 	tainted := make([]bool, len(e.nodes))
-	return retry(e, ctx, req.Wait, []string{k.channel}, "", func() (*SemLease, step, error) {
+	return retry(e, ctx, req.Wait, []string{k.channel}, "", func() (*Lease, step, error) {
 		token := req.Token
 		if !fixed {
 			token = NewToken()
@@ -167,7 +134,7 @@ func (e *Engine) SemAcquire(ctx context.Context, req SemRequest) (lease *SemLeas
 // orders), round 2 asks every master for exactly the Count slots that the
 // most masters can give (already the token's, or free); a quorum holding
 // them is the grant. Anything else is rolled back.
-func (e *Engine) semAttempt(ctx context.Context, k semKeys, req SemRequest, token string, tainted []bool, fixed bool) (*SemLease, func(), error) {
+func (e *Engine) semAttempt(ctx context.Context, k semKeys, req Request, token string, tainted []bool, fixed bool) (*Lease, func(), error) {
 	start := time.Now()
 	keys := k.keys(token)
 	base := []string{token, ms(req.TTL), strconv.Itoa(req.Limit), strconv.Itoa(req.Count), strconv.Itoa(rand.IntN(req.Limit))}
@@ -265,7 +232,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, req SemRequest, toke
 	if last == r {
 		e.semConverge(ctx, r, keys, base, slots, reply)
 	}
-	return &SemLease{Name: k.name, Token: token, Slots: slots, Validity: validity, Start: start, Decided: decided}, rollback, nil
+	return &Lease{Primitive: Semaphore, Resources: []string{k.name}, Count: req.Count, Token: token, Slots: slots, Validity: validity, Start: start, Decided: decided}, rollback, nil
 }
 
 // semConverge makes the masters that gave the token other slots in round
@@ -312,9 +279,9 @@ func limitError(r *round, name string, reply func(*round, int) (semReply, bool))
 	return nil
 }
 
-// SemAbandon releases a lease the caller will not use, in the background.
-func (e *Engine) SemAbandon(ctx context.Context, l *SemLease) {
-	k, err := e.semKeys(l.Name)
+// semAbandon releases a lease the caller will not use, in the background.
+func (e *Engine) semAbandon(ctx context.Context, l *Lease) {
+	k, err := e.semKeys(l.resource())
 	if err != nil {
 		return
 	}
@@ -363,12 +330,12 @@ func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settl
 	return t.verdict == decidedYes, t.err(e, opName)
 }
 
-// SemRelease releases the permits held with token. It reports true when
+// semRelease releases the permits held with token. It reports true when
 // they were held on a quorum up to the release, false when at least
 // N - quorum + 1 masters said they were not, and a *QuorumError when the
 // answers that came in time decide neither. Each proxy wakes as many of
 // its waiters as permits were freed.
-func (e *Engine) SemRelease(ctx context.Context, name, token string) (held bool, err error) {
+func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("sem_release", t0, held, err) }()
 	k, err := e.semKeys(name)
@@ -386,8 +353,8 @@ func (e *Engine) SemRelease(ctx context.Context, name, token string) (held bool,
 	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), &until)
 }
 
-// SemExtend resets the ttl of the permits held with token; see Extend.
-func (e *Engine) SemExtend(ctx context.Context, name, token string, ttl time.Duration) (validity time.Duration, err error) {
+// semExtend resets the ttl of the permits held with token; see Extend.
+func (e *Engine) semExtend(ctx context.Context, name, token string, ttl time.Duration) (validity time.Duration, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("sem_extend", t0, validity > 0, err) }()
 	k, err := e.semKeys(name)
@@ -407,11 +374,11 @@ func (e *Engine) SemExtend(ctx context.Context, name, token string, ttl time.Dur
 	return max(e.validity(ttl, t0, time.Now()), 0), nil
 }
 
-// SemCount returns how many permits of the semaphore have a live grant as
+// semCount returns how many permits of the semaphore have a live grant as
 // the masters that answer see them: a slot counts when a quorum of masters
 // name the same token for it. Fewer than a quorum of answers is a
 // *QuorumError.
-func (e *Engine) SemCount(ctx context.Context, name string) (n int, err error) {
+func (e *Engine) semCount(ctx context.Context, name string) (n int, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("sem_count", t0, err == nil, err) }()
 	k, err := e.semKeys(name)

@@ -12,62 +12,62 @@ import (
 	"time"
 )
 
-func semReq(limit, count int, ttl time.Duration) SemRequest {
-	return SemRequest{Name: "api", Limit: limit, Count: count, TTL: ttl}
+func semReq(limit, count int, ttl time.Duration) Request {
+	return Request{Resources: []string{"api"}, Limit: limit, Count: count, TTL: ttl}
 }
 
 func TestSemaphoreBasics(t *testing.T) {
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
-	var leases []*SemLease
+	var leases []*Lease
 	for i := range 3 {
-		l, err := c.eng.SemAcquire(ctx, semReq(3, 1, 10*time.Second))
+		l, err := c.eng.semAcquire(ctx, semReq(3, 1, 10*time.Second))
 		if err != nil || l == nil {
 			t.Fatalf("permit %d: %v %v", i, l, err)
 		}
 		leases = append(leases, l)
 	}
-	if l, err := c.eng.SemAcquire(ctx, semReq(3, 1, 10*time.Second)); l != nil || err != nil {
+	if l, err := c.eng.semAcquire(ctx, semReq(3, 1, 10*time.Second)); l != nil || err != nil {
 		t.Fatalf("a 4th permit of 3: %v %v", l, err)
 	}
-	if n, err := c.eng.SemCount(ctx, "api"); n != 3 || err != nil {
+	if n, err := c.eng.semCount(ctx, "api"); n != 3 || err != nil {
 		t.Fatalf("count = %d, %v", n, err)
 	}
 	var le *LimitError
-	if _, err := c.eng.SemAcquire(ctx, semReq(4, 1, time.Second)); !errors.As(err, &le) || le.Limit != 3 {
+	if _, err := c.eng.semAcquire(ctx, semReq(4, 1, time.Second)); !errors.As(err, &le) || le.Limit != 3 {
 		t.Fatalf("other limit: %v", err)
 	}
-	if held, err := c.eng.SemRelease(ctx, "api", "nope"); held || err != nil {
+	if held, err := c.eng.semRelease(ctx, "api", "nope"); held || err != nil {
 		t.Fatalf("release with a wrong token = %v, %v", held, err)
 	}
-	if v, err := c.eng.SemExtend(ctx, "api", leases[0].Token, 20*time.Second); v < 10*time.Second || err != nil {
+	if v, err := c.eng.semExtend(ctx, "api", leases[0].Token, 20*time.Second); v < 10*time.Second || err != nil {
 		t.Fatalf("extend = %v, %v", v, err)
 	}
-	if held, err := c.eng.SemRelease(ctx, "api", leases[0].Token); !held || err != nil {
+	if held, err := c.eng.semRelease(ctx, "api", leases[0].Token); !held || err != nil {
 		t.Fatalf("release = %v, %v", held, err)
 	}
-	if held, err := c.eng.SemRelease(ctx, "api", leases[0].Token); held || err != nil {
+	if held, err := c.eng.semRelease(ctx, "api", leases[0].Token); held || err != nil {
 		t.Fatalf("second release = %v, %v", held, err)
 	}
 	// COUNT: two permits need two free slots, all or nothing.
-	if l, err := c.eng.SemAcquire(ctx, semReq(3, 2, 10*time.Second)); l != nil || err != nil {
+	if l, err := c.eng.semAcquire(ctx, semReq(3, 2, 10*time.Second)); l != nil || err != nil {
 		t.Fatalf("2 permits with 1 free: %v %v", l, err)
 	}
-	two, err := c.eng.SemAcquire(ctx, SemRequest{Name: "api", Limit: 3, Count: 1, TTL: 10 * time.Second, Token: "mine"})
+	two, err := c.eng.semAcquire(ctx, Request{Resources: []string{"api"}, Limit: 3, Count: 1, TTL: 10 * time.Second, Token: "mine"})
 	if err != nil || two == nil {
 		t.Fatalf("the freed permit: %v %v", two, err)
 	}
 	// A TOKEN retry is idempotent: the same slot, not a second one.
-	again, err := c.eng.SemAcquire(ctx, SemRequest{Name: "api", Limit: 3, Count: 1, TTL: 10 * time.Second, Token: "mine"})
+	again, err := c.eng.semAcquire(ctx, Request{Resources: []string{"api"}, Limit: 3, Count: 1, TTL: 10 * time.Second, Token: "mine"})
 	if err != nil || again == nil || !slices.Equal(again.Slots, two.Slots) {
 		t.Fatalf("retry with the same token: %+v %v, first %+v", again, err, two)
 	}
 	for _, l := range append(leases[1:], two) {
-		if held, err := c.eng.SemRelease(ctx, "api", l.Token); !held || err != nil {
+		if held, err := c.eng.semRelease(ctx, "api", l.Token); !held || err != nil {
 			t.Fatalf("release %s = %v, %v", l.Token, held, err)
 		}
 	}
-	if n, err := c.eng.SemCount(ctx, "api"); n != 0 || err != nil {
+	if n, err := c.eng.semCount(ctx, "api"); n != 0 || err != nil {
 		t.Fatalf("count after release = %d, %v", n, err)
 	}
 	// Nothing is left: not the slots, not the records, not the limit;
@@ -95,7 +95,7 @@ func TestSemaphoreCounterexample(t *testing.T) {
 		for i, f := range c.nodes {
 			f.setDown(i == down)
 		}
-		l, err := c.eng.SemAcquire(ctx, semReq(2, 1, 10*time.Second))
+		l, err := c.eng.semAcquire(ctx, semReq(2, 1, 10*time.Second))
 		if err != nil {
 			t.Fatalf("master %d down: %v", down, err)
 		}
@@ -132,7 +132,7 @@ func TestSemaphoreRoundTwo(t *testing.T) {
 		c.nodes[1].set(k.base, "2", time.Minute)
 		c.nodes[0].set(k.base+":s:0", "other", time.Minute)
 		c.nodes[1].set(k.base+":s:1", "other", time.Minute)
-		l, err := c.eng.SemAcquire(context.Background(), semReq(2, 1, 10*time.Second))
+		l, err := c.eng.semAcquire(context.Background(), semReq(2, 1, 10*time.Second))
 		if err != nil || l == nil || len(l.Slots) != 1 {
 			t.Fatalf("lease %+v, %v", l, err)
 		}
@@ -186,7 +186,7 @@ func TestSemaphoreNeverOversubscribes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				l, err := c.eng.SemAcquire(ctx, SemRequest{Name: "api", Limit: limit, Count: 1 + w%2, TTL: 300 * time.Millisecond, Wait: 200 * time.Millisecond})
+				l, err := c.eng.semAcquire(ctx, Request{Resources: []string{"api"}, Limit: limit, Count: 1 + w%2, TTL: 300 * time.Millisecond, Wait: 200 * time.Millisecond})
 				if err != nil || l == nil {
 					continue
 				}
@@ -202,7 +202,7 @@ func TestSemaphoreNeverOversubscribes(t *testing.T) {
 					windows = append(windows, window{l.Decided, end})
 				}
 				mu.Unlock()
-				c.eng.SemRelease(context.Background(), "api", l.Token)
+				c.eng.semRelease(context.Background(), "api", l.Token)
 			}
 		}()
 	}

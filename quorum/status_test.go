@@ -15,13 +15,13 @@ func TestLastErrorClearedWhenBackUp(t *testing.T) {
 	ctx := context.Background()
 	c.nodes[0].setDown(true)
 	c.eng.pingAll(ctx, time.Second)
-	st := c.eng.Status()[0]
+	st := c.eng.nodeStatus()[0]
 	if st.State != StateDown || st.LastError == "" || st.LastErrorAt.IsZero() {
 		t.Fatalf("a master that failed: %+v", st)
 	}
 	c.nodes[0].setDown(false)
 	c.eng.pingAll(ctx, time.Second)
-	st = c.eng.Status()[0]
+	st = c.eng.nodeStatus()[0]
 	if st.State != StateUp || st.LastError != "" || !st.LastErrorAt.IsZero() {
 		t.Fatalf("a master back up: %+v", st)
 	}

@@ -14,8 +14,8 @@ import (
 func TestTokenRetryKeepsFence(t *testing.T) {
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
-	req := LockRequest{Resources: []string{"a", "b"}, TTL: time.Minute, Token: "t"}
-	first, err := c.eng.Lock(ctx, req)
+	req := Request{Resources: []string{"a", "b"}, TTL: time.Minute, Token: "t"}
+	first, err := c.eng.lockAcquire(ctx, req)
 	if err != nil || first == nil {
 		t.Fatalf("lock: %v %v", first, err)
 	}
@@ -31,7 +31,7 @@ func TestTokenRetryKeepsFence(t *testing.T) {
 		t.Fatalf("the first grant never reached every master")
 	}
 	for i := range 3 {
-		again, err := c.eng.Lock(ctx, req)
+		again, err := c.eng.lockAcquire(ctx, req)
 		if err != nil || again == nil {
 			t.Fatalf("retry %d: %v %v", i, again, err)
 		}
@@ -43,7 +43,7 @@ func TestTokenRetryKeepsFence(t *testing.T) {
 	// it fresh on that master, with a higher fence there, and the grant's
 	// fence is the highest of the quorum: never below the first.
 	c.nodes[0].del("a")
-	partial, err := c.eng.Lock(ctx, req)
+	partial, err := c.eng.lockAcquire(ctx, req)
 	if err != nil || partial == nil {
 		t.Fatalf("retry after a lost key: %v %v", partial, err)
 	}
@@ -52,11 +52,11 @@ func TestTokenRetryKeepsFence(t *testing.T) {
 			t.Fatalf("retry after a lost key: fences %v below %v", partial.Fences, first.Fences)
 		}
 	}
-	if held, err := c.eng.Unlock(ctx, req.Resources, "t"); !held || err != nil {
+	if held, err := c.eng.lockRelease(ctx, req.Resources, "t"); !held || err != nil {
 		t.Fatalf("unlock: %v %v", held, err)
 	}
 	for _, tok := range []string{"other", "t"} {
-		next, err := c.eng.Lock(ctx, LockRequest{Resources: req.Resources, TTL: time.Minute, Token: tok})
+		next, err := c.eng.lockAcquire(ctx, Request{Resources: req.Resources, TTL: time.Minute, Token: tok})
 		if err != nil || next == nil {
 			t.Fatalf("lock %s: %v %v", tok, next, err)
 		}
@@ -66,7 +66,7 @@ func TestTokenRetryKeepsFence(t *testing.T) {
 			}
 		}
 		partial = next
-		if held, err := c.eng.Unlock(ctx, req.Resources, tok); !held || err != nil {
+		if held, err := c.eng.lockRelease(ctx, req.Resources, tok); !held || err != nil {
 			t.Fatalf("unlock %s: %v %v", tok, held, err)
 		}
 	}

@@ -166,7 +166,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		nodes = append(nodes, n)
 	}
 	var eng *quorum.Engine
-	met := metrics.New(func() []quorum.NodeStatus { return eng.Status() })
+	met := metrics.New(func() []quorum.NodeStatus { return eng.Status().Masters })
 	eng, err = quorum.New(nodes, quorum.Options{
 		Quorum:         cfg.Quorum,
 		DriftFactor:    cfg.DriftFactor,
@@ -223,9 +223,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	met.Waiting(srv.Blocked)
-	met.Masters(len(nodes), eng.Quorum())
+	met.Masters(len(nodes), eng.Status().Quorum)
 	met.InitCommands(commandLabels(srv.Table()))
-	met.GrantedTTL(eng.MaxGrantedTTL)
+	met.GrantedTTL(func() time.Duration { return eng.Status().MaxGrantedTTL })
 
 	var ln net.Listener
 	if f.listenFD > 0 {
@@ -248,7 +248,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("metrics_listen: %w", err)
 		}
 		hs = &http.Server{
-			Handler:           met.Handler(func() bool { return eng.Up() >= eng.Quorum() }),
+			Handler:           met.Handler(func() bool { st := eng.Status(); return st.Up() >= st.Quorum }),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 		go hs.Serve(mln)
@@ -258,7 +258,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("redlock-proxy listening", "addr", ln.Addr().String(), "tls", listenTLS != nil,
-		"auth", cfg.Auth.Password != "" || len(cfg.Auth.Users) > 0, "masters", len(nodes), "quorum", eng.Quorum(),
+		"auth", cfg.Auth.Password != "" || len(cfg.Auth.Users) > 0, "masters", len(nodes), "quorum", eng.Status().Quorum,
 		"metrics", metricsAddr, "version", buildinfo.Version())
 
 	select {

@@ -1,0 +1,414 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Primitive names what a request asks for and what a lease is a grant
+// of. Every primitive is acquired with Acquire; its lease is released,
+// extended, abandoned and described with the same verbs, which dispatch
+// on the lease's Primitive (see primitives).
+type Primitive string
+
+// The primitives.
+const (
+	// Lock is the exclusive lock over one resource or, all or nothing,
+	// several (RLOCK, RMULTILOCK). It is also the writer of a read-write
+	// lock: readers and plain lockers of a resource exclude each other.
+	Lock Primitive = "lock"
+	// Fair is the exclusive lock on one resource whose waiters are granted
+	// in arrival order (RFAIRLOCK). A fair lease is released and extended
+	// like a Lock lease.
+	Fair Primitive = "fair"
+	// Read is the shared lock on one resource (RRLOCK).
+	Read Primitive = "read"
+	// Semaphore is Count of a semaphore's Limit permits (RSEMACQUIRE);
+	// Resources holds the semaphore's one name.
+	Semaphore Primitive = "semaphore"
+	// SetNX is drop-in mode's exclusive lock: SET NX's rule (a key that
+	// exists is refused even when it holds the same value, so that two
+	// callers that lock with one constant value never both win), with an
+	// owner nonce beside each key so that a rollback, release or late
+	// delete touches only this grant's keys. Its release deletes exactly
+	// the grant a quorum holds (see deleteHeld); a Token of "" there
+	// deletes whatever value a quorum holds (DEL).
+	SetNX Primitive = "setnx"
+	// Latch is a count-down latch (RLATCH): it is never acquired or
+	// released, only driven with Engine.Latch and described with Info.
+	Latch Primitive = "latch"
+)
+
+// Request asks for a lease.
+type Request struct {
+	// Primitive is what to acquire; "" is Lock.
+	Primitive Primitive
+	// Resources to lock, all or nothing (duplicates count once); one for
+	// Fair, Read and Semaphore (the semaphore's name).
+	Resources []string
+	// TTL is the lifetime of the grant on the masters.
+	TTL time.Duration
+	// Wait is how long to keep retrying while the resources are held;
+	// 0 tries once.
+	Wait time.Duration
+	// Token is the caller's token; "" means a fresh random token per try.
+	Token string
+	// Limit is a semaphore's number of permits, 1..MaxSemaphoreLimit;
+	// every user of a semaphore must pass the same.
+	Limit int
+	// Count is how many permits a semaphore request takes, 1..Limit.
+	Count int
+}
+
+// resource is the one resource of a single-resource request ("" if it
+// names several).
+func (r Request) resource() string {
+	if len(r.Resources) != 1 {
+		return ""
+	}
+	return r.Resources[0]
+}
+
+// Lease is a grant of any primitive. It is a value: the engine keeps no
+// copy. A caller may also build one from what a client sent (Primitive,
+// Resources, Token) to release or extend a grant it did not acquire
+// itself.
+type Lease struct {
+	// Primitive is what the lease is a grant of.
+	Primitive Primitive
+	// Resources are the distinct resources, in the order first given (a
+	// semaphore's name).
+	Resources []string
+	// Token proves ownership; Release and Extend need it.
+	Token string
+	// Fences holds one fencing token per resource, parallel to Resources
+	// (Lock, Fair and SetNX grants).
+	Fences []uint64
+	// Count is the number of permits of a Semaphore grant.
+	Count int
+	// Slots are the semaphore's slots the permits hold, each on a quorum.
+	Slots []int
+	// Validity is how long the grant may be relied on, as computed at
+	// Decided: ttl - (Decided - Start) - drift.
+	Validity time.Duration
+	// Start is when the successful attempt began.
+	Start time.Time
+	// Decided is when Validity was computed.
+	Decided time.Time
+
+	// owner is the owner nonce of a SetNX grant: Abandon gives back only
+	// the keys it set.
+	owner string
+}
+
+// resource is the one resource of a single-resource lease.
+func (l *Lease) resource() string {
+	if len(l.Resources) != 1 {
+		return ""
+	}
+	return l.Resources[0]
+}
+
+// primitive is what the engine's verbs do for one primitive: the one
+// table they dispatch on. A primitive's scripts, key layout and answer
+// rules live in its own file; this is how the verbs reach them.
+type primitive struct {
+	acquire func(e *Engine, ctx context.Context, req Request) (*Lease, error)
+	release func(e *Engine, ctx context.Context, l *Lease) (bool, error)
+	extend  func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error)
+	abandon func(e *Engine, ctx context.Context, l *Lease)
+	info    func(e *Engine, ctx context.Context, name string) (*Info, error)
+	// single: the primitive takes exactly one resource.
+	single bool
+}
+
+// primitives is every primitive the engine serves (see "How to add a
+// primitive" in the package doc).
+func primitives() map[Primitive]primitive {
+	lockInfo := func(e *Engine, ctx context.Context, name string) (*Info, error) { return e.lockInfo(ctx, name) }
+	lockRelease := func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
+		return e.lockRelease(ctx, l.Resources, l.Token)
+	}
+	lockExtend := func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
+		return e.extend(ctx, l.Resources, l.Token, ttl, false)
+	}
+	return map[Primitive]primitive{
+		Lock: {
+			acquire: (*Engine).lockAcquire,
+			release: lockRelease,
+			extend:  lockExtend,
+			abandon: (*Engine).lockAbandon,
+			info:    lockInfo,
+		},
+		SetNX: {
+			acquire: (*Engine).lockAcquire,
+			release: func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
+				return e.deleteHeld(ctx, l.resource(), l.Token)
+			},
+			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
+				return e.extend(ctx, l.Resources, l.Token, ttl, true)
+			},
+			abandon: (*Engine).lockAbandon,
+			info:    lockInfo,
+		},
+		Fair: {
+			acquire: (*Engine).fairAcquire,
+			release: lockRelease,
+			extend:  lockExtend,
+			abandon: (*Engine).fairAbandon,
+			info:    lockInfo,
+			single:  true,
+		},
+		Read: {
+			acquire: (*Engine).readAcquire,
+			release: func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
+				return e.readRelease(ctx, l.resource(), l.Token)
+			},
+			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
+				return e.readExtend(ctx, l.resource(), l.Token, ttl)
+			},
+			abandon: (*Engine).readAbandon,
+			info:    lockInfo,
+			single:  true,
+		},
+		Semaphore: {
+			acquire: (*Engine).semAcquire,
+			release: func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
+				return e.semRelease(ctx, l.resource(), l.Token)
+			},
+			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
+				return e.semExtend(ctx, l.resource(), l.Token, ttl)
+			},
+			abandon: (*Engine).semAbandon,
+			info: func(e *Engine, ctx context.Context, name string) (*Info, error) {
+				n, err := e.semCount(ctx, name)
+				if err != nil {
+					return nil, err
+				}
+				return &Info{Held: n > 0, Count: n}, nil
+			},
+			single: true,
+		},
+		Latch: {
+			info: func(e *Engine, ctx context.Context, name string) (*Info, error) {
+				n, err := e.latchLeft(ctx, name)
+				if err != nil {
+					return nil, err
+				}
+				return &Info{Held: true, Count: n}, nil
+			},
+			single: true,
+		},
+	}
+}
+
+// Primitives lists the primitives the engine serves, for the tables that
+// must name each of them (the command table, COMMAND DOCS, the
+// every-subset test; see "How to add a primitive" in the package doc).
+func Primitives() []Primitive {
+	return []Primitive{Lock, Fair, Read, Semaphore, SetNX, Latch}
+}
+
+// prim finds p's entry, "" meaning Lock, and checks that it has verb.
+func (e *Engine) prim(p Primitive, verb string, resources []string) (primitive, error) {
+	if p == "" {
+		p = Lock
+	}
+	pr, ok := e.prims[p]
+	var has bool
+	switch verb {
+	case "acquire":
+		has = pr.acquire != nil
+	case "release":
+		has = pr.release != nil
+	case "extend":
+		has = pr.extend != nil
+	case "info":
+		has = pr.info != nil
+	}
+	if !ok || !has {
+		return pr, fmt.Errorf("%w: %s cannot be %s", ErrBadRequest, p, verb+"d")
+	}
+	if pr.single && len(resources) != 1 {
+		return pr, fmt.Errorf("%w: %s takes one resource", ErrBadRequest, p)
+	}
+	return pr, nil
+}
+
+// Acquire takes the lease req asks for. It returns (lease, nil) when
+// granted, (nil, nil) when a quorum answered but the resources are held
+// (after Wait ran out), and a *QuorumError when fewer than a quorum
+// answered on the last try; a semaphore in use with another limit is a
+// *LimitError. If ctx ends while waiting, it returns ctx's error and
+// holds nothing.
+//
+// A caller that cannot deliver the lease (its validity ran out before the
+// reply, see Lease.ValidityAt) must give it back with Abandon.
+func (e *Engine) Acquire(ctx context.Context, req Request) (*Lease, error) {
+	pr, err := e.prim(req.Primitive, "acquire", req.Resources)
+	if err != nil {
+		return nil, err
+	}
+	if req.Primitive == "" {
+		req.Primitive = Lock
+	}
+	l, err := pr.acquire(e, ctx, req)
+	if l != nil {
+		l.Primitive = req.Primitive
+	}
+	return l, err
+}
+
+// Release gives back l wherever it is held (l may be built from a
+// client's Primitive, Resources and Token). It reports true when the
+// grant was held on a quorum up to the release, false when at least
+// N - quorum + 1 masters said it was not held, and a *QuorumError when
+// the answers that came in time decide neither. Releases still in flight
+// when it returns carry on, whatever happens to ctx; they wake the
+// primitive's waiters on every proxy.
+func (e *Engine) Release(ctx context.Context, l *Lease) (held bool, err error) {
+	pr, err := e.prim(l.Primitive, "release", l.Resources)
+	if err != nil {
+		return false, err
+	}
+	return pr.release(e, ctx, l)
+}
+
+// Extend resets the ttl of l where it is held. It returns the new
+// validity; 0 when the lease is known not to be extended on a quorum (it
+// is lost); a *QuorumError when the answers that came in time decide
+// neither. The fences do not change.
+func (e *Engine) Extend(ctx context.Context, l *Lease, ttl time.Duration) (validity time.Duration, err error) {
+	pr, err := e.prim(l.Primitive, "extend", l.Resources)
+	if err != nil {
+		return 0, err
+	}
+	return pr.extend(e, ctx, l, ttl)
+}
+
+// Abandon gives back a lease the caller will not use (its validity ran
+// out before the reply, or its client left), in the background and
+// whatever happens to ctx. Nobody saw the grant, so no waiter is woken
+// for it.
+func (e *Engine) Abandon(ctx context.Context, l *Lease) {
+	if pr, err := e.prim(l.Primitive, "release", l.Resources); err == nil {
+		pr.abandon(e, ctx, l)
+	}
+}
+
+// Info reports what a quorum of masters say about the resource name of
+// primitive p: for locks, read locks and drop-in keys who holds it, for
+// how long and with which fence; for a semaphore the permits with a live
+// grant (Count); for a latch the arrivals still missing (Count), or
+// ErrNoLatch. Fewer than a quorum of answers is a *QuorumError.
+func (e *Engine) Info(ctx context.Context, p Primitive, name string) (*Info, error) {
+	pr, err := e.prim(p, "info", []string{name})
+	if err != nil {
+		return nil, err
+	}
+	return pr.info(e, ctx, name)
+}
+
+// LatchOp is what Engine.Latch does to a latch.
+type LatchOp int
+
+// The latch operations.
+const (
+	// LatchCreate creates the latch waiting for Count arrivals and living
+	// TTL: 1 when it created it, 0 when a quorum had it already with that
+	// count; another count is a *LatchCountError.
+	LatchCreate LatchOp = iota
+	// LatchDown records one arrival identified by Token (the same token
+	// counts once): the arrivals still missing as a quorum sees them
+	// (0: open). The arrival that opens the latch wakes every waiter.
+	LatchDown
+	// LatchWait waits up to Wait until the latch is open on a quorum: 1
+	// when open, 0 when the wait ran out. A latch that does not exist
+	// yet is waited for; with Wait 0 it is ErrNoLatch.
+	LatchWait
+)
+
+// LatchRequest asks Engine.Latch for one operation on the latch Name.
+type LatchRequest struct {
+	Op    LatchOp
+	Name  string
+	Count int
+	TTL   time.Duration
+	Token string
+	Wait  time.Duration
+}
+
+// Latch runs one operation on a count-down latch and returns its integer
+// answer (see LatchOp); the latch's count is read with Info.
+func (e *Engine) Latch(ctx context.Context, req LatchRequest) (int, error) {
+	switch req.Op {
+	case LatchCreate:
+		created, err := e.latchCreate(ctx, req.Name, req.Count, req.TTL)
+		return b2i(created), err
+	case LatchDown:
+		return e.latchDown(ctx, req.Name, req.Token)
+	case LatchWait:
+		open, err := e.latchWait(ctx, req.Name, req.Wait)
+		return b2i(open), err
+	}
+	return 0, fmt.Errorf("%w: unknown latch operation %d", ErrBadRequest, req.Op)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Status is the engine's view of its masters.
+type Status struct {
+	// Masters has one entry per configured master, in order.
+	Masters []NodeStatus
+	// Quorum is how many masters must agree.
+	Quorum int
+	// MaxGrantedTTL is the longest ttl granted or extended since the
+	// engine started (the ttl a quorum of masters set, whatever the
+	// validity left): what limits.max_ttl, and so the longest
+	// quarantine, could be lowered to.
+	MaxGrantedTTL time.Duration
+}
+
+// Up is how many masters are up and voting.
+func (s Status) Up() int {
+	n := 0
+	for _, m := range s.Masters {
+		if m.State == StateUp {
+			n++
+		}
+	}
+	return n
+}
+
+// Status reports every master's state, the quorum and the longest ttl
+// granted.
+func (e *Engine) Status() Status {
+	return Status{Masters: e.nodeStatus(), Quorum: e.quorum, MaxGrantedTTL: e.maxGrantedTTL()}
+}
+
+// EndQuarantine ends the quarantine of the restarted master named by
+// master (its index in the configuration, "0", or its address)
+// deliberately, on an operator's word (by names who, for the log): its
+// votes count again as soon as its fence floor is raised from a quorum
+// of the other masters, which it attempts at once. It returns the
+// master's status afterwards (still quarantined, with 0 left, while the
+// floor cannot be raised: the health loop keeps trying),
+// ErrNotQuarantined, or ErrNoSuchMaster.
+//
+// This is safe only when no grant the master may have voted for before
+// its restart is still live: the quarantine is the proxy's only defence
+// when those grants' marks died with the masters (see "Restarted
+// masters"), which is when it cannot be sized and lasts Quarantine.
+func (e *Engine) EndQuarantine(ctx context.Context, master, by string) (NodeStatus, error) {
+	i, err := e.master(master)
+	if err != nil {
+		return NodeStatus{}, err
+	}
+	return e.endQuarantine(ctx, i, by)
+}
