@@ -34,33 +34,43 @@ const (
 
 var errTooManyLeases = proxy.Errorf("too many auto-extended leases")
 
-// leaseKind is what an auto-extended lease is, for extending and
-// releasing it.
-type leaseKind int
-
+// The primitives whose grants AUTOEXTEND keeps alive.
 const (
-	kindLock leaseKind = iota // RLOCK, RFAIRLOCK, RMULTILOCK
-	kindSem                   // RSEMACQUIRE: resources[0] is the semaphore
-	kindRead                  // RRLOCK
+	kindLock = quorum.Lock      // RLOCK, RFAIRLOCK, RMULTILOCK
+	kindSem  = quorum.Semaphore // RSEMACQUIRE: resources[0] is the semaphore
+	kindRead = quorum.Read      // RRLOCK
 	// kindDropin: a drop-in SET key value NX without a ttl, kept alive
 	// while its connection is open. Its client speaks plain Redis, so its
 	// end is silent: no -LOST, no push (it ends when the key is deleted
 	// through any proxy, which one Redis would also do).
-	kindDropin
+	kindDropin = quorum.SetNX
 )
 
 // autoLease is one AUTOEXTEND grant, kept alive by its own goroutine
-// until its connection closes, it is released, or it is lost.
+// until its connection closes, it is released, or it is lost. Its lease
+// (primitive, resources, token) is what the engine extends and releases;
+// it does not change.
 type autoLease struct {
-	kind      leaseKind
-	resources []string
-	token     string
-	ttl       time.Duration
-	key       string
-	stop      chan struct{} // closed: stop extending
+	lease quorum.Lease
+	key   string
+	stop  chan struct{} // closed: stop extending
 
 	mu  sync.Mutex
-	end time.Time // when the validity known so far ends (local clock)
+	ttl time.Duration // what each extension asks for
+	end time.Time     // when the validity known so far ends (local clock)
+}
+
+// extend extends l on a quorum of masters for ttl and returns the
+// validity (0: known not held by a quorum).
+func (l *autoLease) extend(ctx context.Context, eng Engine, ttl time.Duration) (time.Duration, error) {
+	lease := l.lease // the engine's own copy: releases may run beside
+	return eng.Extend(ctx, &lease, ttl)
+}
+
+// release gives l back on every master and wakes its waiters.
+func (l *autoLease) release(ctx context.Context, eng Engine) {
+	lease := l.lease
+	eng.Release(ctx, &lease)
 }
 
 func (l *autoLease) validUntil() time.Time {
@@ -71,16 +81,19 @@ func (l *autoLease) validUntil() time.Time {
 
 // leaseKey identifies a lease within its connection: kind, resources in
 // a canonical order, token.
-func leaseKey(kind leaseKind, resources []string, token string) string {
+func leaseKey(kind quorum.Primitive, resources []string, token string) string {
 	rs := slices.Clone(resources)
 	slices.Sort(rs)
 	rs = slices.Compact(rs)
-	return string(rune('0'+kind)) + "\x00" + strings.Join(rs, "\x00") + "\x00" + token
+	return string(kind) + "\x00" + strings.Join(rs, "\x00") + "\x00" + token
 }
 
 // connLeases are one connection's auto-extended leases, and the resources
-// whose lease was lost and not yet reported.
+// whose lease was lost and not yet reported. The connection holds them
+// (proxy.Session.Value) and releases them when it ends (proxy.Session.OnClose).
 type connLeases struct {
+	mu     sync.Mutex
+	closed bool // the connection ended: its leases were released
 	leases map[string]*autoLease
 	lost   map[string]bool
 }
@@ -89,19 +102,19 @@ type connLeases struct {
 // about every ttl/3 on a context the connection's end does not cancel,
 // releases them all when the connection closes, and reports a lease whose
 // extension could not reach a quorum before its validity ended as lost.
+// Each connection's leases are a value of its session, under the keeper
+// as key.
 type keeper struct {
 	eng Engine
 	max int
 	obs LeaseObserver
 
-	mu    sync.Mutex
-	conns map[*proxy.Session]*connLeases
-
+	live      atomic.Int64 // leases kept alive now, for INFO leases
 	lostTotal atomic.Int64 // leases lost since the start, for INFO leases
 }
 
 func newKeeper(eng Engine, lim Limits) *keeper {
-	return &keeper{eng: eng, max: lim.MaxAutoExtend, obs: lim.Leases, conns: map[*proxy.Session]*connLeases{}}
+	return &keeper{eng: eng, max: lim.MaxAutoExtend, obs: lim.Leases}
 }
 
 func (k *keeper) event(e string) {
@@ -113,11 +126,43 @@ func (k *keeper) event(e string) {
 	}
 }
 
+// count records a change of the number of leases kept alive.
+func (k *keeper) count(delta int) {
+	k.live.Add(int64(delta))
+	if k.obs != nil {
+		k.obs.AutoLeases(delta)
+	}
+}
+
+// leasesOf returns sess's leases, made (with their release on close) the
+// first time.
+func (k *keeper) leasesOf(sess *proxy.Session) *connLeases {
+	return sess.Value(k, func() any {
+		cl := &connLeases{leases: map[string]*autoLease{}, lost: map[string]bool{}}
+		// Runs at once if the connection has ended already.
+		sess.OnClose(func() { k.closed(cl) })
+		return cl
+	}).(*connLeases)
+}
+
+// peek returns sess's leases, nil if it never kept one.
+func (k *keeper) peek(sess *proxy.Session) *connLeases {
+	v, ok := sess.Lookup(k)
+	if !ok {
+		return nil
+	}
+	return v.(*connLeases)
+}
+
 // admit reports errTooManyLeases if sess may not keep one more lease.
 func (k *keeper) admit(sess *proxy.Session) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if cl := k.conns[sess]; cl != nil && len(cl.leases) >= max(k.max, 1) {
+	cl := k.peek(sess)
+	if cl == nil {
+		return nil
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if len(cl.leases) >= max(k.max, 1) {
 		return errTooManyLeases
 	}
 	return nil
@@ -133,85 +178,76 @@ func (k *keeper) admitIf(sess *proxy.Session, auto bool) error {
 
 // keepIf is keep for a command with AUTOEXTEND; v is the validity in ms
 // just given to the client.
-func (k *keeper) keepIf(sess *proxy.Session, auto bool, kind leaseKind, resources []string, token string, ttl time.Duration, v int64) {
+func (k *keeper) keepIf(sess *proxy.Session, auto bool, kind quorum.Primitive, resources []string, token string, ttl time.Duration, v int64) {
 	if auto {
 		k.keep(sess, kind, resources, token, ttl, time.Now().Add(time.Duration(v)*time.Millisecond))
 	}
 }
 
 // keep starts extending a grant whose validity ends at end.
-func (k *keeper) keep(sess *proxy.Session, kind leaseKind, resources []string, token string, ttl time.Duration, end time.Time) {
-	l := &autoLease{kind: kind, resources: slices.Clone(resources), token: token, ttl: ttl, end: end,
+func (k *keeper) keep(sess *proxy.Session, kind quorum.Primitive, resources []string, token string, ttl time.Duration, end time.Time) {
+	l := &autoLease{lease: quorum.Lease{Primitive: kind, Resources: slices.Clone(resources), Token: token}, ttl: ttl, end: end,
 		key: leaseKey(kind, resources, token), stop: make(chan struct{})}
-	k.mu.Lock()
-	cl := k.conns[sess]
-	fresh := cl == nil
-	if fresh {
-		cl = &connLeases{leases: map[string]*autoLease{}, lost: map[string]bool{}}
-		k.conns[sess] = cl
+	cl := k.leasesOf(sess)
+	cl.mu.Lock()
+	if cl.closed {
+		// The connection ended while the grant was made: give it back,
+		// as its end gave back the others.
+		cl.mu.Unlock()
+		l.release(context.Background(), k.eng)
+		k.event(eventDisconnect)
+		return
 	}
 	if old := cl.leases[l.key]; old != nil {
 		close(old.stop) // the same grant again (TOKEN): one extender
-	} else if k.obs != nil {
-		k.obs.AutoLeases(1)
+	} else {
+		k.count(1)
 	}
 	cl.leases[l.key] = l
 	for _, r := range resources {
 		delete(cl.lost, r)
 	}
-	k.mu.Unlock()
-	if fresh {
-		// Runs at once if the connection closed while the grant was
-		// made: the lease is released then.
-		sess.OnClose(func() { k.closed(sess) })
-	}
-	go k.extend(sess, l)
+	cl.mu.Unlock()
+	go k.extend(sess, cl, l)
 }
 
 // forgetDropin stops extending this connection's drop-in leases on any of
 // keys (with value, or any value when value is ""): a delete or a release
 // through this connection ended them.
 func (k *keeper) forgetDropin(sess *proxy.Session, keys []string, value string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	cl := k.conns[sess]
-	if cl == nil {
-		return
-	}
-	for key, l := range cl.leases {
-		if l.kind != kindDropin || (value != "" && l.token != value) || !overlaps(l.resources, keys) {
-			continue
-		}
-		delete(cl.leases, key)
-		close(l.stop)
-		if k.obs != nil {
-			k.obs.AutoLeases(-1)
-		}
-	}
+	k.drop(sess, func(l *autoLease) bool {
+		return l.lease.Primitive == kindDropin && (value == "" || l.lease.Token == value) && overlaps(l.lease.Resources, keys)
+	})
 }
 
 // forget stops extending the leases of this connection with token and
 // kind that include any of resources (a release through this connection:
 // a multi-lock released in part is no longer whole), and reports whether
 // there was one.
-func (k *keeper) forget(sess *proxy.Session, kind leaseKind, resources []string, token string) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	cl := k.conns[sess]
+func (k *keeper) forget(sess *proxy.Session, kind quorum.Primitive, resources []string, token string) bool {
+	return k.drop(sess, func(l *autoLease) bool {
+		return l.lease.Primitive == kind && l.lease.Token == token && overlaps(l.lease.Resources, resources)
+	})
+}
+
+// drop stops extending the leases of this connection that match, and
+// reports whether there was one.
+func (k *keeper) drop(sess *proxy.Session, match func(*autoLease) bool) bool {
+	cl := k.peek(sess)
 	if cl == nil {
 		return false
 	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
 	found := false
 	for key, l := range cl.leases {
-		if l.kind != kind || l.token != token || !overlaps(l.resources, resources) {
+		if !match(l) {
 			continue
 		}
 		delete(cl.leases, key)
 		close(l.stop)
 		found = true
-		if k.obs != nil {
-			k.obs.AutoLeases(-1)
-		}
+		k.count(-1)
 	}
 	return found
 }
@@ -228,13 +264,13 @@ func overlaps(a, b []string) bool {
 // extended records an extension the client made itself (REXTEND and the
 // like) on the connection that keeps the lease: the keeper extends with
 // the longer ttl from then on, and knows the new validity.
-func (k *keeper) extended(sess *proxy.Session, kind leaseKind, resources []string, token string, ttl, validity time.Duration) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	cl := k.conns[sess]
+func (k *keeper) extended(sess *proxy.Session, kind quorum.Primitive, resources []string, token string, ttl, validity time.Duration) {
+	cl := k.peek(sess)
 	if cl == nil {
 		return
 	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
 	if l := cl.leases[leaseKey(kind, resources, token)]; l != nil {
 		l.mu.Lock()
 		l.ttl = max(l.ttl, ttl)
@@ -246,17 +282,19 @@ func (k *keeper) extended(sess *proxy.Session, kind leaseKind, resources []strin
 // auto reports whether the connection keeps alive a lock or read lock
 // with token on resource, whose validity has not ended.
 func (k *keeper) auto(sess *proxy.Session, resource, token string) bool {
-	k.mu.Lock()
+	cl := k.peek(sess)
+	if cl == nil {
+		return false
+	}
 	var found *autoLease
-	if cl := k.conns[sess]; cl != nil {
-		for _, l := range cl.leases {
-			if l.kind != kindSem && l.token == token && slices.Contains(l.resources, resource) {
-				found = l
-				break
-			}
+	cl.mu.Lock()
+	for _, l := range cl.leases {
+		if l.lease.Primitive != kindSem && l.lease.Token == token && slices.Contains(l.lease.Resources, resource) {
+			found = l
+			break
 		}
 	}
-	k.mu.Unlock()
+	cl.mu.Unlock()
 	return found != nil && time.Now().Before(found.validUntil())
 }
 
@@ -264,12 +302,12 @@ func (k *keeper) auto(sess *proxy.Session, resource, token string) bool {
 // connection was lost, and forgets every one of them it names (one -LOST
 // per command).
 func (k *keeper) takeLost(sess *proxy.Session, resources [][]byte) (string, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	cl := k.conns[sess]
-	if cl == nil || len(cl.lost) == 0 {
+	cl := k.peek(sess)
+	if cl == nil {
 		return "", false
 	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
 	first, found := "", false
 	for _, r := range resources {
 		if cl.lost[string(r)] {
@@ -285,14 +323,18 @@ func (k *keeper) takeLost(sess *proxy.Session, resources [][]byte) (string, bool
 // anyLost reports whether the connection has a lost lease not yet
 // reported: the cheap check before a command's keys are looked at.
 func (k *keeper) anyLost(sess *proxy.Session) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	cl := k.conns[sess]
-	return cl != nil && len(cl.lost) > 0
+	cl := k.peek(sess)
+	if cl == nil {
+		return false
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return len(cl.lost) > 0
 }
 
-// extend keeps l alive until it is stopped or lost.
-func (k *keeper) extend(sess *proxy.Session, l *autoLease) {
+// extend keeps l, one of sess's leases cl, alive until it is stopped or
+// lost.
+func (k *keeper) extend(sess *proxy.Session, cl *connLeases, l *autoLease) {
 	// next is when to try: every ttl/3, but never later than half the
 	// validity left, so that a slow grant still gets its extension.
 	next := func() time.Duration {
@@ -315,13 +357,16 @@ func (k *keeper) extend(sess *proxy.Session, l *autoLease) {
 		}
 		end := l.validUntil()
 		if time.Until(end) <= 0 {
-			k.lose(sess, l)
+			k.lose(sess, cl, l)
 			return
 		}
+		l.mu.Lock()
+		ttl := l.ttl
+		l.mu.Unlock()
 		// Not the connection's context: a close while extending must not
 		// cut the round halfway; the release that follows comes after it.
 		// Each round is bounded by master_timeout.
-		v, err := k.extendOnce(context.Background(), l)
+		v, err := l.extend(context.Background(), k.eng, ttl)
 		select {
 		case <-l.stop:
 			return // released meanwhile: nothing to report
@@ -339,104 +384,66 @@ func (k *keeper) extend(sess *proxy.Session, l *autoLease) {
 		left := time.Until(end)
 		if err == nil || left <= 0 {
 			// Known not held by a quorum, or the validity ran out.
-			k.lose(sess, l)
+			k.lose(sess, cl, l)
 			return
 		}
 		// No quorum yet: try again while the validity lasts.
-		l.mu.Lock()
-		every := l.ttl / 3
-		l.mu.Unlock()
-		t.Reset(max(min(every/4, left/2), 5*time.Millisecond))
-	}
-}
-
-func (k *keeper) extendOnce(ctx context.Context, l *autoLease) (time.Duration, error) {
-	l.mu.Lock()
-	ttl := l.ttl
-	l.mu.Unlock()
-	switch l.kind {
-	case kindSem:
-		return k.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{l.resources[0]}, Token: l.token}, ttl)
-	case kindRead:
-		return k.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Read, Resources: []string{l.resources[0]}, Token: l.token}, ttl)
-	case kindDropin:
-		return k.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.SetNX, Resources: l.resources, Token: l.token}, ttl)
-	}
-	return k.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: l.resources, Token: l.token}, ttl)
-}
-
-// release gives l back on every master and wakes its waiters.
-func (k *keeper) release(l *autoLease) {
-	ctx := context.Background()
-	switch l.kind {
-	case kindSem:
-		k.eng.Release(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{l.resources[0]}, Token: l.token})
-	case kindRead:
-		k.eng.Release(ctx, &quorum.Lease{Primitive: quorum.Read, Resources: []string{l.resources[0]}, Token: l.token})
-	case kindDropin:
-		k.eng.Release(ctx, &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{l.resources[0]}, Token: l.token})
-	default:
-		k.eng.Release(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: l.resources, Token: l.token})
+		t.Reset(max(min(ttl/3/4, left/2), 5*time.Millisecond))
 	}
 }
 
 // lose drops a lease whose validity ended without a quorum's extension:
 // the next command on its connection naming one of its resources answers
 // -LOST, and a RESP3 connection is told at once.
-func (k *keeper) lose(sess *proxy.Session, l *autoLease) {
-	k.mu.Lock()
-	cl := k.conns[sess]
-	if cl == nil || cl.leases[l.key] != l {
-		k.mu.Unlock()
+func (k *keeper) lose(sess *proxy.Session, cl *connLeases, l *autoLease) {
+	cl.mu.Lock()
+	if cl.leases[l.key] != l {
+		// Released, replaced or its connection ended meanwhile.
+		cl.mu.Unlock()
 		return
 	}
 	delete(cl.leases, l.key)
-	if l.kind != kindDropin {
-		for _, r := range l.resources {
+	if l.lease.Primitive != kindDropin {
+		for _, r := range l.lease.Resources {
 			cl.lost[r] = true
 		}
 	}
-	k.mu.Unlock()
-	if k.obs != nil {
-		k.obs.AutoLeases(-1)
-	}
+	cl.mu.Unlock()
+	k.count(-1)
 	k.event(eventLost)
-	if l.kind != kindDropin {
-		for _, r := range l.resources {
-			sess.Push("lost", r, l.token)
+	if l.lease.Primitive != kindDropin {
+		for _, r := range l.lease.Resources {
+			sess.Push("lost", r, l.lease.Token)
 		}
 	}
 	// Lost to timeouts, the keys may still be held on some masters, or
 	// even a quorum: give them back so that waiters need not wait out the
 	// ttl (the client has been told it holds nothing).
-	go k.release(l)
+	go l.release(context.Background(), k.eng)
 }
 
-// closed releases every lease of a connection that closed, all at once,
+// closed releases every lease of a connection that ended, all at once,
 // and returns when the releases were answered (each bounded by the
-// engine's timeouts).
-func (k *keeper) closed(sess *proxy.Session) {
-	k.mu.Lock()
-	cl := k.conns[sess]
-	delete(k.conns, sess)
-	var ls []*autoLease
-	if cl != nil {
-		for _, l := range cl.leases {
-			close(l.stop)
-			ls = append(ls, l)
-		}
+// engine's timeouts). It is the connection's close hook.
+func (k *keeper) closed(cl *connLeases) {
+	cl.mu.Lock()
+	cl.closed = true
+	ls := make([]*autoLease, 0, len(cl.leases))
+	for _, l := range cl.leases {
+		close(l.stop)
+		ls = append(ls, l)
 	}
-	k.mu.Unlock()
+	clear(cl.leases)
+	clear(cl.lost)
+	cl.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, l := range ls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			k.release(l)
+			l.release(context.Background(), k.eng)
 			k.event(eventDisconnect)
-			if k.obs != nil {
-				k.obs.AutoLeases(-1)
-			}
+			k.count(-1)
 		}()
 	}
 	wg.Wait()
@@ -468,14 +475,8 @@ func (k *keeper) lostGuard(cmd *proxy.Command) {
 // a quorum before the validity ended).
 func (k *keeper) info() proxy.InfoSection {
 	return proxy.InfoSection{Name: "leases", Lines: func() []string {
-		k.mu.Lock()
-		n := 0
-		for _, cl := range k.conns {
-			n += len(cl.leases)
-		}
-		k.mu.Unlock()
 		return []string{
-			fmt.Sprintf("autoextend_leases:%d", n),
+			fmt.Sprintf("autoextend_leases:%d", k.live.Load()),
 			fmt.Sprintf("autoextend_lost:%d", k.lostTotal.Load()),
 		}
 	}}
