@@ -40,6 +40,7 @@ func AllWithInfo(eng Engine, lim Limits) ([]*proxy.Command, []proxy.InfoSection)
 	}
 	for _, c := range cmds {
 		k.lostGuard(c)
+		c.Doc.Since, c.Doc.Group = since, "redlock"
 	}
 	info = append(info, k.info())
 	return cmds, info

@@ -243,7 +243,7 @@ func dropinCommands(eng Engine, lim Limits, k *keeper, d *dropin) []*proxy.Comma
 				_, s := d.lookup(args[0])
 				return d.run(ctx, sess, s, args[1:])
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: runs a lock script, recognised by what it does (acquire, release, extend, check, semaphore), as the matching quorum operation; any other script is refused.", Since: since, Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: runs a lock script, recognised by what it does (acquire, release, extend, check, semaphore), as the matching quorum operation; any other script is refused."},
 		},
 		{
 			Name: "evalsha", Arity: -3, Flags: proxy.FlagWrite, Keys: evalKeys,
@@ -254,7 +254,7 @@ func dropinCommands(eng Engine, lim Limits, k *keeper, d *dropin) []*proxy.Comma
 				}
 				return d.run(ctx, sess, s, args[1:])
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: EVAL of a script seen before (EVAL, SCRIPT LOAD) or declared, by its SHA1.", Since: since, Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: EVAL of a script seen before (EVAL, SCRIPT LOAD) or declared, by its SHA1."},
 		},
 		{
 			Name: "script", Arity: -2, Flags: proxy.FlagFast,
@@ -286,7 +286,7 @@ func dropinCommands(eng Engine, lim Limits, k *keeper, d *dropin) []*proxy.Comma
 				}
 				return nil, proxy.Errorf("drop-in mode: SCRIPT %s is not served (see docs/PROTOCOL.md, Drop-in mode)", strings.ToUpper(string(args[0])))
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: SCRIPT LOAD (of a lock script the proxy recognises), SCRIPT EXISTS and SCRIPT FLUSH.", Since: since, Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: SCRIPT LOAD (of a lock script the proxy recognises), SCRIPT EXISTS and SCRIPT FLUSH."},
 		},
 	}...)
 }

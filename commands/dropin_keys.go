@@ -138,7 +138,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				}
 				return n, nil
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: deletes the locks whatever value holds them, on every master; the number a quorum held.", Since: since, Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: deletes the locks whatever value holds them, on every master; the number a quorum held."},
 		}
 	}
 	delIfEq := func(ctx context.Context, sess *proxy.Session, key, value string) (any, error) {
@@ -184,7 +184,6 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Drop-in mode: SET key value NX [PX|EX|PXAT|EXAT ttl] is a quorum lock acquire holding value; OK, or nil whenever a quorum does not grant it (also when the key holds the same value). Without a ttl the proxy keeps the lock alive while the connection is open.",
-				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{
 					{Name: "key", Type: "key"},
 					{Name: "value", Type: "string"},
@@ -208,7 +207,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				// A client that caches it is told when it expires.
 				return proxy.Expires{Value: li.Holder, After: li.TTL}, nil
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: the value that holds the lock on a quorum, or nil.", Since: since, Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: the value that holds the lock on a quorum, or nil."},
 		},
 		ttlCommand("pttl", info, time.Millisecond),
 		ttlCommand("ttl", info, time.Second),
@@ -227,7 +226,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				}
 				return n, nil
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: how many of the locks are held on a quorum.", Since: since, Group: "redlock"},
+			Doc: proxy.Doc{Summary: "Drop-in mode: how many of the locks are held on a quorum."},
 		},
 		del("del"),
 		del("unlink"),
@@ -249,7 +248,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				}
 				return n, nil
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: ZREM semaphore token... releases the permits each token holds (a semaphore kept as a sorted set of holders, as redis-semaphore does); how many held permits on a quorum.", Since: since, Group: "redlock",
+			Doc: proxy.Doc{Summary: "Drop-in mode: ZREM semaphore token... releases the permits each token holds (a semaphore kept as a sorted set of holders, as redis-semaphore does); how many held permits on a quorum.",
 				Args: []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "member", Type: "string", Multiple: true}}},
 		},
 		{
@@ -257,7 +256,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 				return delIfEq(ctx, sess, string(args[0]), string(args[1]))
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode (Valkey 9's DELIFEQ): deletes the lock if it holds value; 1 if it held it on a quorum, else 0.", Since: since, Group: "redlock",
+			Doc: proxy.Doc{Summary: "Drop-in mode (Valkey 9's DELIFEQ): deletes the lock if it holds value; 1 if it held it on a quorum, else 0.",
 				Args: []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "value", Type: "string"}}},
 		},
 		{
@@ -282,7 +281,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				}
 				return nil, proxy.ErrSyntax
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode (Redis 8.4's DELEX): DELEX key IFEQ value deletes the lock if it holds value (1 if it held it on a quorum, else 0); DELEX key deletes it.", Since: since, Group: "redlock",
+			Doc: proxy.Doc{Summary: "Drop-in mode (Redis 8.4's DELEX): DELEX key IFEQ value deletes the lock if it holds value (1 if it held it on a quorum, else 0); DELEX key deletes it.",
 				Args: []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "condition", Type: "oneof", Optional: true, Args: []proxy.ArgDoc{
 					{Name: "value", Type: "string", Token: "IFEQ"},
 				}}}},
@@ -312,6 +311,6 @@ func ttlCommand(name string, info func(context.Context, string) (*quorum.Info, e
 			}
 			return proxy.Expires{Value: int64((li.TTL + unit/2) / unit), After: li.TTL}, nil
 		},
-		Doc: proxy.Doc{Summary: "Drop-in mode: the lock's remaining time as a quorum sees it, -2 if not held.", Since: since, Group: "redlock"},
+		Doc: proxy.Doc{Summary: "Drop-in mode: the lock's remaining time as a quorum sees it, -2 if not held."},
 	}
 }

@@ -51,8 +51,7 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Creates a count-down latch waiting for count arrivals, living ttl. Returns 1 if created, 0 if it exists with that count.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "count", Type: "integer"}, {Name: "ttl", Type: "integer"}},
+				Args:    []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "count", Type: "integer"}, {Name: "ttl", Type: "integer"}},
 			},
 		},
 		{
@@ -71,8 +70,7 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Records one arrival at a latch, once per token. Returns the arrivals still missing as a quorum sees them (0: open).",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "token", Type: "string"}},
+				Args:    []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "token", Type: "string"}},
 			},
 		},
 		{
@@ -91,8 +89,7 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Waits up to wait ms until the latch is open on a quorum. Returns 1 if open, 0 if the wait ran out.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "wait", Type: "integer"}},
+				Args:    []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "wait", Type: "integer"}},
 			},
 		},
 		{
@@ -110,8 +107,7 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Returns the arrivals the latch still misses, as a quorum of masters sees them.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "latch", Type: "key"}},
+				Args:    []proxy.ArgDoc{{Name: "latch", Type: "key"}},
 			},
 		},
 	}

@@ -192,72 +192,18 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rlock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
-				la, err := parseLock("rlock", args, lim)
-				if err != nil {
-					return nil, err
-				}
-				if err := k.admitIf(sess, la.auto); err != nil {
-					return nil, err
-				}
-				lease, err := eng.Acquire(ctx, quorum.Request{Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
-				if err != nil || lease == nil {
-					return nil, err
-				}
-				return proxy.Late(func() any {
-					v, ok := validity(ctx, lease, eng.Abandon)
-					if !ok {
-						return nil
-					}
-					k.keepIf(sess, la.auto, kindLock, lease.Resources, lease.Token, la.ttl, v)
-					return []any{lease.Token, v, lease.Fences[0]}
-				}), nil
-			},
+			Handler: acquireHandler(eng, k, lockCall(quorum.Lock, "rlock", lim), lockReply),
 			Doc: proxy.Doc{
 				Summary: "Acquires an exclusive lock on a quorum of masters. Returns [token, validity, fence], or nil if held.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{
-					{Name: "resource", Type: "key"},
-					{Name: "ttl", Type: "integer"},
-					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
-					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
-					{Name: "autoextend", Type: "pure-token", Token: "AUTOEXTEND", Optional: true},
-				},
+				Args: lockArgDocs(),
 			},
 		},
 		{
 			Name: "rfairlock", Result: proxy.ResultNull, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
-				la, err := parseLock("rfairlock", args, lim)
-				if err != nil {
-					return nil, err
-				}
-				if err := k.admitIf(sess, la.auto); err != nil {
-					return nil, err
-				}
-				lease, err := eng.Acquire(ctx, quorum.Request{Primitive: quorum.Fair, Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token})
-				if err != nil || lease == nil {
-					return nil, err
-				}
-				return proxy.Late(func() any {
-					v, ok := validity(ctx, lease, eng.Abandon)
-					if !ok {
-						return nil
-					}
-					k.keepIf(sess, la.auto, kindLock, lease.Resources, lease.Token, la.ttl, v)
-					return []any{lease.Token, v, lease.Fences[0]}
-				}), nil
-			},
+			Handler: acquireHandler(eng, k, lockCall(quorum.Fair, "rfairlock", lim), lockReply),
 			Doc: proxy.Doc{
 				Summary: "Acquires a lock like RLOCK, but waiters are granted in arrival order across every proxy. Returns [token, validity, fence], or nil if held.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{
-					{Name: "resource", Type: "key"},
-					{Name: "ttl", Type: "integer"},
-					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
-					{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
-					{Name: "autoextend", Type: "pure-token", Token: "AUTOEXTEND", Optional: true},
-				},
+				Args: lockArgDocs(),
 			},
 		},
 		{
@@ -285,54 +231,23 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Reports what a quorum of masters say about a lock now: held, ttl_ms, fence or readers, and with a token whether it is yours.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string", Optional: true}},
+				Args:    []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string", Optional: true}},
 			},
 		},
 		{
 			Name: "runlock", Result: proxy.ResultZero, Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
-				r, t, err := resourceToken(a)
-				if err != nil {
-					return nil, err
-				}
-				k.forget(sess, kindLock, []string{r}, t)
-				held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: []string{r}, Token: t})
-				if err != nil {
-					return nil, err
-				}
-				return boolInt(held), nil
-			},
+			Handler: releaseHandler(eng, k, single(quorum.Lock)),
 			Doc: proxy.Doc{
 				Summary: "Releases a lock held with token. Returns 1 if it was held on a quorum up to the release, else 0.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}},
+				Args:    []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}},
 			},
 		},
 		{
 			Name: "rextend", Result: proxy.ResultNull, Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
-				r, t, err := resourceToken(a)
-				if err != nil {
-					return nil, err
-				}
-				d, err := ttl(a, "rextend", lim)
-				if err != nil {
-					return nil, err
-				}
-				v, err := eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: []string{r}, Token: t}, d)
-				if err != nil || v <= 0 {
-					return nil, err
-				}
-				k.extended(sess, kindLock, []string{r}, t, d, v)
-				return decaying(v, time.Now()), nil
-			},
+			Handler: extendHandler(eng, k, singleTTL(quorum.Lock, "rextend", lim)),
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of a lock held with token. Returns the new validity, or nil if the lock is lost.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
+				Args:    []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
 			},
 		},
 	}
@@ -391,4 +306,16 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// lockArgDocs are the arguments of RLOCK, RFAIRLOCK and RRLOCK, for
+// COMMAND DOCS.
+func lockArgDocs() []proxy.ArgDoc {
+	return []proxy.ArgDoc{
+		{Name: "resource", Type: "key"},
+		{Name: "ttl", Type: "integer"},
+		{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
+		{Name: "token", Type: "string", Token: "TOKEN", Optional: true},
+		{Name: "autoextend", Type: "pure-token", Token: "AUTOEXTEND", Optional: true},
+	}
 }

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"context"
 	"strconv"
 	"time"
 
@@ -89,34 +88,21 @@ func multiLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rmultilock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, Keys: multiLockKeys,
-			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+			Handler: acquireHandler(eng, k, func(args [][]byte) (acquireCall, error) {
 				ma, err := parseMultiLock(args, lim)
 				if err != nil {
-					return nil, err
+					return acquireCall{}, err
 				}
-				if err := k.admitIf(sess, ma.auto); err != nil {
-					return nil, err
+				return acquireCall{req: quorum.Request{Primitive: quorum.Lock, Resources: ma.resources, TTL: ma.ttl, Wait: ma.wait, Token: ma.token}, auto: ma.auto}, nil
+			}, func(l *quorum.Lease, v int64) any {
+				fences := make([]any, len(l.Fences))
+				for i, f := range l.Fences {
+					fences[i] = f
 				}
-				lease, err := eng.Acquire(ctx, quorum.Request{Resources: ma.resources, TTL: ma.ttl, Wait: ma.wait, Token: ma.token})
-				if err != nil || lease == nil {
-					return nil, err
-				}
-				return proxy.Late(func() any {
-					v, ok := validity(ctx, lease, eng.Abandon)
-					if !ok {
-						return nil
-					}
-					k.keepIf(sess, ma.auto, kindLock, lease.Resources, lease.Token, ma.ttl, v)
-					fences := make([]any, len(lease.Fences))
-					for i, f := range lease.Fences {
-						fences[i] = f
-					}
-					return []any{lease.Token, v, fences}
-				}), nil
-			},
+				return []any{l.Token, v, fences}
+			}),
 			Doc: proxy.Doc{
 				Summary: "Acquires every resource as one lock, all or nothing, on a quorum of masters. Returns [token, validity, [fence, ...]], or nil if any is held.",
-				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{
 					{Name: "ttl", Type: "integer"},
 					{Name: "numkeys", Type: "integer"},
@@ -129,8 +115,7 @@ func multiLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 		},
 		{
 			Name: "rmultiunlock", Result: proxy.ResultZero, Concurrent: always, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 2, LastKey: -1, Step: 1,
-			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
+			Handler: releaseHandler(eng, k, func(a *proxy.Args) (*quorum.Lease, error) {
 				t, err := token(a)
 				if err != nil {
 					return nil, err
@@ -139,46 +124,33 @@ func multiLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				k.forget(sess, kindLock, rs, t)
-				held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: rs, Token: t})
-				if err != nil {
-					return nil, err
-				}
-				return boolInt(held), nil
-			},
+				return &quorum.Lease{Primitive: quorum.Lock, Resources: rs, Token: t}, nil
+			}),
 			Doc: proxy.Doc{
 				Summary: "Releases every resource held with token. Returns 1 if all were held on a quorum up to the release, else 0.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "token", Type: "string"}, {Name: "resource", Type: "key", Multiple: true}},
+				Args:    []proxy.ArgDoc{{Name: "token", Type: "string"}, {Name: "resource", Type: "key", Multiple: true}},
 			},
 		},
 		{
 			Name: "rmultiextend", Result: proxy.ResultNull, Arity: -4, Flags: proxy.FlagWrite, FirstKey: 3, LastKey: -1, Step: 1,
-			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
+			Handler: extendHandler(eng, k, func(a *proxy.Args) (*quorum.Lease, time.Duration, error) {
 				t, err := token(a)
 				if err != nil {
-					return nil, err
+					return nil, 0, err
 				}
 				d, err := ttl(a, "rmultiextend", lim)
 				if err != nil {
-					return nil, err
+					return nil, 0, err
 				}
 				rs, err := restResources(a)
 				if err != nil {
-					return nil, err
+					return nil, 0, err
 				}
-				v, err := eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: rs, Token: t}, d)
-				if err != nil || v <= 0 {
-					return nil, err
-				}
-				k.extended(sess, kindLock, rs, t, d, v)
-				return decaying(v, time.Now()), nil
-			},
+				return &quorum.Lease{Primitive: quorum.Lock, Resources: rs, Token: t}, d, nil
+			}),
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of every resource held with token. Returns the new validity, or nil if any could not be extended on a quorum.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}, {Name: "resource", Type: "key", Multiple: true}},
+				Args:    []proxy.ArgDoc{{Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}, {Name: "resource", Type: "key", Multiple: true}},
 			},
 		},
 	}

@@ -45,7 +45,6 @@ func quarantineCommands(eng Engine) []*proxy.Command {
 		},
 		Doc: proxy.Doc{
 			Summary: "Admin: LIST each master's state, quarantine left and why; END <master index|addr> ends a restarted master's quarantine (safe only when no grant from before its restart is still live).",
-			Since:   since, Group: "redlock",
 			Args: []proxy.ArgDoc{{Name: "subcommand", Type: "oneof", Args: []proxy.ArgDoc{
 				{Name: "list", Type: "pure-token", Token: "LIST"},
 				{Name: "end", Type: "block", Args: []proxy.ArgDoc{{Name: "end", Type: "pure-token", Token: "END"}, {Name: "master", Type: "string"}}},

@@ -98,31 +98,15 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rsemacquire", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+			Handler: acquireHandler(eng, k, func(args [][]byte) (acquireCall, error) {
 				sa, err := parseSemAcquire(args, lim)
 				if err != nil {
-					return nil, err
+					return acquireCall{}, err
 				}
-				if err := k.admitIf(sess, sa.auto); err != nil {
-					return nil, err
-				}
-				lease, err := eng.Acquire(ctx, quorum.Request{Primitive: quorum.Semaphore, Resources: []string{sa.name}, Limit: sa.limit, Count: sa.count, TTL: sa.ttl, Wait: sa.wait, Token: sa.token})
-				if err != nil || lease == nil {
-					return nil, err
-				}
-				return proxy.Late(func() any {
-					v := lease.ValidityAt(time.Now()).Milliseconds()
-					if v < 1 || ctx.Err() != nil {
-						eng.Abandon(ctx, lease)
-						return nil
-					}
-					k.keepIf(sess, sa.auto, kindSem, []string{sa.name}, lease.Token, sa.ttl, v)
-					return []any{lease.Token, v}
-				}), nil
-			},
+				return acquireCall{req: quorum.Request{Primitive: quorum.Semaphore, Resources: []string{sa.name}, Limit: sa.limit, Count: sa.count, TTL: sa.ttl, Wait: sa.wait, Token: sa.token}, auto: sa.auto}, nil
+			}, sharedReply),
 			Doc: proxy.Doc{
 				Summary: "Takes permits of a semaphore of limit permits on a quorum of masters. Returns [token, validity], or nil if too few are free.",
-				Since:   since, Group: "redlock",
 				Args: []proxy.ArgDoc{
 					{Name: "semaphore", Type: "key"},
 					{Name: "limit", Type: "integer"},
@@ -136,56 +120,28 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 		},
 		{
 			Name: "rsemrelease", Result: proxy.ResultZero, Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
-				s, err := semaphore(a)
-				if err != nil {
-					return nil, err
-				}
-				t, err := token(a)
-				if err != nil {
-					return nil, err
-				}
-				k.forget(sess, kindSem, []string{s}, t)
-				held, err := eng.Release(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{s}, Token: t})
-				if err != nil {
-					return nil, err
-				}
-				return boolInt(held), nil
-			},
+			Handler: releaseHandler(eng, k, semLease),
 			Doc: proxy.Doc{
 				Summary: "Releases the permits held with token. Returns 1 if they were held on a quorum up to the release, else 0.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "semaphore", Type: "key"}, {Name: "token", Type: "string"}},
+				Args:    []proxy.ArgDoc{{Name: "semaphore", Type: "key"}, {Name: "token", Type: "string"}},
 			},
 		},
 		{
 			Name: "rsemextend", Result: proxy.ResultNull, Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
-				s, err := semaphore(a)
+			Handler: extendHandler(eng, k, func(a *proxy.Args) (*quorum.Lease, time.Duration, error) {
+				l, err := semLease(a)
 				if err != nil {
-					return nil, err
-				}
-				t, err := token(a)
-				if err != nil {
-					return nil, err
+					return nil, 0, err
 				}
 				d, err := ttl(a, "rsemextend", lim)
 				if err != nil {
-					return nil, err
+					return nil, 0, err
 				}
-				v, err := eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{s}, Token: t}, d)
-				if err != nil || v <= 0 {
-					return nil, err
-				}
-				k.extended(sess, kindSem, []string{s}, t, d, v)
-				return decaying(v, time.Now()), nil
-			},
+				return l, d, nil
+			}),
 			Doc: proxy.Doc{
 				Summary: "Resets the ttl of the permits held with token. Returns the new validity, or nil if they are lost.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "semaphore", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
+				Args:    []proxy.ArgDoc{{Name: "semaphore", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
 			},
 		},
 		{
@@ -204,9 +160,21 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 			Doc: proxy.Doc{
 				Summary: "Returns how many permits of the semaphore have a live grant, as a quorum of masters sees them.",
-				Since:   since, Group: "redlock",
-				Args: []proxy.ArgDoc{{Name: "semaphore", Type: "key"}},
+				Args:    []proxy.ArgDoc{{Name: "semaphore", Type: "key"}},
 			},
 		},
 	}
+}
+
+// semLease reads "semaphore token" into a semaphore lease.
+func semLease(a *proxy.Args) (*quorum.Lease, error) {
+	s, err := semaphore(a)
+	if err != nil {
+		return nil, err
+	}
+	t, err := token(a)
+	if err != nil {
+		return nil, err
+	}
+	return &quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{s}, Token: t}, nil
 }

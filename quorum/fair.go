@@ -3,8 +3,6 @@ package quorum
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -46,17 +44,10 @@ func (e *Engine) fairKeys(resource string) [2]string {
 func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("fairlock", t0, lease != nil, err) }()
-	if len(req.Resources) != 1 {
-		return nil, fmt.Errorf("%w: a fair lock has one resource", ErrBadRequest)
-	}
-	ls, err := e.lockSet(req.Resources)
+	ls, err := e.requestSet(req, "a fair lock")
 	if err != nil {
 		return nil, err
 	}
-	if req.TTL <= 0 {
-		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
-	}
-	fixed := req.Token != ""
 	fk := e.fairKeys(ls.given[0])
 	// The caller's token, if it chose one, is also its id in the queue.
 	fq := &fairQueue{queue: fk[0], deadlines: fk[1], channel: ls.channels[0], stale: e.opts.FairStaleAfter, id: cmp.Or(req.Token, NewToken())}
@@ -84,28 +75,19 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 			args: []string{fq.id, fq.channel, mode}, timeout: e.releaseTimeout()}
 		e.follow(ctx, fq.last, o, nil, nil)
 	}()
-	tainted := make([]bool, len(e.nodes))
-	return retry(e, ctx, req.Wait, ls.channels, fq.id, func() (*Lease, step, error) {
-		token := req.Token
-		if !fixed {
-			token = NewToken()
-		}
-		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
-		switch {
-		case lease != nil && ctx.Err() != nil:
-			// The caller left while we were granting: hold nothing, and
-			// let the next waiter know at once.
-			rb()
-			gaveBack = true
-			return nil, stepFinal, ctx.Err()
-		case lease != nil, err != nil && !errors.Is(err, ErrNoQuorum):
-			return lease, stepFinal, err
-		}
-		if err == nil && fq.ticket == 0 && req.Wait > 0 && time.Since(t0) < req.Wait {
-			// Refused: take a place in the queue before waiting.
-			err = e.enqueue(ctx, fq)
-		}
-		return nil, stepWait, err
+	w := waiting{channels: ls.channels, fair: fq.id,
+		// The caller left while we were granting: the lock is free
+		// again and the next waiter must know at once.
+		gaveBack: func() { gaveBack = true },
+		refused: func(err error) error {
+			if err == nil && fq.ticket == 0 && req.Wait > 0 && time.Since(t0) < req.Wait {
+				// Refused: take a place in the queue before waiting.
+				return e.enqueue(ctx, fq)
+			}
+			return err
+		}}
+	return e.acquireLoop(ctx, req, w, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+		return e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
 	})
 }
 

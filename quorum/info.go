@@ -46,15 +46,7 @@ func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err
 	k := e.rwKeys(resource)
 	r := e.send(ctx, &op{name: "lock_info", script: "lock_info", keys: []string{ls.keys[0], ls.keys[1], k.readers}}, nil)
 	// Every answer counts: wait (at most MasterTimeout) for all of them.
-	t := r.count(func(q, _ int, t *tally, final bool) verdict {
-		switch {
-		case final && t.yes >= q:
-			return decidedYes
-		case final:
-			return noQuorum
-		}
-		return undecided
-	}, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) >= 3 }, -1)
+	t := r.count(everyAnswer, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) >= 3 }, -1)
 	if t.verdict != decidedYes {
 		return nil, t.err(e, "lock_info")
 	}

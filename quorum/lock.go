@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -100,6 +99,23 @@ func (e *Engine) lockSet(rs []string) (*lockSet, error) {
 	return ls, nil
 }
 
+// requestSet validates a lock, fair lock or read lock request (its
+// resources, only one unless what is "", and a positive ttl) and names
+// its keys.
+func (e *Engine) requestSet(req Request, what string) (*lockSet, error) {
+	if what != "" && len(req.Resources) != 1 {
+		return nil, fmt.Errorf("%w: %s has one resource", ErrBadRequest, what)
+	}
+	ls, err := e.lockSet(req.Resources)
+	if err != nil {
+		return nil, err
+	}
+	if req.TTL <= 0 {
+		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
+	}
+	return ls, nil
+}
+
 // leaseKey is the master-wide lease high-water mark: when the
 // longest-lived grant the master holds expires (see "Restarted masters").
 func (e *Engine) leaseKey() string { return e.opts.MetaPrefix + "lease-hwm" }
@@ -156,36 +172,16 @@ func decodeAcquire(v any, n int) (acquireReply, bool) {
 func (e *Engine) lockAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("lock", t0, lease != nil, err) }()
-	ls, err := e.lockSet(req.Resources)
+	ls, err := e.requestSet(req, "")
 	if err != nil {
 		return nil, err
 	}
-	if req.TTL <= 0 {
-		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
-	}
-	fixed := req.Token != ""
 	if req.Wait > 0 {
 		ls.mark = NewToken()
 		ls.waitKeys(e)
 	}
-	// tainted[i]: node i's rollback of an earlier try with the same token
-	// was not acknowledged, so its vote cannot be trusted in this call.
-	tainted := make([]bool, len(e.nodes))
-	return retry(e, ctx, req.Wait, ls.channels, "", func() (*Lease, step, error) {
-		token := req.Token
-		if !fixed {
-			token = NewToken()
-		}
-		lease, rb, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed, req.Primitive == SetNX)
-		switch {
-		case lease != nil && ctx.Err() != nil:
-			// The caller left while we were granting: hold nothing.
-			rb()
-			return nil, stepFinal, ctx.Err()
-		case lease != nil, err != nil && !errors.Is(err, ErrNoQuorum):
-			return lease, stepFinal, err
-		}
-		return nil, stepWait, err
+	return e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+		return e.attempt(ctx, ls, token, req.TTL, tainted, fixed, req.Primitive == SetNX)
 	})
 }
 

@@ -467,3 +467,16 @@ func (e *Engine) awaitAcquires(token string) {
 	case <-t.C:
 	}
 }
+
+// everyAnswer is the rule of reads (info, counts) where every answer
+// counts: it waits for all of them (at most the round's deadline), then
+// decides yes when a quorum of them are yes, else no quorum.
+func everyAnswer(q, _ int, t *tally, final bool) verdict {
+	switch {
+	case final && t.yes >= q:
+		return decidedYes
+	case final:
+		return noQuorum
+	}
+	return undecided
+}

@@ -3,7 +3,6 @@ package quorum
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -53,15 +52,9 @@ func (e *Engine) writerMark() time.Duration {
 func (e *Engine) readAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := time.Now()
 	defer func() { e.observe("read_lock", t0, lease != nil, err) }()
-	if len(req.Resources) != 1 {
-		return nil, fmt.Errorf("%w: a read lock has one resource", ErrBadRequest)
-	}
-	ls, err := e.lockSet(req.Resources)
+	ls, err := e.requestSet(req, "a read lock")
 	if err != nil {
 		return nil, err
-	}
-	if req.TTL <= 0 {
-		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
 	}
 	rc := &readCall{k: e.rwKeys(ls.given[0])}
 	if req.Wait > 0 {
@@ -84,22 +77,8 @@ func (e *Engine) readAcquire(ctx context.Context, req Request) (lease *Lease, er
 				args: []string{rc.id, rc.k.channel}, timeout: e.releaseTimeout()}, nil, granted)
 		}()
 	}
-	fixed := req.Token != ""
-	tainted := make([]bool, len(e.nodes))
-	return retry(e, ctx, req.Wait, []string{rc.k.channel}, "", func() (*Lease, step, error) {
-		token := req.Token
-		if !fixed {
-			token = NewToken()
-		}
-		lease, rb, err := e.readAttempt(ctx, rc, ls.given, token, req.TTL, tainted, fixed)
-		switch {
-		case lease != nil && ctx.Err() != nil:
-			rb()
-			return nil, stepFinal, ctx.Err()
-		case lease != nil, err != nil && !errors.Is(err, ErrNoQuorum):
-			return lease, stepFinal, err
-		}
-		return nil, stepWait, err
+	return e.acquireLoop(ctx, req, waiting{channels: []string{rc.k.channel}}, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+		return e.readAttempt(ctx, rc, ls.given, token, req.TTL, tainted, fixed)
 	})
 }
 

@@ -3,7 +3,6 @@ package quorum
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -107,23 +106,8 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 	if req.Limit < 1 || req.Limit > MaxSemaphoreLimit || req.Count < 1 || req.Count > req.Limit || req.TTL <= 0 {
 		return nil, fmt.Errorf("%w: limit, count or ttl out of range", ErrBadRequest)
 	}
-	fixed := req.Token != ""
-	tainted := make([]bool, len(e.nodes))
-	return retry(e, ctx, req.Wait, []string{k.channel}, "", func() (*Lease, step, error) {
-		token := req.Token
-		if !fixed {
-			token = NewToken()
-		}
-		lease, rb, err := e.semAttempt(ctx, k, req, token, tainted, fixed)
-		var le *LimitError
-		switch {
-		case lease != nil && ctx.Err() != nil:
-			rb()
-			return nil, stepFinal, ctx.Err()
-		case lease != nil, errors.As(err, &le), err != nil && !errors.Is(err, ErrNoQuorum):
-			return lease, stepFinal, err
-		}
-		return nil, stepWait, err
+	return e.acquireLoop(ctx, req, waiting{channels: []string{k.channel}}, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+		return e.semAttempt(ctx, k, req, token, tainted, fixed)
 	})
 }
 
@@ -388,15 +372,7 @@ func (e *Engine) semCount(ctx context.Context, name string) (n int, err error) {
 	r := e.send(ctx, &op{name: "sem_count", script: "sem_count", keys: []string{k.base}}, nil)
 	// Every answer counts; wait (briefly) for all of them, as a slot held
 	// by exactly a quorum is seen only if all of its holders answer.
-	t := r.count(func(q, _ int, t *tally, final bool) verdict {
-		switch {
-		case final && t.yes >= q:
-			return decidedYes
-		case final:
-			return noQuorum
-		}
-		return undecided
-	}, func(i int, v any) bool { _, ok := v.([]any); return ok }, -1)
+	t := r.count(everyAnswer, func(i int, v any) bool { _, ok := v.([]any); return ok }, -1)
 	if t.verdict != decidedYes {
 		return 0, t.err(e, "sem_count")
 	}

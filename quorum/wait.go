@@ -3,6 +3,7 @@ package quorum
 import (
 	"cmp"
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -297,4 +298,54 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			return zero, err
 		}
 	}
+}
+
+// attemptFunc is one try of an acquisition with token: the grant and its
+// rollback (for a caller that left meanwhile), or nil with why not (nil:
+// refused by a quorum). tainted and fixed are as in attempt.
+type attemptFunc func(token string, tainted []bool, fixed bool) (*Lease, func(), error)
+
+// waiting is what a primitive adds to the acquire loop: its wake-up
+// channels, a fair waiter's id, and hooks run when a try is refused
+// (the fair queue takes a place) or a grant is given back because the
+// caller left.
+type waiting struct {
+	channels []string
+	fair     string
+	refused  func(err error) error
+	gaveBack func()
+}
+
+// acquireLoop is the one acquire loop of every primitive: it tries with
+// the caller's token, or a fresh one per try; a grant is final, given back
+// if the caller left meanwhile; a bad request or any error but no quorum
+// is final; a refusal or no quorum waits in retry (release notification
+// or jittered timer, hang-up, WAIT deadline) and tries again. The votes of
+// masters whose rollback of an earlier try with the same token was not
+// acknowledged never count (tainted).
+func (e *Engine) acquireLoop(ctx context.Context, req Request, w waiting, try attemptFunc) (*Lease, error) {
+	fixed := req.Token != ""
+	tainted := make([]bool, len(e.nodes))
+	return retry(e, ctx, req.Wait, w.channels, w.fair, func() (*Lease, step, error) {
+		token := req.Token
+		if !fixed {
+			token = NewToken()
+		}
+		lease, rb, err := try(token, tainted, fixed)
+		switch {
+		case lease != nil && ctx.Err() != nil:
+			// The caller left while we were granting: hold nothing.
+			rb()
+			if w.gaveBack != nil {
+				w.gaveBack()
+			}
+			return nil, stepFinal, ctx.Err()
+		case lease != nil, err != nil && !errors.Is(err, ErrNoQuorum):
+			return lease, stepFinal, err
+		}
+		if w.refused != nil {
+			err = w.refused(err)
+		}
+		return nil, stepWait, err
+	})
 }
