@@ -40,7 +40,7 @@ func acquireHandler(eng Engine, k *keeper, parse func(args [][]byte) (acquireCal
 			if !ok {
 				return nil
 			}
-			k.keepIf(sess, c.auto, kindOf(lease.Primitive), lease.Resources, lease.Token, c.req.TTL, v)
+			k.keepIf(sess, c.auto, lease.Primitive, lease.Resources, lease.Token, c.req.TTL, v)
 			return reply(lease, v)
 		}), nil
 	}
@@ -55,7 +55,7 @@ func releaseHandler(eng Engine, k *keeper, parse func(a *proxy.Args) (*quorum.Le
 		if err != nil {
 			return nil, err
 		}
-		k.forget(sess, kindOf(l.Primitive), l.Resources, l.Token)
+		k.forget(sess, l.Primitive, l.Resources, l.Token)
 		held, err := eng.Release(ctx, l)
 		if err != nil {
 			return nil, err
@@ -76,22 +76,9 @@ func extendHandler(eng Engine, k *keeper, parse func(a *proxy.Args) (*quorum.Lea
 		if err != nil || v <= 0 {
 			return nil, err
 		}
-		k.extended(sess, kindOf(l.Primitive), l.Resources, l.Token, d, v)
+		k.extended(sess, l.Primitive, l.Resources, l.Token, d, v)
 		return decaying(v, time.Now()), nil
 	}
-}
-
-// kindOf is the keeper's kind of a primitive's leases.
-func kindOf(p quorum.Primitive) leaseKind {
-	switch p {
-	case quorum.Semaphore:
-		return kindSem
-	case quorum.Read:
-		return kindRead
-	case quorum.SetNX:
-		return kindDropin
-	}
-	return kindLock
 }
 
 // single reads "resource token" into the lease of primitive p.
