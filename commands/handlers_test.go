@@ -1,0 +1,370 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// Scripted answers the rows share. Leases are valid 10 s from when the
+// fake returns them (see matches: "V").
+var (
+	noQuorum     = &quorum.QuorumError{Op: "lock", Got: 1, Need: 2, Total: 3, Errs: []error{context.DeadlineExceeded}}
+	noQuorumText = "-NOQUORUM 1 of 3 masters answered, 2 needed"
+	granted      = answer{v: &quorum.Lease{Resources: []string{"r"}, Token: "tok", Fences: []uint64{7}, Validity: 10 * time.Second}}
+	grantedMulti = answer{v: &quorum.Lease{Resources: []string{"a", "b"}, Token: "tok", Fences: []uint64{7, 8}, Validity: 10 * time.Second}}
+	// lapsed is a grant whose validity ended before its reply was written.
+	lapsed      = answer{v: &quorum.Lease{Resources: []string{"r"}, Token: "tok", Fences: []uint64{7}, Validity: 0}}
+	semGranted  = answer{v: &quorum.Lease{Resources: []string{"s"}, Token: "tok", Count: 2, Slots: []int{0, 1}, Validity: 10 * time.Second}}
+	semLapsed   = answer{v: &quorum.Lease{Resources: []string{"s"}, Token: "tok", Count: 1, Slots: []int{0}, Validity: 0}}
+	valid10s    = answer{v: 10 * time.Second}
+	yes         = answer{v: true}
+	no          = answer{v: false}
+	failNoQuo   = answer{err: noQuorum}
+	canceled    = answer{err: fmt.Errorf("lock r: %w", context.Canceled)}
+	badRequest  = answer{err: fmt.Errorf("%w: no resources", quorum.ErrBadRequest)}
+	reserved    = answer{err: fmt.Errorf("lock: %w", quorum.ErrReservedResource)}
+	unknownErr  = answer{err: errors.New("engine exploded")}
+	noLatch     = answer{err: fmt.Errorf("latch l: %w", quorum.ErrNoLatch)}
+	heldByTok   = answer{v: &quorum.Info{Held: true, Holder: "tok", TTL: 5 * time.Second, Fence: 7}}
+	heldReaders = answer{v: &quorum.Info{Held: true, Readers: []string{"tok", "other"}, TTL: 4 * time.Second}}
+	notHeld     = answer{v: &quorum.Info{}}
+)
+
+// grantOf is a grant of resources with token tok, fences from 7.
+func grantOf(resources ...string) answer {
+	l := &quorum.Lease{Resources: resources, Token: "tok", Validity: 10 * time.Second}
+	for i := range resources {
+		l.Fences = append(l.Fences, uint64(7+i))
+	}
+	return answer{v: l}
+}
+
+// row is one command run on a fresh harness: the engine scripted with on,
+// the commands pre run first (their replies not checked), then cmd, whose
+// reply must be want on a RESP2 connection and want3 on a RESP3 one (want
+// when empty). calls are exactly the engine calls all of them made (none
+// for bad input: it never reaches the engine).
+type row struct {
+	name   string
+	dropin bool
+	on     map[string][]answer
+	pre    [][]string
+	cmd    []string
+	want   string
+	want3  string
+	calls  []string
+}
+
+func cmd(s ...string) []string { return s }
+
+// acquire is the engine call of an acquire of primitive p.
+func acquire(p quorum.Primitive, resources []string, ttl, wait time.Duration, token string) string {
+	return "Acquire " + req(quorum.Request{Primitive: p, Resources: resources, TTL: ttl, Wait: wait, Token: token})
+}
+
+const (
+	ms  = time.Millisecond
+	sec = time.Second
+)
+
+// runRows runs each row on RESP2 and RESP3, each on its own harness.
+func runRows(t *testing.T, rows []row) {
+	t.Helper()
+	for _, r := range rows {
+		for _, proto := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%s/resp%d", r.name, proto), func(t *testing.T) {
+				eng := newFakeEngine()
+				for m, as := range r.on {
+					eng.on(m, as...)
+				}
+				lim := harnessLimits
+				lim.DropIn = r.dropin
+				h := newHarness(t, eng, lim)
+				c := h.dial(t, proto)
+				for _, p := range r.pre {
+					c.do(p...)
+				}
+				got := c.do(r.cmd...)
+				want := r.want
+				if proto == 3 && r.want3 != "" {
+					want = r.want3
+				}
+				if !matches(got, want) {
+					t.Errorf("%q answered\n  %q, want\n  %q", r.cmd, got, want)
+				}
+				if calls := eng.Calls(); !slices.Equal(calls, r.calls) {
+					t.Errorf("%q: engine calls\n  %q, want\n  %q", r.cmd, calls, r.calls)
+				}
+			})
+		}
+	}
+}
+
+// TestLockCommandReplies: RLOCK, RFAIRLOCK, RLOCKINFO, RUNLOCK and REXTEND
+// answer what PROTOCOL.md promises for each outcome the engine can give,
+// and refuse bad input in Redis's wording before it reaches the engine.
+func TestLockCommandReplies(t *testing.T) {
+	rlock := acquire(quorum.Lock, []string{"r"}, sec, 0, "")
+	runRows(t, []row{
+		// RLOCK
+		{name: "rlock granted", on: map[string][]answer{"Acquire": {granted}}, cmd: cmd("RLOCK", "r", "1000"),
+			want: "*3 $3 tok :V :7", calls: []string{rlock}},
+		{name: "rlock options", on: map[string][]answer{"Acquire": {granted}}, cmd: cmd("rlock", "r", "1000", "token", "t", "WAIT", "250"),
+			want: "*3 $3 tok :V :7", calls: []string{acquire(quorum.Lock, []string{"r"}, sec, 250*ms, "t")}},
+		{name: "rlock autoextend", on: map[string][]answer{"Acquire": {granted}}, cmd: cmd("RLOCK", "r", "60000", "AUTOEXTEND"),
+			want: "*3 $3 tok :V :7", calls: []string{acquire(quorum.Lock, []string{"r"}, time.Minute, 0, "")}},
+		{name: "rlock held", cmd: cmd("RLOCK", "r", "1000"), want: "$-1", want3: "_", calls: []string{rlock}},
+		{name: "rlock no quorum", on: map[string][]answer{"Acquire": {failNoQuo}}, cmd: cmd("RLOCK", "r", "1000"), want: noQuorumText, calls: []string{rlock}},
+		{name: "rlock validity lapsed", on: map[string][]answer{"Acquire": {lapsed}}, cmd: cmd("RLOCK", "r", "1000"),
+			want: "$-1", want3: "_", calls: []string{rlock, `Abandon lock ["r"] tok`}},
+		{name: "rlock reserved", on: map[string][]answer{"Acquire": {reserved}}, cmd: cmd("RLOCK", "r", "1000"), want: "-ERR resource name is reserved", calls: []string{rlock}},
+		{name: "rlock bad request", on: map[string][]answer{"Acquire": {badRequest}}, cmd: cmd("RLOCK", "r", "1000"), want: "-ERR syntax error", calls: []string{rlock}},
+		{name: "rlock canceled", on: map[string][]answer{"Acquire": {canceled}}, cmd: cmd("RLOCK", "r", "1000"), want: "-ERR wait canceled: server shutting down", calls: []string{rlock}},
+		{name: "rlock unknown error", on: map[string][]answer{"Acquire": {unknownErr}}, cmd: cmd("RLOCK", "r", "1000"), want: "-ERR internal error", calls: []string{rlock}},
+		{name: "rlock arity", cmd: cmd("RLOCK", "r"), want: "-ERR wrong number of arguments for 'rlock' command"},
+		{name: "rlock ttl not a number", cmd: cmd("RLOCK", "r", "1s"), want: "-ERR value is not an integer or out of range"},
+		{name: "rlock ttl zero", cmd: cmd("RLOCK", "r", "0"), want: "-ERR invalid expire time in 'rlock' command"},
+		{name: "rlock ttl over max", cmd: cmd("RLOCK", "r", "3600001"), want: "-ERR invalid expire time in 'rlock' command (limits.max_ttl is 1h0m0s)"},
+		{name: "rlock empty resource", cmd: cmd("RLOCK", "", "1000"), want: "-ERR resource name must not be empty"},
+		{name: "rlock wait missing", cmd: cmd("RLOCK", "r", "1000", "WAIT"), want: "-ERR syntax error"},
+		{name: "rlock wait negative", cmd: cmd("RLOCK", "r", "1000", "WAIT", "-1"), want: "-ERR timeout is negative"},
+		{name: "rlock wait over max", cmd: cmd("RLOCK", "r", "1000", "WAIT", "300001"), want: "-ERR timeout is out of range (limits.max_wait is 5m0s)"},
+		{name: "rlock token too long", cmd: cmd("RLOCK", "r", "1000", "TOKEN", strings.Repeat("x", 129)), want: "-ERR token must be 1 to 128 bytes"},
+		{name: "rlock token twice", cmd: cmd("RLOCK", "r", "1000", "TOKEN", "a", "TOKEN", "a"), want: "-ERR syntax error"},
+		{name: "rlock unknown option", cmd: cmd("RLOCK", "r", "1000", "NX"), want: "-ERR syntax error"},
+		{name: "rlock too many autoextend", on: map[string][]answer{"Acquire": {grantOf("a"), grantOf("b")}},
+			pre: [][]string{{"RLOCK", "a", "60000", "AUTOEXTEND"}, {"RLOCK", "b", "60000", "AUTOEXTEND"}},
+			cmd: cmd("RLOCK", "c", "60000", "AUTOEXTEND"), want: "-ERR too many auto-extended leases",
+			calls: []string{acquire(quorum.Lock, []string{"a"}, time.Minute, 0, ""), acquire(quorum.Lock, []string{"b"}, time.Minute, 0, "")}},
+
+		// RFAIRLOCK
+		{name: "rfairlock granted", on: map[string][]answer{"Acquire": {granted}}, cmd: cmd("RFAIRLOCK", "r", "1000", "WAIT", "10"),
+			want: "*3 $3 tok :V :7", calls: []string{acquire(quorum.Fair, []string{"r"}, sec, 10*ms, "")}},
+		{name: "rfairlock held", cmd: cmd("RFAIRLOCK", "r", "1000"), want: "$-1", want3: "_", calls: []string{acquire(quorum.Fair, []string{"r"}, sec, 0, "")}},
+		{name: "rfairlock no quorum", on: map[string][]answer{"Acquire": {failNoQuo}}, cmd: cmd("RFAIRLOCK", "r", "1000"), want: noQuorumText,
+			calls: []string{acquire(quorum.Fair, []string{"r"}, sec, 0, "")}},
+		{name: "rfairlock validity lapsed", on: map[string][]answer{"Acquire": {lapsed}}, cmd: cmd("RFAIRLOCK", "r", "1000"), want: "$-1", want3: "_",
+			calls: []string{acquire(quorum.Fair, []string{"r"}, sec, 0, ""), `Abandon fair ["r"] tok`}},
+		{name: "rfairlock bad ttl", cmd: cmd("RFAIRLOCK", "r", "-5"), want: "-ERR invalid expire time in 'rfairlock' command"},
+		{name: "rfairlock too many autoextend", on: map[string][]answer{"Acquire": {grantOf("a"), grantOf("b")}},
+			pre: [][]string{{"RLOCK", "a", "60000", "AUTOEXTEND"}, {"RLOCK", "b", "60000", "AUTOEXTEND"}},
+			cmd: cmd("RFAIRLOCK", "c", "60000", "AUTOEXTEND"), want: "-ERR too many auto-extended leases",
+			calls: []string{acquire(quorum.Lock, []string{"a"}, time.Minute, 0, ""), acquire(quorum.Lock, []string{"b"}, time.Minute, 0, "")}},
+
+		// RLOCKINFO
+		{name: "rlockinfo held", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("RLOCKINFO", "r"),
+			want:  "*6 $4 held :1 $6 ttl_ms :5000 $5 fence :7",
+			want3: "%3 $4 held :1 $6 ttl_ms :5000 $5 fence :7", calls: []string{"Info lock r"}},
+		{name: "rlockinfo mine", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("RLOCKINFO", "r", "tok"),
+			want:  "*10 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :0",
+			want3: "%5 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :0", calls: []string{"Info lock r"}},
+		{name: "rlockinfo mine autoextended", on: map[string][]answer{"Acquire": {granted}, "Info": {heldByTok}},
+			pre: [][]string{{"RLOCK", "r", "60000", "TOKEN", "tok", "AUTOEXTEND"}}, cmd: cmd("RLOCKINFO", "r", "tok"),
+			want:  "*10 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :1",
+			want3: "%5 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :1",
+			calls: []string{acquire(quorum.Lock, []string{"r"}, time.Minute, 0, "tok"), "Info lock r"}},
+		{name: "rlockinfo not mine", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("RLOCKINFO", "r", "other"),
+			want:  "*10 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :0 $10 autoextend :0",
+			want3: "%5 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :0 $10 autoextend :0", calls: []string{"Info lock r"}},
+		{name: "rlockinfo readers", on: map[string][]answer{"Info": {heldReaders}}, cmd: cmd("RLOCKINFO", "r", "tok"),
+			want:  "*10 $4 held :1 $6 ttl_ms :4000 $7 readers :2 $4 mine :1 $10 autoextend :0",
+			want3: "%5 $4 held :1 $6 ttl_ms :4000 $7 readers :2 $4 mine :1 $10 autoextend :0", calls: []string{"Info lock r"}},
+		{name: "rlockinfo not held", on: map[string][]answer{"Info": {notHeld}}, cmd: cmd("RLOCKINFO", "r"),
+			want: "*4 $4 held :0 $6 ttl_ms :-1", want3: "%2 $4 held :0 $6 ttl_ms :-1", calls: []string{"Info lock r"}},
+		{name: "rlockinfo no quorum", on: map[string][]answer{"Info": {failNoQuo}}, cmd: cmd("RLOCKINFO", "r"), want: noQuorumText, calls: []string{"Info lock r"}},
+		{name: "rlockinfo extra argument", cmd: cmd("RLOCKINFO", "r", "tok", "x"), want: "-ERR syntax error"},
+		{name: "rlockinfo empty token", cmd: cmd("RLOCKINFO", "r", ""), want: "-ERR token must be 1 to 128 bytes"},
+		{name: "rlockinfo empty resource", cmd: cmd("RLOCKINFO", ""), want: "-ERR resource name must not be empty"},
+		{name: "rlockinfo arity", cmd: cmd("RLOCKINFO"), want: "-ERR wrong number of arguments for 'rlockinfo' command"},
+
+		// RUNLOCK
+		{name: "runlock held", on: map[string][]answer{"Release": {yes}}, cmd: cmd("RUNLOCK", "r", "tok"), want: ":1", calls: []string{`Release lock ["r"] tok`}},
+		{name: "runlock not held", on: map[string][]answer{"Release": {no}}, cmd: cmd("RUNLOCK", "r", "tok"), want: ":0", calls: []string{`Release lock ["r"] tok`}},
+		{name: "runlock no quorum", on: map[string][]answer{"Release": {failNoQuo}}, cmd: cmd("RUNLOCK", "r", "tok"), want: noQuorumText, calls: []string{`Release lock ["r"] tok`}},
+		{name: "runlock arity", cmd: cmd("RUNLOCK", "r"), want: "-ERR wrong number of arguments for 'runlock' command"},
+		{name: "runlock empty token", cmd: cmd("RUNLOCK", "r", ""), want: "-ERR token must be 1 to 128 bytes"},
+		{name: "runlock empty resource", cmd: cmd("RUNLOCK", "", "tok"), want: "-ERR resource name must not be empty"},
+		{name: "runlock stops the autoextension", on: map[string][]answer{"Acquire": {granted}, "Release": {yes}, "Info": {heldByTok}},
+			pre: [][]string{{"RLOCK", "r", "60000", "TOKEN", "tok", "AUTOEXTEND"}, {"RUNLOCK", "r", "tok"}}, cmd: cmd("RLOCKINFO", "r", "tok"),
+			want:  "*10 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :0",
+			want3: "%5 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :0",
+			calls: []string{acquire(quorum.Lock, []string{"r"}, time.Minute, 0, "tok"), `Release lock ["r"] tok`, "Info lock r"}},
+
+		// REXTEND
+		{name: "rextend extended", on: map[string][]answer{"Extend": {valid10s}}, cmd: cmd("REXTEND", "r", "tok", "1000"), want: ":V", calls: []string{`Extend lock ["r"] tok 1s`}},
+		{name: "rextend lost", cmd: cmd("REXTEND", "r", "tok", "1000"), want: "$-1", want3: "_", calls: []string{`Extend lock ["r"] tok 1s`}},
+		{name: "rextend no quorum", on: map[string][]answer{"Extend": {failNoQuo}}, cmd: cmd("REXTEND", "r", "tok", "1000"), want: noQuorumText, calls: []string{`Extend lock ["r"] tok 1s`}},
+		{name: "rextend bad ttl", cmd: cmd("REXTEND", "r", "tok", "0"), want: "-ERR invalid expire time in 'rextend' command"},
+		{name: "rextend ttl not a number", cmd: cmd("REXTEND", "r", "tok", "ten"), want: "-ERR value is not an integer or out of range"},
+		{name: "rextend empty token", cmd: cmd("REXTEND", "r", "", "1000"), want: "-ERR token must be 1 to 128 bytes"},
+		{name: "rextend arity", cmd: cmd("REXTEND", "r", "tok"), want: "-ERR wrong number of arguments for 'rextend' command"},
+	})
+}
+
+// TestMultiLockCommandReplies: RMULTILOCK, RMULTIUNLOCK and RMULTIEXTEND.
+func TestMultiLockCommandReplies(t *testing.T) {
+	multi := acquire(quorum.Lock, []string{"a", "b"}, sec, 0, "")
+	runRows(t, []row{
+		{name: "rmultilock granted", on: map[string][]answer{"Acquire": {grantedMulti}}, cmd: cmd("RMULTILOCK", "1000", "2", "a", "b"),
+			want: "*3 $3 tok :V *2 :7 :8", calls: []string{multi}},
+		{name: "rmultilock options", on: map[string][]answer{"Acquire": {grantedMulti}}, cmd: cmd("RMULTILOCK", "60000", "2", "a", "b", "WAIT", "5", "TOKEN", "t", "AUTOEXTEND"),
+			want: "*3 $3 tok :V *2 :7 :8", calls: []string{acquire(quorum.Lock, []string{"a", "b"}, time.Minute, 5*ms, "t")}},
+		{name: "rmultilock held", cmd: cmd("RMULTILOCK", "1000", "2", "a", "b"), want: "$-1", want3: "_", calls: []string{multi}},
+		{name: "rmultilock no quorum", on: map[string][]answer{"Acquire": {failNoQuo}}, cmd: cmd("RMULTILOCK", "1000", "2", "a", "b"), want: noQuorumText, calls: []string{multi}},
+		{name: "rmultilock validity lapsed", on: map[string][]answer{"Acquire": {{v: &quorum.Lease{Resources: []string{"a", "b"}, Token: "tok", Fences: []uint64{7, 8}}}}},
+			cmd: cmd("RMULTILOCK", "1000", "2", "a", "b"), want: "$-1", want3: "_", calls: []string{multi, `Abandon lock ["a" "b"] tok`}},
+		{name: "rmultilock numkeys zero", cmd: cmd("RMULTILOCK", "1000", "0", "a"), want: "-ERR numkeys should be greater than 0"},
+		{name: "rmultilock numkeys over", cmd: cmd("RMULTILOCK", "1000", "3", "a", "b"), want: "-ERR syntax error"},
+		{name: "rmultilock numkeys not a number", cmd: cmd("RMULTILOCK", "1000", "x", "a"), want: "-ERR value is not an integer or out of range"},
+		{name: "rmultilock empty resource", cmd: cmd("RMULTILOCK", "1000", "2", "a", ""), want: "-ERR resource name must not be empty"},
+		{name: "rmultilock bad ttl", cmd: cmd("RMULTILOCK", "0", "1", "a"), want: "-ERR invalid expire time in 'rmultilock' command"},
+		{name: "rmultilock bad option", cmd: cmd("RMULTILOCK", "1000", "1", "a", "b"), want: "-ERR syntax error"},
+		{name: "rmultilock arity", cmd: cmd("RMULTILOCK", "1000", "1"), want: "-ERR wrong number of arguments for 'rmultilock' command"},
+		{name: "rmultilock too many autoextend", on: map[string][]answer{"Acquire": {grantOf("a"), grantOf("b")}},
+			pre: [][]string{{"RLOCK", "a", "60000", "AUTOEXTEND"}, {"RLOCK", "b", "60000", "AUTOEXTEND"}},
+			cmd: cmd("RMULTILOCK", "60000", "1", "c", "AUTOEXTEND"), want: "-ERR too many auto-extended leases",
+			calls: []string{acquire(quorum.Lock, []string{"a"}, time.Minute, 0, ""), acquire(quorum.Lock, []string{"b"}, time.Minute, 0, "")}},
+
+		{name: "rmultiunlock held", on: map[string][]answer{"Release": {yes}}, cmd: cmd("RMULTIUNLOCK", "tok", "a", "b"), want: ":1", calls: []string{`Release lock ["a" "b"] tok`}},
+		{name: "rmultiunlock not held", on: map[string][]answer{"Release": {no}}, cmd: cmd("RMULTIUNLOCK", "tok", "a"), want: ":0", calls: []string{`Release lock ["a"] tok`}},
+		{name: "rmultiunlock no quorum", on: map[string][]answer{"Release": {failNoQuo}}, cmd: cmd("RMULTIUNLOCK", "tok", "a"), want: noQuorumText, calls: []string{`Release lock ["a"] tok`}},
+		{name: "rmultiunlock empty token", cmd: cmd("RMULTIUNLOCK", "", "a"), want: "-ERR token must be 1 to 128 bytes"},
+		{name: "rmultiunlock empty resource", cmd: cmd("RMULTIUNLOCK", "tok", "a", ""), want: "-ERR resource name must not be empty"},
+		{name: "rmultiunlock arity", cmd: cmd("RMULTIUNLOCK", "tok"), want: "-ERR wrong number of arguments for 'rmultiunlock' command"},
+
+		{name: "rmultiextend extended", on: map[string][]answer{"Extend": {valid10s}}, cmd: cmd("RMULTIEXTEND", "tok", "1000", "a", "b"), want: ":V", calls: []string{`Extend lock ["a" "b"] tok 1s`}},
+		{name: "rmultiextend lost", cmd: cmd("RMULTIEXTEND", "tok", "1000", "a"), want: "$-1", want3: "_", calls: []string{`Extend lock ["a"] tok 1s`}},
+		{name: "rmultiextend no quorum", on: map[string][]answer{"Extend": {failNoQuo}}, cmd: cmd("RMULTIEXTEND", "tok", "1000", "a"), want: noQuorumText, calls: []string{`Extend lock ["a"] tok 1s`}},
+		{name: "rmultiextend bad ttl", cmd: cmd("RMULTIEXTEND", "tok", "0", "a"), want: "-ERR invalid expire time in 'rmultiextend' command"},
+		{name: "rmultiextend empty token", cmd: cmd("RMULTIEXTEND", "", "10", "a"), want: "-ERR token must be 1 to 128 bytes"},
+		{name: "rmultiextend empty resource", cmd: cmd("RMULTIEXTEND", "tok", "10", ""), want: "-ERR resource name must not be empty"},
+		{name: "rmultiextend arity", cmd: cmd("RMULTIEXTEND", "tok", "10"), want: "-ERR wrong number of arguments for 'rmultiextend' command"},
+	})
+}
+
+// TestReadLockCommandReplies: RRLOCK, RRUNLOCK and RREXTEND.
+func TestReadLockCommandReplies(t *testing.T) {
+	rr := acquire(quorum.Read, []string{"r"}, sec, 0, "")
+	runRows(t, []row{
+		{name: "rrlock granted", on: map[string][]answer{"Acquire": {granted}}, cmd: cmd("RRLOCK", "r", "1000"), want: "*2 $3 tok :V", calls: []string{rr}},
+		{name: "rrlock options", on: map[string][]answer{"Acquire": {granted}}, cmd: cmd("RRLOCK", "r", "60000", "AUTOEXTEND", "WAIT", "7", "TOKEN", "t"),
+			want: "*2 $3 tok :V", calls: []string{acquire(quorum.Read, []string{"r"}, time.Minute, 7*ms, "t")}},
+		{name: "rrlock held", cmd: cmd("RRLOCK", "r", "1000"), want: "$-1", want3: "_", calls: []string{rr}},
+		{name: "rrlock no quorum", on: map[string][]answer{"Acquire": {failNoQuo}}, cmd: cmd("RRLOCK", "r", "1000"), want: noQuorumText, calls: []string{rr}},
+		{name: "rrlock validity lapsed", on: map[string][]answer{"Acquire": {lapsed}}, cmd: cmd("RRLOCK", "r", "1000"), want: "$-1", want3: "_",
+			calls: []string{rr, `Abandon read ["r"] tok`}},
+		{name: "rrlock bad ttl", cmd: cmd("RRLOCK", "r", "0"), want: "-ERR invalid expire time in 'rrlock' command"},
+		{name: "rrlock too many autoextend", on: map[string][]answer{"Acquire": {grantOf("a"), grantOf("b")}},
+			pre: [][]string{{"RLOCK", "a", "60000", "AUTOEXTEND"}, {"RLOCK", "b", "60000", "AUTOEXTEND"}},
+			cmd: cmd("RRLOCK", "c", "60000", "AUTOEXTEND"), want: "-ERR too many auto-extended leases",
+			calls: []string{acquire(quorum.Lock, []string{"a"}, time.Minute, 0, ""), acquire(quorum.Lock, []string{"b"}, time.Minute, 0, "")}},
+
+		{name: "rrunlock held", on: map[string][]answer{"Release": {yes}}, cmd: cmd("RRUNLOCK", "r", "tok"), want: ":1", calls: []string{`Release read ["r"] tok`}},
+		{name: "rrunlock not held", cmd: cmd("RRUNLOCK", "r", "tok"), want: ":0", calls: []string{`Release read ["r"] tok`}},
+		{name: "rrunlock no quorum", on: map[string][]answer{"Release": {failNoQuo}}, cmd: cmd("RRUNLOCK", "r", "tok"), want: noQuorumText, calls: []string{`Release read ["r"] tok`}},
+		{name: "rrunlock empty token", cmd: cmd("RRUNLOCK", "r", ""), want: "-ERR token must be 1 to 128 bytes"},
+
+		{name: "rrextend extended", on: map[string][]answer{"Extend": {valid10s}}, cmd: cmd("RREXTEND", "r", "tok", "1000"), want: ":V", calls: []string{`Extend read ["r"] tok 1s`}},
+		{name: "rrextend lost", cmd: cmd("RREXTEND", "r", "tok", "1000"), want: "$-1", want3: "_", calls: []string{`Extend read ["r"] tok 1s`}},
+		{name: "rrextend no quorum", on: map[string][]answer{"Extend": {failNoQuo}}, cmd: cmd("RREXTEND", "r", "tok", "1000"), want: noQuorumText, calls: []string{`Extend read ["r"] tok 1s`}},
+		{name: "rrextend bad ttl", cmd: cmd("RREXTEND", "r", "tok", "3600001"), want: "-ERR invalid expire time in 'rrextend' command (limits.max_ttl is 1h0m0s)"},
+		{name: "rrextend empty resource", cmd: cmd("RREXTEND", "", "tok", "10"), want: "-ERR resource name must not be empty"},
+	})
+}
+
+// TestSemaphoreCommandReplies: RSEMACQUIRE, RSEMRELEASE, RSEMEXTEND and
+// RSEMCOUNT.
+func TestSemaphoreCommandReplies(t *testing.T) {
+	sem := "Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, Limit: 3, Count: 1, TTL: sec})
+	runRows(t, []row{
+		{name: "rsemacquire granted", on: map[string][]answer{"Acquire": {semGranted}}, cmd: cmd("RSEMACQUIRE", "s", "3", "1000"), want: "*2 $3 tok :V", calls: []string{sem}},
+		{name: "rsemacquire options", on: map[string][]answer{"Acquire": {semGranted}}, cmd: cmd("RSEMACQUIRE", "s", "3", "60000", "count", "2", "WAIT", "9", "TOKEN", "t", "AUTOEXTEND"),
+			want: "*2 $3 tok :V", calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, Limit: 3, Count: 2, TTL: time.Minute, Wait: 9 * ms, Token: "t"})}},
+		{name: "rsemacquire not granted", cmd: cmd("RSEMACQUIRE", "s", "3", "1000"), want: "$-1", want3: "_", calls: []string{sem}},
+		{name: "rsemacquire no quorum", on: map[string][]answer{"Acquire": {failNoQuo}}, cmd: cmd("RSEMACQUIRE", "s", "3", "1000"), want: noQuorumText, calls: []string{sem}},
+		{name: "rsemacquire validity lapsed", on: map[string][]answer{"Acquire": {semLapsed}}, cmd: cmd("RSEMACQUIRE", "s", "3", "1000"), want: "$-1", want3: "_",
+			calls: []string{sem, `Abandon semaphore ["s"] tok`}},
+		{name: "rsemacquire other limit", on: map[string][]answer{"Acquire": {{err: fmt.Errorf("acquire: %w", &quorum.LimitError{Name: "s", Limit: 5})}}},
+			cmd: cmd("RSEMACQUIRE", "s", "3", "1000"), want: "-ERR semaphore 's' has limit 5", calls: []string{sem}},
+		{name: "rsemacquire limit zero", cmd: cmd("RSEMACQUIRE", "s", "0", "1000"), want: fmt.Sprintf("-ERR limit must be 1 to %d", quorum.MaxSemaphoreLimit)},
+		{name: "rsemacquire limit over", cmd: cmd("RSEMACQUIRE", "s", fmt.Sprint(quorum.MaxSemaphoreLimit+1), "1000"), want: fmt.Sprintf("-ERR limit must be 1 to %d", quorum.MaxSemaphoreLimit)},
+		{name: "rsemacquire limit not a number", cmd: cmd("RSEMACQUIRE", "s", "many", "1000"), want: "-ERR value is not an integer or out of range"},
+		{name: "rsemacquire count over limit", cmd: cmd("RSEMACQUIRE", "s", "3", "1000", "COUNT", "4"), want: "-ERR count must be 1 to the limit"},
+		{name: "rsemacquire count zero", cmd: cmd("RSEMACQUIRE", "s", "3", "1000", "COUNT", "0"), want: "-ERR count must be 1 to the limit"},
+		{name: "rsemacquire count not a number", cmd: cmd("RSEMACQUIRE", "s", "3", "1000", "COUNT", "x"), want: "-ERR value is not an integer or out of range"},
+		{name: "rsemacquire count missing", cmd: cmd("RSEMACQUIRE", "s", "3", "1000", "COUNT"), want: "-ERR syntax error"},
+		{name: "rsemacquire count twice", cmd: cmd("RSEMACQUIRE", "s", "3", "1000", "COUNT", "1", "COUNT", "1"), want: "-ERR syntax error"},
+		{name: "rsemacquire wait negative", cmd: cmd("RSEMACQUIRE", "s", "3", "1000", "WAIT", "-1"), want: "-ERR timeout is negative"},
+		{name: "rsemacquire empty token", cmd: cmd("RSEMACQUIRE", "s", "3", "1000", "TOKEN", ""), want: "-ERR token must be 1 to 128 bytes"},
+		{name: "rsemacquire unknown option", cmd: cmd("RSEMACQUIRE", "s", "3", "1000", "PX"), want: "-ERR syntax error"},
+		{name: "rsemacquire bad ttl", cmd: cmd("RSEMACQUIRE", "s", "3", "0"), want: "-ERR invalid expire time in 'rsemacquire' command"},
+		{name: "rsemacquire empty name", cmd: cmd("RSEMACQUIRE", "", "3", "1000"), want: "-ERR semaphore name must not be empty"},
+		{name: "rsemacquire arity", cmd: cmd("RSEMACQUIRE", "s", "3"), want: "-ERR wrong number of arguments for 'rsemacquire' command"},
+		{name: "rsemacquire too many autoextend", on: map[string][]answer{"Acquire": {grantOf("a"), grantOf("b")}},
+			pre: [][]string{{"RLOCK", "a", "60000", "AUTOEXTEND"}, {"RLOCK", "b", "60000", "AUTOEXTEND"}},
+			cmd: cmd("RSEMACQUIRE", "s", "3", "60000", "AUTOEXTEND"), want: "-ERR too many auto-extended leases",
+			calls: []string{acquire(quorum.Lock, []string{"a"}, time.Minute, 0, ""), acquire(quorum.Lock, []string{"b"}, time.Minute, 0, "")}},
+
+		{name: "rsemrelease held", on: map[string][]answer{"Release": {yes}}, cmd: cmd("RSEMRELEASE", "s", "tok"), want: ":1", calls: []string{`Release semaphore ["s"] tok`}},
+		{name: "rsemrelease not held", cmd: cmd("RSEMRELEASE", "s", "tok"), want: ":0", calls: []string{`Release semaphore ["s"] tok`}},
+		{name: "rsemrelease no quorum", on: map[string][]answer{"Release": {failNoQuo}}, cmd: cmd("RSEMRELEASE", "s", "tok"), want: noQuorumText, calls: []string{`Release semaphore ["s"] tok`}},
+		{name: "rsemrelease empty token", cmd: cmd("RSEMRELEASE", "s", ""), want: "-ERR token must be 1 to 128 bytes"},
+		{name: "rsemrelease empty name", cmd: cmd("RSEMRELEASE", "", "tok"), want: "-ERR semaphore name must not be empty"},
+
+		{name: "rsemextend extended", on: map[string][]answer{"Extend": {valid10s}}, cmd: cmd("RSEMEXTEND", "s", "tok", "1000"), want: ":V", calls: []string{`Extend semaphore ["s"] tok 1s`}},
+		{name: "rsemextend lost", cmd: cmd("RSEMEXTEND", "s", "tok", "1000"), want: "$-1", want3: "_", calls: []string{`Extend semaphore ["s"] tok 1s`}},
+		{name: "rsemextend no quorum", on: map[string][]answer{"Extend": {failNoQuo}}, cmd: cmd("RSEMEXTEND", "s", "tok", "1000"), want: noQuorumText, calls: []string{`Extend semaphore ["s"] tok 1s`}},
+		{name: "rsemextend bad ttl", cmd: cmd("RSEMEXTEND", "s", "tok", "-1"), want: "-ERR invalid expire time in 'rsemextend' command"},
+		{name: "rsemextend empty token", cmd: cmd("RSEMEXTEND", "s", "", "10"), want: "-ERR token must be 1 to 128 bytes"},
+		{name: "rsemextend empty name", cmd: cmd("RSEMEXTEND", "", "tok", "10"), want: "-ERR semaphore name must not be empty"},
+
+		{name: "rsemcount", on: map[string][]answer{"Info": {{v: &quorum.Info{Count: 2}}}}, cmd: cmd("RSEMCOUNT", "s"), want: ":2", calls: []string{"Info semaphore s"}},
+		{name: "rsemcount no quorum", on: map[string][]answer{"Info": {failNoQuo}}, cmd: cmd("RSEMCOUNT", "s"), want: noQuorumText, calls: []string{"Info semaphore s"}},
+		{name: "rsemcount empty name", cmd: cmd("RSEMCOUNT", ""), want: "-ERR semaphore name must not be empty"},
+		{name: "rsemcount arity", cmd: cmd("RSEMCOUNT", "s", "x"), want: "-ERR wrong number of arguments for 'rsemcount' command"},
+	})
+}
+
+// TestLatchCommandReplies: RLATCH, RLATCHDOWN, RLATCHWAIT and RLATCHCOUNT.
+func TestLatchCommandReplies(t *testing.T) {
+	runRows(t, []row{
+		{name: "rlatch created", on: map[string][]answer{"Latch": {{v: 1}}}, cmd: cmd("RLATCH", "l", "3", "1000"), want: ":1", calls: []string{`Latch op=0 l count=3 ttl=1s token="" wait=0s`}},
+		{name: "rlatch exists", cmd: cmd("RLATCH", "l", "3", "1000"), want: ":0", calls: []string{`Latch op=0 l count=3 ttl=1s token="" wait=0s`}},
+		{name: "rlatch other count", on: map[string][]answer{"Latch": {{err: &quorum.LatchCountError{Name: "l", Count: 4}}}}, cmd: cmd("RLATCH", "l", "3", "1000"),
+			want: "-ERR latch 'l' has count 4", calls: []string{`Latch op=0 l count=3 ttl=1s token="" wait=0s`}},
+		{name: "rlatch no quorum", on: map[string][]answer{"Latch": {failNoQuo}}, cmd: cmd("RLATCH", "l", "3", "1000"), want: noQuorumText, calls: []string{`Latch op=0 l count=3 ttl=1s token="" wait=0s`}},
+		{name: "rlatch count zero", cmd: cmd("RLATCH", "l", "0", "1000"), want: "-ERR count must be 1 to 1024 (limits.max_args)"},
+		{name: "rlatch count over", cmd: cmd("RLATCH", "l", "1025", "1000"), want: "-ERR count must be 1 to 1024 (limits.max_args)"},
+		{name: "rlatch count not a number", cmd: cmd("RLATCH", "l", "x", "1000"), want: "-ERR value is not an integer or out of range"},
+		{name: "rlatch bad ttl", cmd: cmd("RLATCH", "l", "3", "0"), want: "-ERR invalid expire time in 'rlatch' command"},
+		{name: "rlatch empty name", cmd: cmd("RLATCH", "", "3", "1000"), want: "-ERR latch name must not be empty"},
+		{name: "rlatch arity", cmd: cmd("RLATCH", "l", "3"), want: "-ERR wrong number of arguments for 'rlatch' command"},
+
+		{name: "rlatchdown", on: map[string][]answer{"Latch": {{v: 2}}}, cmd: cmd("RLATCHDOWN", "l", "tok"), want: ":2", calls: []string{`Latch op=1 l count=0 ttl=0s token="tok" wait=0s`}},
+		{name: "rlatchdown open", cmd: cmd("RLATCHDOWN", "l", "tok"), want: ":0", calls: []string{`Latch op=1 l count=0 ttl=0s token="tok" wait=0s`}},
+		{name: "rlatchdown no latch", on: map[string][]answer{"Latch": {noLatch}}, cmd: cmd("RLATCHDOWN", "l", "tok"), want: "-ERR no such latch", calls: []string{`Latch op=1 l count=0 ttl=0s token="tok" wait=0s`}},
+		{name: "rlatchdown no quorum", on: map[string][]answer{"Latch": {failNoQuo}}, cmd: cmd("RLATCHDOWN", "l", "tok"), want: noQuorumText, calls: []string{`Latch op=1 l count=0 ttl=0s token="tok" wait=0s`}},
+		{name: "rlatchdown empty token", cmd: cmd("RLATCHDOWN", "l", ""), want: "-ERR token must be 1 to 128 bytes"},
+		{name: "rlatchdown empty name", cmd: cmd("RLATCHDOWN", "", "tok"), want: "-ERR latch name must not be empty"},
+
+		{name: "rlatchwait open", on: map[string][]answer{"Latch": {{v: 1}}}, cmd: cmd("RLATCHWAIT", "l", "100"), want: ":1", calls: []string{`Latch op=2 l count=0 ttl=0s token="" wait=100ms`}},
+		{name: "rlatchwait ran out", cmd: cmd("RLATCHWAIT", "l", "100"), want: ":0", calls: []string{`Latch op=2 l count=0 ttl=0s token="" wait=100ms`}},
+		{name: "rlatchwait no latch", on: map[string][]answer{"Latch": {noLatch}}, cmd: cmd("RLATCHWAIT", "l", "100"), want: "-ERR no such latch", calls: []string{`Latch op=2 l count=0 ttl=0s token="" wait=100ms`}},
+		{name: "rlatchwait no quorum", on: map[string][]answer{"Latch": {failNoQuo}}, cmd: cmd("RLATCHWAIT", "l", "100"), want: noQuorumText, calls: []string{`Latch op=2 l count=0 ttl=0s token="" wait=100ms`}},
+		{name: "rlatchwait negative", cmd: cmd("RLATCHWAIT", "l", "-1"), want: "-ERR timeout is negative"},
+		{name: "rlatchwait over max", cmd: cmd("RLATCHWAIT", "l", "300001"), want: "-ERR timeout is out of range (limits.max_wait is 5m0s)"},
+		{name: "rlatchwait empty name", cmd: cmd("RLATCHWAIT", "", "1"), want: "-ERR latch name must not be empty"},
+
+		{name: "rlatchcount", on: map[string][]answer{"Info": {{v: &quorum.Info{Count: 1}}}}, cmd: cmd("RLATCHCOUNT", "l"), want: ":1", calls: []string{"Info latch l"}},
+		{name: "rlatchcount no latch", on: map[string][]answer{"Info": {noLatch}}, cmd: cmd("RLATCHCOUNT", "l"), want: "-ERR no such latch", calls: []string{"Info latch l"}},
+		{name: "rlatchcount no quorum", on: map[string][]answer{"Info": {failNoQuo}}, cmd: cmd("RLATCHCOUNT", "l"), want: noQuorumText, calls: []string{"Info latch l"}},
+		{name: "rlatchcount empty name", cmd: cmd("RLATCHCOUNT", ""), want: "-ERR latch name must not be empty"},
+	})
+}
