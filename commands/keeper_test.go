@@ -291,6 +291,16 @@ func TestKeeperOneLeasePerGrant(t *testing.T) {
 	}
 	<-eng.released
 	obs.waitUntil(t, "none kept", func(live int, _ []string) bool { return live == 0 })
+	// A fair lock is released (and extended) like a lock.
+	if err := c.Do(ctx, "RFAIRLOCK", "f", 60000, "TOKEN", "mine", "AUTOEXTEND").Err(); err != nil {
+		t.Fatal(err)
+	}
+	obs.waitUntil(t, "the fair lock kept", func(live int, _ []string) bool { return live == 1 })
+	if err := c.Do(ctx, "RUNLOCK", "f", "mine").Err(); err != nil {
+		t.Fatal(err)
+	}
+	<-eng.released
+	obs.waitUntil(t, "the fair lock no longer kept", func(live int, _ []string) bool { return live == 0 })
 	for i := range 8 {
 		if err := c.Do(ctx, "RLOCK", fmt.Sprint("z", i), 60000, "AUTOEXTEND").Err(); err != nil {
 			t.Fatalf("lease %d of 8: %v", i+1, err)

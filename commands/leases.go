@@ -36,7 +36,7 @@ var errTooManyLeases = proxy.Errorf("too many auto-extended leases")
 
 // The primitives whose grants AUTOEXTEND keeps alive.
 const (
-	kindLock = quorum.Lock      // RLOCK, RFAIRLOCK, RMULTILOCK
+	kindLock = quorum.Lock      // RLOCK, RMULTILOCK, and RFAIRLOCK's (quorum.Fair) leases
 	kindSem  = quorum.Semaphore // RSEMACQUIRE: resources[0] is the semaphore
 	kindRead = quorum.Read      // RRLOCK
 	// kindDropin: a drop-in SET key value NX without a ttl, kept alive
@@ -186,6 +186,11 @@ func (k *keeper) keepIf(sess *proxy.Session, auto bool, kind quorum.Primitive, r
 
 // keep starts extending a grant whose validity ends at end.
 func (k *keeper) keep(sess *proxy.Session, kind quorum.Primitive, resources []string, token string, ttl time.Duration, end time.Time) {
+	if kind == quorum.Fair {
+		// Released and extended like a lock, by RUNLOCK and REXTEND: kept
+		// as one.
+		kind = kindLock
+	}
 	l := &autoLease{lease: quorum.Lease{Primitive: kind, Resources: slices.Clone(resources), Token: token}, ttl: ttl, end: end,
 		key: leaseKey(kind, resources, token), stop: make(chan struct{})}
 	cl := k.leasesOf(sess)
