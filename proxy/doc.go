@@ -53,6 +53,12 @@
 //   - When authentication is configured, only AUTH, HELLO, QUIT and PING are
 //     served before it; a command naming a resource outside the
 //     user's patterns is refused with NOPERM before its handler runs.
+//   - State a package keeps per connection is a value of its Session
+//     (Session.Value, under a key of that package's own), not a map keyed
+//     by the session. Session.OnClose functions run once the connection
+//     has ended, however it ended, in the order they were registered,
+//     after its commands returned (those still running are cancelled and
+//     waited for); a panic in one is logged and the others still run.
 //   - A command must arrive whole within RequestTimeout of its first
 //     bytes (slowloris clients are closed), and replies must be taken
 //     within it (clients that never read are closed); IdleTimeout, if
