@@ -195,7 +195,7 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			Handler: acquireHandler(eng, k, lockCall(quorum.Lock, "rlock", lim), lockReply),
 			Doc: proxy.Doc{
 				Summary: "Acquires an exclusive lock on a quorum of masters. Returns [token, validity, fence], or nil if held.",
-				Args: lockArgDocs(),
+				Args:    lockArgDocs(),
 			},
 		},
 		{
@@ -203,7 +203,7 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			Handler: acquireHandler(eng, k, lockCall(quorum.Fair, "rfairlock", lim), lockReply),
 			Doc: proxy.Doc{
 				Summary: "Acquires a lock like RLOCK, but waiters are granted in arrival order across every proxy. Returns [token, validity, fence], or nil if held.",
-				Args: lockArgDocs(),
+				Args:    lockArgDocs(),
 			},
 		},
 		{

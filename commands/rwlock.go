@@ -13,7 +13,7 @@ func rwLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			Handler: acquireHandler(eng, k, lockCall(quorum.Read, "rrlock", lim), sharedReply),
 			Doc: proxy.Doc{
 				Summary: "Acquires a shared (read) lock on a quorum of masters: readers share, writers exclude. Returns [token, validity], or nil if a writer holds or waits.",
-				Args: lockArgDocs(),
+				Args:    lockArgDocs(),
 			},
 		},
 		{

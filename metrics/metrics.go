@@ -136,12 +136,8 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 }
 
 // engineOps are the engine's operation names (quorum.Observer's op),
-// whose series exist from the start.
-func engineOps() []string {
-	return []string{"lock", "fairlock", "unlock", "extend", "read_lock", "read_unlock", "read_extend",
-		"sem_acquire", "sem_release", "sem_extend", "sem_count", "latch_create", "latch_down", "latch_count",
-		"latch_wait", "lock_info", "delete"}
-}
+// whose series exist from the start: quorum's own list.
+func engineOps() []string { return quorum.Operations() }
 
 // CommandLabels are one command's label values, for InitCommands.
 type CommandLabels struct {

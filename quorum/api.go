@@ -121,6 +121,9 @@ type primitive struct {
 	info    func(e *Engine, ctx context.Context, name string) (*Info, error)
 	// single: the primitive takes exactly one resource.
 	single bool
+	// ops names each verb's operation for the Observer (metrics), in the
+	// order acquire, release, extend, info.
+	ops [4]string
 }
 
 // primitives is every primitive the engine serves (see "How to add a
@@ -140,6 +143,7 @@ func primitives() map[Primitive]primitive {
 			extend:  lockExtend,
 			abandon: (*Engine).lockAbandon,
 			info:    lockInfo,
+			ops:     [4]string{"lock", "unlock", "extend", "lock_info"},
 		},
 		SetNX: {
 			acquire: (*Engine).lockAcquire,
@@ -151,6 +155,7 @@ func primitives() map[Primitive]primitive {
 			},
 			abandon: (*Engine).lockAbandon,
 			info:    lockInfo,
+			ops:     [4]string{"lock", "delete", "extend", "lock_info"},
 		},
 		Fair: {
 			acquire: (*Engine).fairAcquire,
@@ -159,6 +164,7 @@ func primitives() map[Primitive]primitive {
 			abandon: (*Engine).fairAbandon,
 			info:    lockInfo,
 			single:  true,
+			ops:     [4]string{"fairlock", "unlock", "extend", "lock_info"},
 		},
 		Read: {
 			acquire: (*Engine).readAcquire,
@@ -171,6 +177,7 @@ func primitives() map[Primitive]primitive {
 			abandon: (*Engine).readAbandon,
 			info:    lockInfo,
 			single:  true,
+			ops:     [4]string{"read_lock", "read_unlock", "read_extend", "lock_info"},
 		},
 		Semaphore: {
 			acquire: (*Engine).semAcquire,
@@ -189,6 +196,7 @@ func primitives() map[Primitive]primitive {
 				return &Info{Held: n > 0, Count: n}, nil
 			},
 			single: true,
+			ops:    [4]string{"sem_acquire", "sem_release", "sem_extend", "sem_count"},
 		},
 		Latch: {
 			info: func(e *Engine, ctx context.Context, name string) (*Info, error) {
@@ -199,6 +207,7 @@ func primitives() map[Primitive]primitive {
 				return &Info{Held: true, Count: n}, nil
 			},
 			single: true,
+			ops:    [4]string{"", "", "", "latch_count"},
 		},
 	}
 }
@@ -245,7 +254,7 @@ func (e *Engine) prim(p Primitive, verb string, resources []string) (primitive, 
 //
 // A caller that cannot deliver the lease (its validity ran out before the
 // reply, see Lease.ValidityAt) must give it back with Abandon.
-func (e *Engine) Acquire(ctx context.Context, req Request) (*Lease, error) {
+func (e *Engine) Acquire(ctx context.Context, req Request) (l *Lease, err error) {
 	pr, err := e.prim(req.Primitive, "acquire", req.Resources)
 	if err != nil {
 		return nil, err
@@ -253,7 +262,8 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	if req.Primitive == "" {
 		req.Primitive = Lock
 	}
-	l, err := pr.acquire(e, ctx, req)
+	defer e.observe(pr.ops[0], time.Now(), func() bool { return l != nil }, &err)
+	l, err = pr.acquire(e, ctx, req)
 	if l != nil {
 		l.Primitive = req.Primitive
 	}
@@ -272,7 +282,9 @@ func (e *Engine) Release(ctx context.Context, l *Lease) (held bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	return pr.release(e, ctx, l)
+	defer e.observe(pr.ops[1], time.Now(), func() bool { return held }, &err)
+	held, err = pr.release(e, ctx, l)
+	return held, err
 }
 
 // Extend resets the ttl of l where it is held. It returns the new
@@ -284,7 +296,9 @@ func (e *Engine) Extend(ctx context.Context, l *Lease, ttl time.Duration) (valid
 	if err != nil {
 		return 0, err
 	}
-	return pr.extend(e, ctx, l, ttl)
+	defer e.observe(pr.ops[2], time.Now(), func() bool { return validity > 0 }, &err)
+	validity, err = pr.extend(e, ctx, l, ttl)
+	return validity, err
 }
 
 // Abandon gives back a lease the caller will not use (its validity ran
@@ -302,12 +316,14 @@ func (e *Engine) Abandon(ctx context.Context, l *Lease) {
 // how long and with which fence; for a semaphore the permits with a live
 // grant (Count); for a latch the arrivals still missing (Count), or
 // ErrNoLatch. Fewer than a quorum of answers is a *QuorumError.
-func (e *Engine) Info(ctx context.Context, p Primitive, name string) (*Info, error) {
+func (e *Engine) Info(ctx context.Context, p Primitive, name string) (info *Info, err error) {
 	pr, err := e.prim(p, "info", []string{name})
 	if err != nil {
 		return nil, err
 	}
-	return pr.info(e, ctx, name)
+	defer e.observe(pr.ops[3], time.Now(), func() bool { return err == nil }, &err)
+	info, err = pr.info(e, ctx, name)
+	return info, err
 }
 
 // LatchOp is what Engine.Latch does to a latch.
@@ -341,18 +357,44 @@ type LatchRequest struct {
 
 // Latch runs one operation on a count-down latch and returns its integer
 // answer (see LatchOp); the latch's count is read with Info.
-func (e *Engine) Latch(ctx context.Context, req LatchRequest) (int, error) {
+func (e *Engine) Latch(ctx context.Context, req LatchRequest) (n int, err error) {
+	t0 := time.Now()
 	switch req.Op {
 	case LatchCreate:
+		defer e.observe("latch_create", t0, func() bool { return err == nil }, &err)
 		created, err := e.latchCreate(ctx, req.Name, req.Count, req.TTL)
 		return b2i(created), err
 	case LatchDown:
+		defer e.observe("latch_down", t0, func() bool { return err == nil }, &err)
 		return e.latchDown(ctx, req.Name, req.Token)
 	case LatchWait:
+		defer e.observe("latch_wait", t0, func() bool { return n == 1 }, &err)
 		open, err := e.latchWait(ctx, req.Name, req.Wait)
 		return b2i(open), err
 	}
 	return 0, fmt.Errorf("%w: unknown latch operation %d", ErrBadRequest, req.Op)
+}
+
+// Operations are the operation names the engine reports to its Observer,
+// for the metrics' series that exist from the start.
+func Operations() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(op string) {
+		if op != "" && !seen[op] {
+			seen[op] = true
+			out = append(out, op)
+		}
+	}
+	for _, p := range Primitives() {
+		for _, op := range primitives()[p].ops {
+			add(op)
+		}
+	}
+	for _, op := range []string{"latch_create", "latch_down", "latch_wait", "delete"} {
+		add(op)
+	}
+	return out
 }
 
 func b2i(b bool) int {

@@ -31,7 +31,6 @@ import (
 // and a *QuorumError when the answers decide neither.
 func (e *Engine) deleteHeld(ctx context.Context, resource, value string) (held bool, err error) {
 	t0 := time.Now()
-	defer func() { e.observe("delete", t0, held, err) }()
 	ls, err := e.lockSet([]string{resource})
 	if err != nil {
 		return false, err

@@ -224,13 +224,16 @@ func (e *Engine) validity(ttl time.Duration, start, now time.Time) time.Duration
 	return ttl - now.Sub(start) - (time.Duration(float64(ttl)*e.opts.DriftFactor) + 2*time.Millisecond)
 }
 
-func (e *Engine) observe(op string, t0 time.Time, ok bool, err error) {
+// observe tells the Observer, if any, how operation op that started at
+// t0 ended: granted() or the error *errp.
+func (e *Engine) observe(op string, t0 time.Time, granted func() bool, errp *error) {
 	if e.opts.Observer == nil {
 		return
 	}
+	err := *errp
 	outcome := OutcomeRefused
 	switch {
-	case ok:
+	case granted():
 		outcome = OutcomeOK
 	case errors.Is(err, ErrNoQuorum):
 		outcome = OutcomeNoQuorum

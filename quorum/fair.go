@@ -43,7 +43,6 @@ func (e *Engine) fairKeys(resource string) [2]string {
 // released with Unlock and extended with Extend, like Lock's.
 func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := time.Now()
-	defer func() { e.observe("fairlock", t0, lease != nil, err) }()
 	ls, err := e.requestSet(req, "a fair lock")
 	if err != nil {
 		return nil, err

@@ -37,8 +37,6 @@ func (li *Info) Mine(token string) bool {
 // lockInfo asks every master what it holds for resource and reports what
 // a quorum agrees on. Fewer than a quorum of answers is a *QuorumError.
 func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err error) {
-	t0 := time.Now()
-	defer func() { e.observe("lock_info", t0, err == nil, err) }()
 	ls, err := e.lockSet([]string{resource})
 	if err != nil {
 		return nil, err
@@ -115,8 +113,7 @@ func (li *Info) String() string {
 // announcement. It returns how many of them a quorum of masters held;
 // fewer than a quorum of answers is a *QuorumError.
 func (e *Engine) Delete(ctx context.Context, resources []string) (n int, err error) {
-	t0 := time.Now()
-	defer func() { e.observe("delete", t0, err == nil, err) }()
+	defer e.observe("delete", time.Now(), func() bool { return err == nil }, &err)
 	if len(resources) == 0 {
 		return 0, fmt.Errorf("%w: no resources", ErrBadRequest)
 	}

@@ -45,8 +45,6 @@ func (e *Engine) latchKeys(name string) (latchKeys, error) {
 // on any master that answers is a *LatchCountError (the masters where
 // this call created it keep it until its ttl).
 func (e *Engine) latchCreate(ctx context.Context, name string, count int, ttl time.Duration) (created bool, err error) {
-	t0 := time.Now()
-	defer func() { e.observe("latch_create", t0, err == nil, err) }()
 	k, err := e.latchKeys(name)
 	if err != nil {
 		return false, err
@@ -145,8 +143,6 @@ func (e *Engine) latchRound(r *round, opName string) (int, error) {
 // returns the arrivals still missing as a quorum sees them (0: open). The
 // arrival that opens the latch wakes every LatchWait on any proxy.
 func (e *Engine) latchDown(ctx context.Context, name, token string) (left int, err error) {
-	t0 := time.Now()
-	defer func() { e.observe("latch_down", t0, err == nil, err) }()
 	k, err := e.latchKeys(name)
 	if err != nil {
 		return 0, err
@@ -162,8 +158,6 @@ func (e *Engine) latchDown(ctx context.Context, name, token string) (left int, e
 // latchLeft returns the arrivals the latch still misses as a quorum
 // sees them.
 func (e *Engine) latchLeft(ctx context.Context, name string) (left int, err error) {
-	t0 := time.Now()
-	defer func() { e.observe("latch_count", t0, err == nil, err) }()
 	k, err := e.latchKeys(name)
 	if err != nil {
 		return 0, err
@@ -185,8 +179,6 @@ func (e *Engine) latchCount(ctx context.Context, k latchKeys) (int, error) {
 // wake-up at creation: its tries, every retry delay, find the latch, and
 // the arrival that opens it wakes the waiter as usual.
 func (e *Engine) latchWait(ctx context.Context, name string, wait time.Duration) (open bool, err error) {
-	t0 := time.Now()
-	defer func() { e.observe("latch_wait", t0, open, err) }()
 	k, err := e.latchKeys(name)
 	if err != nil {
 		return false, err

@@ -170,8 +170,6 @@ func decodeAcquire(v any, n int) (acquireReply, bool) {
 // A caller that cannot deliver the lease (its validity ran out before the
 // reply, see Lease.ValidityAt) must give it back with Abandon.
 func (e *Engine) lockAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
-	t0 := time.Now()
-	defer func() { e.observe("lock", t0, lease != nil, err) }()
 	ls, err := e.requestSet(req, "")
 	if err != nil {
 		return nil, err
@@ -362,7 +360,6 @@ func (ls *lockSet) unacquireNX(e *Engine, token, owner string) *op {
 // still in flight when it returns carry on, whatever happens to ctx.
 func (e *Engine) lockRelease(ctx context.Context, resources []string, token string) (held bool, err error) {
 	t0 := time.Now()
-	defer func() { e.observe("unlock", t0, held, err) }()
 	ls, err := e.lockSet(resources)
 	if err != nil {
 		return false, err
@@ -403,7 +400,6 @@ func (e *Engine) lockRelease(ctx context.Context, resources []string, token stri
 // with the same value however long it is extended.
 func (e *Engine) extend(ctx context.Context, resources []string, token string, ttl time.Duration, owned bool) (validity time.Duration, err error) {
 	t0 := time.Now()
-	defer func() { e.observe("extend", t0, validity > 0, err) }()
 	ls, err := e.lockSet(resources)
 	if err != nil {
 		return 0, err

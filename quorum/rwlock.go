@@ -50,8 +50,6 @@ func (e *Engine) writerMark() time.Duration {
 // fewer than a quorum answered on the last try. A caller that cannot
 // deliver the lease gives it back with ReadAbandon.
 func (e *Engine) readAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
-	t0 := time.Now()
-	defer func() { e.observe("read_lock", t0, lease != nil, err) }()
 	ls, err := e.requestSet(req, "a read lock")
 	if err != nil {
 		return nil, err
@@ -136,7 +134,6 @@ func (e *Engine) readAbandon(ctx context.Context, l *Lease) {
 // last reader's release wakes the writers waiting on any proxy.
 func (e *Engine) readRelease(ctx context.Context, resource, token string) (held bool, err error) {
 	t0 := time.Now()
-	defer func() { e.observe("read_unlock", t0, held, err) }()
 	if _, err := e.lockSet([]string{resource}); err != nil {
 		return false, err
 	}
@@ -158,7 +155,6 @@ func (e *Engine) readRelease(ctx context.Context, resource, token string) (held 
 // Extend.
 func (e *Engine) readExtend(ctx context.Context, resource, token string, ttl time.Duration) (validity time.Duration, err error) {
 	t0 := time.Now()
-	defer func() { e.observe("read_extend", t0, validity > 0, err) }()
 	if _, err := e.lockSet([]string{resource}); err != nil {
 		return 0, err
 	}

@@ -97,8 +97,6 @@ func (r semReply) mine() []int {
 // try. A caller that cannot deliver the lease gives it back with
 // SemAbandon.
 func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
-	t0 := time.Now()
-	defer func() { e.observe("sem_acquire", t0, lease != nil, err) }()
 	k, err := e.semKeys(req.resource())
 	if err != nil {
 		return nil, err
@@ -321,7 +319,6 @@ func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settl
 // its waiters as permits were freed.
 func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool, err error) {
 	t0 := time.Now()
-	defer func() { e.observe("sem_release", t0, held, err) }()
 	k, err := e.semKeys(name)
 	if err != nil {
 		return false, err
@@ -340,7 +337,6 @@ func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool,
 // semExtend resets the ttl of the permits held with token; see Extend.
 func (e *Engine) semExtend(ctx context.Context, name, token string, ttl time.Duration) (validity time.Duration, err error) {
 	t0 := time.Now()
-	defer func() { e.observe("sem_extend", t0, validity > 0, err) }()
 	k, err := e.semKeys(name)
 	if err != nil {
 		return 0, err
@@ -363,8 +359,6 @@ func (e *Engine) semExtend(ctx context.Context, name, token string, ttl time.Dur
 // name the same token for it. Fewer than a quorum of answers is a
 // *QuorumError.
 func (e *Engine) semCount(ctx context.Context, name string) (n int, err error) {
-	t0 := time.Now()
-	defer func() { e.observe("sem_count", t0, err == nil, err) }()
 	k, err := e.semKeys(name)
 	if err != nil {
 		return 0, err
