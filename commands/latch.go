@@ -12,15 +12,43 @@ var (
 	errNoLatch    = proxy.Errorf("no such latch")
 )
 
-func latchName(a *proxy.Args) (string, error) {
-	s, err := a.String()
-	if err != nil {
-		return "", err
+func latchName(a *proxy.Args) (string, error) { return nonEmpty(a, errEmptyLatch) }
+
+// latchHandler serves a latch operation: the latch's name, then what
+// read takes from the rest of the arguments into the request.
+func latchHandler(eng Engine, op quorum.LatchOp, read func(a *proxy.Args, req *quorum.LatchRequest) error) proxy.Handler {
+	return func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+		a := proxy.NewArgs(args)
+		req := quorum.LatchRequest{Op: op}
+		var err error
+		if req.Name, err = latchName(a); err != nil {
+			return nil, err
+		}
+		if err := read(a, &req); err != nil {
+			return nil, err
+		}
+		n, err := eng.Latch(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return int64(n), nil
 	}
-	if s == "" {
-		return "", errEmptyLatch
+}
+
+// countHandler serves a count command (RSEMCOUNT, RLATCHCOUNT): the
+// count Info reports for the name read by name.
+func countHandler(eng Engine, p quorum.Primitive, name func(a *proxy.Args) (string, error)) proxy.Handler {
+	return func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+		n, err := name(proxy.NewArgs(args))
+		if err != nil {
+			return nil, err
+		}
+		info, err := eng.Info(ctx, p, n)
+		if err != nil {
+			return nil, err
+		}
+		return int64(info.Count), nil
 	}
-	return s, nil
 }
 
 // latchCommands are RLATCH, RLATCHDOWN, RLATCHWAIT and RLATCHCOUNT.
@@ -30,25 +58,18 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 	return []*proxy.Command{
 		{
 			Name: "rlatch", Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
-				name, err := latchName(a)
-				if err != nil {
-					return nil, err
-				}
+			Handler: latchHandler(eng, quorum.LatchCreate, func(a *proxy.Args, req *quorum.LatchRequest) error {
 				n, err := a.Int()
 				if err != nil {
-					return nil, err
+					return err
 				}
 				if n < 1 || n > int64(maxCount) {
-					return nil, errCount
+					return errCount
 				}
-				d, err := ttl(a, "rlatch", lim)
-				if err != nil {
-					return nil, err
-				}
-				return latchReply(eng.Latch(ctx, quorum.LatchRequest{Op: quorum.LatchCreate, Name: name, Count: int(n), TTL: d}))
-			},
+				req.Count = int(n)
+				req.TTL, err = ttl(a, "rlatch", lim)
+				return err
+			}),
 			Doc: proxy.Doc{
 				Summary: "Creates a count-down latch waiting for count arrivals, living ttl. Returns 1 if created, 0 if it exists with that count.",
 				Args:    []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "count", Type: "integer"}, {Name: "ttl", Type: "integer"}},
@@ -56,18 +77,10 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 		},
 		{
 			Name: "rlatchdown", Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
-				name, err := latchName(a)
-				if err != nil {
-					return nil, err
-				}
-				t, err := token(a)
-				if err != nil {
-					return nil, err
-				}
-				return latchReply(eng.Latch(ctx, quorum.LatchRequest{Op: quorum.LatchDown, Name: name, Token: t}))
-			},
+			Handler: latchHandler(eng, quorum.LatchDown, func(a *proxy.Args, req *quorum.LatchRequest) (err error) {
+				req.Token, err = token(a)
+				return err
+			}),
 			Doc: proxy.Doc{
 				Summary: "Records one arrival at a latch, once per token. Returns the arrivals still missing as a quorum sees them (0: open).",
 				Args:    []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "token", Type: "string"}},
@@ -75,18 +88,10 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 		},
 		{
 			Name: "rlatchwait", Result: proxy.ResultZero, Arity: 3, Flags: proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
-				name, err := latchName(a)
-				if err != nil {
-					return nil, err
-				}
-				w, err := wait(a, lim)
-				if err != nil {
-					return nil, err
-				}
-				return latchReply(eng.Latch(ctx, quorum.LatchRequest{Op: quorum.LatchWait, Name: name, Wait: w}))
-			},
+			Handler: latchHandler(eng, quorum.LatchWait, func(a *proxy.Args, req *quorum.LatchRequest) (err error) {
+				req.Wait, err = wait(a, lim)
+				return err
+			}),
 			Doc: proxy.Doc{
 				Summary: "Waits up to wait ms until the latch is open on a quorum. Returns 1 if open, 0 if the wait ran out.",
 				Args:    []proxy.ArgDoc{{Name: "latch", Type: "key"}, {Name: "wait", Type: "integer"}},
@@ -94,29 +99,11 @@ func latchCommands(eng Engine, lim Limits) []*proxy.Command {
 		},
 		{
 			Name: "rlatchcount", Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				name, err := latchName(proxy.NewArgs(args))
-				if err != nil {
-					return nil, err
-				}
-				info, err := eng.Info(ctx, quorum.Latch, name)
-				if err != nil {
-					return nil, err
-				}
-				return int64(info.Count), nil
-			},
+			Handler: countHandler(eng, quorum.Latch, latchName),
 			Doc: proxy.Doc{
 				Summary: "Returns the arrivals the latch still misses, as a quorum of masters sees them.",
 				Args:    []proxy.ArgDoc{{Name: "latch", Type: "key"}},
 			},
 		},
 	}
-}
-
-// latchReply is the reply of a latch operation: its integer answer.
-func latchReply(n int, err error) (any, error) {
-	if err != nil {
-		return nil, err
-	}
-	return int64(n), nil
 }

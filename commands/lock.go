@@ -93,13 +93,16 @@ func lockOptions(a *proxy.Args, lim Limits, out *lockArgs) (err error) {
 	return nil
 }
 
-func resource(a *proxy.Args) (string, error) {
+func resource(a *proxy.Args) (string, error) { return nonEmpty(a, errEmptyResource) }
+
+// nonEmpty reads a name that must not be empty (else errEmpty).
+func nonEmpty(a *proxy.Args, errEmpty error) (string, error) {
 	r, err := a.String()
 	if err != nil {
 		return "", err
 	}
 	if r == "" {
-		return "", errEmptyResource
+		return "", errEmpty
 	}
 	return r, nil
 }
@@ -189,7 +192,7 @@ func always([][]byte) bool { return true }
 
 // lockCommands are RLOCK, RFAIRLOCK, RUNLOCK and REXTEND.
 func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
-	return []*proxy.Command{
+	cmds := []*proxy.Command{
 		{
 			Name: "rlock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: acquireHandler(eng, k, lockCall(quorum.Lock, "rlock", lim), lockReply),
@@ -234,23 +237,8 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				Args:    []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string", Optional: true}},
 			},
 		},
-		{
-			Name: "runlock", Result: proxy.ResultZero, Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: releaseHandler(eng, k, single(quorum.Lock)),
-			Doc: proxy.Doc{
-				Summary: "Releases a lock held with token. Returns 1 if it was held on a quorum up to the release, else 0.",
-				Args:    []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}},
-			},
-		},
-		{
-			Name: "rextend", Result: proxy.ResultNull, Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: extendHandler(eng, k, singleTTL(quorum.Lock, "rextend", lim)),
-			Doc: proxy.Doc{
-				Summary: "Resets the ttl of a lock held with token. Returns the new validity, or nil if the lock is lost.",
-				Args:    []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
-			},
-		},
 	}
+	return append(cmds, releaseExtend(eng, k, lim, quorum.Lock, "runlock", "rextend", "a lock")...)
 }
 
 // decaying is an extend's reply: the validity v the masters gave, counted

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"context"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
@@ -25,16 +24,7 @@ type semArgs struct {
 	auto  bool
 }
 
-func semaphore(a *proxy.Args) (string, error) {
-	s, err := a.String()
-	if err != nil {
-		return "", err
-	}
-	if s == "" {
-		return "", errEmptySemaphore
-	}
-	return s, nil
-}
+func semaphore(a *proxy.Args) (string, error) { return nonEmpty(a, errEmptySemaphore) }
 
 // parseSemAcquire parses "semaphore limit ttl [COUNT n] [WAIT wait]
 // [TOKEN token]".
@@ -146,18 +136,7 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 		},
 		{
 			Name: "rsemcount", Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				a := proxy.NewArgs(args)
-				s, err := semaphore(a)
-				if err != nil {
-					return nil, err
-				}
-				info, err := eng.Info(ctx, quorum.Semaphore, s)
-				if err != nil {
-					return nil, err
-				}
-				return int64(info.Count), nil
-			},
+			Handler: countHandler(eng, quorum.Semaphore, semaphore),
 			Doc: proxy.Doc{
 				Summary: "Returns how many permits of the semaphore have a live grant, as a quorum of masters sees them.",
 				Args:    []proxy.ArgDoc{{Name: "semaphore", Type: "key"}},

@@ -125,3 +125,27 @@ func lockReply(l *quorum.Lease, v int64) any { return []any{l.Token, v, l.Fences
 
 // sharedReply is [token, validity] (read locks, semaphores).
 func sharedReply(l *quorum.Lease, v int64) any { return []any{l.Token, v} }
+
+// releaseExtend are the release and extend commands of a single-resource
+// primitive p ("resource token" and "resource token ttl"), named release
+// and extend; what names p's grant in their docs ("a lock").
+func releaseExtend(eng Engine, k *keeper, lim Limits, p quorum.Primitive, release, extend, what string) []*proxy.Command {
+	return []*proxy.Command{
+		{
+			Name: release, Result: proxy.ResultZero, Concurrent: always, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: releaseHandler(eng, k, single(p)),
+			Doc: proxy.Doc{
+				Summary: "Releases " + what + " held with token. Returns 1 if it was held on a quorum up to the release, else 0.",
+				Args:    []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}},
+			},
+		},
+		{
+			Name: extend, Result: proxy.ResultNull, Arity: 4, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: extendHandler(eng, k, singleTTL(p, extend, lim)),
+			Doc: proxy.Doc{
+				Summary: "Resets the ttl of " + what + " held with token. Returns the new validity, or nil if it is lost.",
+				Args:    []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string"}, {Name: "ttl", Type: "integer"}},
+			},
+		},
+	}
+}
