@@ -159,7 +159,7 @@ func TestKeeperReleasesOnClose(t *testing.T) {
 		want quorum.Lease // Primitive and Resources; Token from the reply
 	}{
 		{[]any{"RLOCK", "a", 60000, "AUTOEXTEND"}, quorum.Lease{Primitive: quorum.Lock, Resources: []string{"a"}}},
-		{[]any{"RFAIRLOCK", "b", 60000, "AUTOEXTEND"}, quorum.Lease{Primitive: quorum.Fair, Resources: []string{"b"}}},
+		{[]any{"RFAIRLOCK", "b", 60000, "AUTOEXTEND"}, quorum.Lease{Primitive: quorum.Lock, Resources: []string{"b"}}},
 		{[]any{"RMULTILOCK", 60000, 2, "c", "d", "AUTOEXTEND"}, quorum.Lease{Primitive: quorum.Lock, Resources: []string{"c", "d"}}},
 		{[]any{"RSEMACQUIRE", "s", 2, 60000, "AUTOEXTEND"}, quorum.Lease{Primitive: quorum.Semaphore, Resources: []string{"s"}}},
 		{[]any{"RRLOCK", "r", 60000, "AUTOEXTEND"}, quorum.Lease{Primitive: quorum.Read, Resources: []string{"r"}}},
