@@ -109,15 +109,14 @@ type subsetResult struct {
 	holders func() int
 	// check, if set, checks the grant (or the refusal) further.
 	check func() error
-	// release gives a grant back and reports whether it was held; abandon
-	// gives it back without an answer (at most one is set).
-	release func() (bool, error)
-	abandon func()
+	// lease is the grant, extended and given back through the engine's
+	// verbs; nil for a latch's arrival, which nothing gives back.
+	lease *Lease
 }
 
 // lockResult wraps a lock-like lease (lock, multi, fair, write, SET NX).
 func lockResult(c *cluster, lease *Lease, err error, p Primitive, resources []string) subsetResult {
-	res := subsetResult{granted: lease != nil, err: err}
+	res := subsetResult{granted: lease != nil, err: err, lease: lease}
 	if lease == nil {
 		return res
 	}
@@ -166,7 +165,7 @@ func semSubsetRow(limit, count int, sizes []int) subsetRow {
 		},
 		acquire: func(ctx context.Context, c *cluster, mode tokenMode) subsetResult {
 			lease, err := c.eng.Acquire(ctx, Request{Primitive: Semaphore, Resources: []string{"s"}, Limit: limit, Count: count, TTL: 10 * time.Second, Token: mode.token()})
-			res := subsetResult{granted: lease != nil, err: err}
+			res := subsetResult{granted: lease != nil, err: err, lease: lease}
 			if lease == nil {
 				return res
 			}
@@ -184,7 +183,6 @@ func semSubsetRow(limit, count int, sizes []int) subsetRow {
 				}
 				return nil
 			}
-			res.release = func() (bool, error) { return c.eng.Release(ctx, lease) }
 			return res
 		},
 	}
@@ -209,18 +207,7 @@ func subsetRows() []subsetRow {
 					p = SetNX
 				}
 				lease, err := c.eng.Acquire(ctx, Request{Primitive: p, Resources: resources, TTL: 10 * time.Second, Token: mode.token()})
-				res := lockResult(c, lease, err, p, resources)
-				switch {
-				case lease == nil:
-				case p == SetNX && len(resources) > 1:
-					// A SetNX release deletes the one key a quorum holds
-					// (drop-in locks one key): over a set, Abandon gives
-					// the grant back, and what it leaves is checked.
-					res.abandon = func() { c.eng.Abandon(ctx, lease) }
-				default:
-					res.release = func() (bool, error) { return c.eng.Release(ctx, lease) }
-				}
-				return res
+				return lockResult(c, lease, err, p, resources)
 			},
 		}
 	}
@@ -230,11 +217,7 @@ func subsetRows() []subsetRow {
 			take: take,
 			acquire: func(ctx context.Context, c *cluster, mode tokenMode) subsetResult {
 				lease, err := c.eng.Acquire(ctx, Request{Primitive: Fair, Resources: []string{"r"}, TTL: 10 * time.Second, Token: mode.token()})
-				res := lockResult(c, lease, err, Fair, []string{"r"})
-				if lease != nil {
-					res.release = func() (bool, error) { return c.eng.Release(ctx, lease) }
-				}
-				return res
+				return lockResult(c, lease, err, Fair, []string{"r"})
 			},
 		}
 	}
@@ -267,7 +250,7 @@ func subsetRows() []subsetRow {
 			take: func(c *cluster, i int, other string) { c.nodes[i].set("r", other, time.Minute) },
 			acquire: func(ctx context.Context, c *cluster, mode tokenMode) subsetResult {
 				lease, err := c.eng.Acquire(ctx, Request{Primitive: Read, Resources: []string{"r"}, TTL: 10 * time.Second, Token: mode.token()})
-				res := subsetResult{granted: lease != nil, err: err}
+				res := subsetResult{granted: lease != nil, err: err, lease: lease}
 				if lease == nil {
 					return res
 				}
@@ -278,7 +261,6 @@ func subsetRows() []subsetRow {
 					}
 					return nil
 				}
-				res.release = func() (bool, error) { return c.eng.Release(ctx, lease) }
 				return res
 			},
 		},
@@ -295,11 +277,7 @@ func subsetRows() []subsetRow {
 			},
 			acquire: func(ctx context.Context, c *cluster, mode tokenMode) subsetResult {
 				lease, err := c.eng.Acquire(ctx, Request{Primitive: Lock, Resources: []string{"r"}, TTL: 10 * time.Second, Token: mode.token()})
-				res := lockResult(c, lease, err, Lock, []string{"r"})
-				if lease != nil {
-					res.release = func() (bool, error) { return c.eng.Release(ctx, lease) }
-				}
-				return res
+				return lockResult(c, lease, err, Lock, []string{"r"})
 			},
 		},
 		semSubsetRow(1, 1, []int{3}),
@@ -447,8 +425,8 @@ func (c *cluster) quiesce() {
 //     latchSubsetRow);
 //   - after a grant, once every request landed (slow masters' included):
 //     the grant holds on at least a quorum, the lease has the expected
-//     shape (first fences 1), and its release answers held and leaves
-//     nothing of it on any master;
+//     shape (first fences 1), Extend answers the new validity, and
+//     Release answers held and leaves nothing of it on any master;
 //   - after a refusal or no quorum, once every request landed (late
 //     acquires to slow masters and their rollbacks included): every
 //     master holds exactly what it held before the attempt (the other
@@ -592,17 +570,26 @@ func checkSubset(t *testing.T, row subsetRow, states []masterState, mode tokenMo
 		}
 	}
 	what := "a refused attempt"
-	if res.granted {
-		what = "an arrival" // nothing to give back
-		switch {
-		case res.release != nil:
-			what = "a released grant"
-			if held, err := res.release(); !held || err != nil {
-				t.Errorf("%s: release = %v, %v; want held", name, held, err)
-			}
-		case res.abandon != nil:
+	switch l := res.lease; {
+	case res.granted && l == nil:
+		what = "an arrival" // nothing gives it back
+	case res.granted:
+		if v, err := c.eng.Extend(ctx, l, 20*time.Second); v <= 10*time.Second || err != nil {
+			t.Errorf("%s: extend = %v, %v; want a validity above the first ttl", name, v, err)
+		}
+		c.quiesce()
+		if l.Primitive == SetNX && len(l.Resources) > 1 {
+			// A SetNX release deletes the one key a quorum holds
+			// (drop-in locks one key; over a set it is a bad request):
+			// Abandon gives the grant back, and what it leaves is
+			// checked below.
 			what = "an abandoned grant"
-			res.abandon()
+			c.eng.Abandon(ctx, l)
+			break
+		}
+		what = "a released grant"
+		if held, err := c.eng.Release(ctx, l); !held || err != nil {
+			t.Errorf("%s: release = %v, %v; want held", name, held, err)
 		}
 	}
 	c.quiesce()
