@@ -124,6 +124,11 @@ type primitive struct {
 	// ops names each verb's operation for the Observer (metrics), in the
 	// order acquire, release, extend, info.
 	ops [4]string
+	// scripts are the scripts the primitive runs (quorum/scripts), and
+	// doc the section of the package doc that states its safety argument:
+	// TestPrimitiveChecklist checks both.
+	scripts []string
+	doc     string
 }
 
 // primitives is every primitive the engine serves (see "How to add a
@@ -144,6 +149,8 @@ func primitives() map[Primitive]primitive {
 			abandon: (*Engine).lockAbandon,
 			info:    lockInfo,
 			ops:     [4]string{"lock", "unlock", "extend", "lock_info"},
+			scripts: []string{"lock_acquire", "lock_fence", "lock_release", "lock_extend", "lock_info"},
+			doc:     "What a grant means",
 		},
 		SetNX: {
 			acquire: (*Engine).lockAcquire,
@@ -156,6 +163,8 @@ func primitives() map[Primitive]primitive {
 			abandon: (*Engine).lockAbandon,
 			info:    lockInfo,
 			ops:     [4]string{"lock", "delete", "extend", "lock_info"},
+			scripts: []string{"lock_acquire_nx", "lock_unacquire_nx", "lock_owner", "lock_delete_exact", "lock_extend_owned", "lock_delete"},
+			doc:     "Drop-in locks",
 		},
 		Fair: {
 			acquire: (*Engine).fairAcquire,
@@ -165,6 +174,8 @@ func primitives() map[Primitive]primitive {
 			info:    lockInfo,
 			single:  true,
 			ops:     [4]string{"fairlock", "unlock", "extend", "lock_info"},
+			scripts: []string{"fair_enqueue", "fair_ticket", "fair_dequeue"},
+			doc:     "Fair locks",
 		},
 		Read: {
 			acquire: (*Engine).readAcquire,
@@ -178,6 +189,8 @@ func primitives() map[Primitive]primitive {
 			info:    lockInfo,
 			single:  true,
 			ops:     [4]string{"read_lock", "read_unlock", "read_extend", "lock_info"},
+			scripts: []string{"rw_acquire", "rw_release", "rw_extend", "rw_leave"},
+			doc:     "Read-write locks",
 		},
 		Semaphore: {
 			acquire: (*Engine).semAcquire,
@@ -195,8 +208,10 @@ func primitives() map[Primitive]primitive {
 				}
 				return &Info{Held: n > 0, Count: n}, nil
 			},
-			single: true,
-			ops:    [4]string{"sem_acquire", "sem_release", "sem_extend", "sem_count"},
+			single:  true,
+			ops:     [4]string{"sem_acquire", "sem_release", "sem_extend", "sem_count"},
+			scripts: []string{"sem_acquire", "sem_release", "sem_extend", "sem_count"},
+			doc:     "Semaphores",
 		},
 		Latch: {
 			info: func(e *Engine, ctx context.Context, name string) (*Info, error) {
@@ -206,8 +221,10 @@ func primitives() map[Primitive]primitive {
 				}
 				return &Info{Held: true, Count: n}, nil
 			},
-			single: true,
-			ops:    [4]string{"", "", "", "latch_count"},
+			single:  true,
+			ops:     [4]string{"", "", "", "latch_count"},
+			scripts: []string{"latch_create", "latch_down", "latch_count"},
+			doc:     "Count-down latches",
 		},
 	}
 }

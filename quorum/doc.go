@@ -33,31 +33,65 @@
 //   - Engine.undo sends the primitive's undo op (token-checked) to every
 //     master that may hold what a failed round did, timed-out ones
 //     included, each after its own request returned.
-//   - retry runs a blocking primitive's tries until granted or WAIT runs
-//     out, woken by release notifications from any proxy.
+//   - acquireLoop is the one acquire loop: it tries with the caller's
+//     token or a fresh one per try, gives back a grant whose caller left,
+//     and waits in retry, the one wait loop (a release notification from
+//     any proxy or the jittered retry timer, the caller's hang-up, the
+//     WAIT deadline), before trying again. Every blocking primitive
+//     acquires through it.
 //   - Engine.spread writes a chosen value (a fence) back until a quorum
 //     holds it, for primitives whose safety needs that.
 //
-// Plain and multi-resource locks (lock.go) are the reference primitive: a
-// lockSet names the keys, lock_acquire / lock_fence / lock_release /
-// lock_extend are its scripts, decodeAcquire reads one master's answer.
+// The exported surface is a handful of verbs over one Lease value:
+// Acquire takes a Request that names its Primitive; Release, Extend,
+// Abandon and Info work on any primitive's lease; Latch drives latches;
+// Delete is drop-in mode's DEL; Status and EndQuarantine are the masters'
+// side. The verbs dispatch on one table, primitives (api.go): a
+// primitive is a value there (its acquire, release, extend, abandon and
+// info, its operation names for metrics, its scripts and the section of
+// this doc that argues its safety). Plain and multi-resource locks
+// (lock.go) are the reference primitive: a lockSet names the keys,
+// lock_acquire / lock_fence / lock_release / lock_extend are its scripts,
+// decodeAcquire reads one master's answer.
 //
 // # How to add a primitive
 //
-//  1. Write one script per operation in quorum/scripts, named
-//     <primitive>_<operation>.lua: atomic, token-checked and idempotent on
-//     one master (a resend must never report a false "taken" nor touch
-//     another owner's keys); every key it writes expires, or is deleted
-//     when the primitive is no longer live.
-//  2. In a new file of this package, name the keys (under
-//     Options.MetaPrefix for anything that is not a lock key), build the
-//     ops, and write the operation as: send, count with a rule and a yes
-//     predicate, undo on failure; wrap acquisitions that may wait in
-//     retry. Decide what a quorum of answers must agree on for the
-//     primitive's invariant to hold, and write that argument in this doc.
-//  3. Test it with the exhaustive subset test's pattern (engine_test.go):
-//     the fakes run the real scripts on embedded masters with faults
-//     injected, so the Lua is what the unit tests exercise.
+// A new primitive (leader election, say) touches these files and tables;
+// TestPrimitiveChecklist (quorum) and TestEveryPrimitiveHasCommands
+// (commands) fail while one of the starred ones is missing.
+//
+//  1. * Scripts: one per operation in quorum/scripts, named
+//     <primitive>_<operation>.lua, each starting with the header that
+//     binds its KEYS and ARGV to names, and its descriptor in
+//     quorum/scripts (named keys and arguments; the scripts' test checks
+//     one against the other). Atomic, token-checked and idempotent on one
+//     master (a resend must never report a false "taken" nor touch another
+//     owner's keys); every key it writes expires, or is deleted when the
+//     primitive is no longer live. Helpers shared with other scripts (the
+//     lease mark, the master's time) come from the prelude.
+//  2. The algorithm: a new file of this package names the keys (under
+//     Options.MetaPrefix for anything that is not a lock key), builds
+//     the ops from the descriptors, and writes each operation as: send,
+//     count with a rule and a yes predicate, undo on failure. Its
+//     acquisition is an attempt run by acquireLoop.
+//  3. * The table: a Primitive constant and its entry in primitives and
+//     Primitives (api.go): verbs, operation names (the metrics' series
+//     follow), scripts, doc section.
+//  4. * The safety argument: a section of this doc, named in the entry,
+//     saying why the invariant holds with a minority of masters failed,
+//     slow or restarted empty.
+//  5. * The every-subset test: a row in subsetRows (subset_test.go),
+//     which runs it over every assignment of ok, down, taken and slow
+//     masters and checks grant, refusal, rollback and release.
+//  6. * Commands: its commands in commands/<family>.go, built from
+//     acquireHandler, releaseHandler and extendHandler (commands/verbs.go)
+//     with their COMMAND DOCS, and an example row in
+//     TestEveryPrimitiveHasCommands; a new error type gets its RESP code
+//     in commands/errors.go; table tests of its replies with the fake
+//     engine (commands/handlers_test.go).
+//  7. The contract and the docs: its section in docs/PROTOCOL.md, the
+//     README's command list, the CHANGELOG; an integration test against
+//     real masters in tests/.
 //
 // # What a grant means
 //
@@ -377,6 +411,22 @@
 // be on a quorum: "no such latch". A master that restarted empty has no
 // latch; arrivals still count on the others, and a latch created again
 // after a restart starts empty on that master only.
+//
+// # Drop-in locks
+//
+// Drop-in mode's SET NX lock (SetNX) is a lock (see "What a grant means")
+// with two differences, both for callers that lock with one constant
+// value. Its acquire follows SET NX's rule: a key that exists is refused
+// even when it holds the same value, so two such callers never both win.
+// And each attempt writes an owner nonce beside every key it sets, so
+// that its rollback, its abandon and its release delete only its own
+// keys: a release asks every master who holds the key (value and nonce)
+// and deletes, on each, only a key that still holds a (value, nonce) pair
+// a quorum agreed on (deleteHeld). A late delete therefore never removes
+// a later grant with the same value, which a value-checked delete would
+// do on a master it reached late, leaving that grant on fewer than a
+// quorum. With a minority of masters failed or slow the two rounds still
+// reach a quorum; a master restarted empty is quarantined as for locks.
 //
 // # Restarted masters
 //
