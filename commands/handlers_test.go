@@ -368,3 +368,149 @@ func TestLatchCommandReplies(t *testing.T) {
 		{name: "rlatchcount empty name", cmd: cmd("RLATCHCOUNT", ""), want: "-ERR latch name must not be empty"},
 	})
 }
+
+// grantTok is a grant of resources holding token (a drop-in lock's value).
+func grantTok(token string, validity time.Duration, resources ...string) answer {
+	return answer{v: &quorum.Lease{Resources: resources, Token: token, Fences: make([]uint64, len(resources)), Validity: validity}}
+}
+
+// Lock scripts as the libraries send them (go-redsync, bsm/redislock,
+// redis-semaphore), and one that is no lock operation.
+const (
+	acquireScript = `return redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])`
+	releaseScript = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`
+	extendScript  = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end`
+	checkScript   = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pttl", KEYS[1]) end
+return -3`
+	semScript = `local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local id = ARGV[2]
+local timeout = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+redis.call('zremrangebyscore', key, '-inf', now - timeout)
+if redis.call('zcard', key) < limit then
+  redis.call('zadd', key, now, id)
+  redis.call('pexpire', key, timeout)
+  return 1
+end
+return 0`
+	otherScript = `return redis.call("INCR", KEYS[1])`
+)
+
+// TestDropinCommandReplies: with dropin on, the Redis commands of lock
+// libraries answer what one Redis holding the quorum's state would, and
+// every write is the quorum operation of PROTOCOL.md's Drop-in mode.
+func TestDropinCommandReplies(t *testing.T) {
+	setnx := acquire(quorum.SetNX, []string{"k"}, sec, 0, "v")
+	now := fmt.Sprint(time.Now().UnixMilli())
+	past := fmt.Sprint(time.Now().Add(-time.Hour).UnixMilli())
+	v := grantTok("v", 10*sec, "k")
+	notLockScript := "-ERR drop-in: script " + shaOf([]byte(otherScript)) + ` is not a lock operation the proxy can run on a quorum (line 1: return redis.call("INCR", KEYS[1]): calls INCR, which is not a lock operation) (see docs/PROTOCOL.md, Drop-in mode)`
+	rows := []row{
+		// SET NX
+		{name: "set granted", on: map[string][]answer{"Acquire": {v}}, cmd: cmd("SET", "k", "v", "NX", "PX", "1000"), want: "+OK", calls: []string{setnx}},
+		{name: "set ex", on: map[string][]answer{"Acquire": {v}}, cmd: cmd("set", "k", "v", "ex", "2", "nx"), want: "+OK", calls: []string{acquire(quorum.SetNX, []string{"k"}, 2*sec, 0, "v")}},
+		{name: "set held", cmd: cmd("SET", "k", "v", "NX", "PX", "1000"), want: "$-1", want3: "_", calls: []string{setnx}},
+		{name: "set no quorum is not acquired", on: map[string][]answer{"Acquire": {failNoQuo}}, cmd: cmd("SET", "k", "v", "NX", "PX", "1000"), want: "$-1", want3: "_", calls: []string{setnx}},
+		{name: "set validity lapsed", on: map[string][]answer{"Acquire": {grantTok("v", 0, "k")}}, cmd: cmd("SET", "k", "v", "NX", "PX", "1000"), want: "$-1", want3: "_",
+			calls: []string{setnx, `Abandon setnx ["k"] v`}},
+		{name: "set reserved", on: map[string][]answer{"Acquire": {reserved}}, cmd: cmd("SET", "k", "v", "NX", "PX", "1000"), want: "-ERR resource name is reserved", calls: []string{setnx}},
+		{name: "set kept lease", on: map[string][]answer{"Acquire": {v}}, cmd: cmd("SET", "k", "v", "NX"), want: "+OK", calls: []string{acquire(quorum.SetNX, []string{"k"}, keptLeaseTTL, 0, "v")}},
+		{name: "set too many kept leases", on: map[string][]answer{"Acquire": {grantTok("v", 10*sec, "a"), grantTok("v", 10*sec, "b")}},
+			pre: [][]string{{"SET", "a", "v", "NX"}, {"SET", "b", "v", "NX"}}, cmd: cmd("SET", "c", "v", "NX"), want: "-ERR too many auto-extended leases",
+			calls: []string{acquire(quorum.SetNX, []string{"a"}, keptLeaseTTL, 0, "v"), acquire(quorum.SetNX, []string{"b"}, keptLeaseTTL, 0, "v")}},
+		{name: "set pxat in the past, free", cmd: cmd("SET", "k", "v", "NX", "PXAT", past), want: "+OK", calls: []string{"Info lock k"}},
+		{name: "set pxat in the past, held", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("SET", "k", "v", "NX", "PXAT", past), want: "$-1", want3: "_", calls: []string{"Info lock k"}},
+		{name: "set pxat in the past, no quorum", on: map[string][]answer{"Info": {failNoQuo}}, cmd: cmd("SET", "k", "v", "NX", "PXAT", past), want: noQuorumText, calls: []string{"Info lock k"}},
+		{name: "set without nx", cmd: cmd("SET", "k", "v", "PX", "1000"),
+			want: "-ERR drop-in mode: SET on a lock key must be SET key value NX [PX|EX|PXAT|EXAT ttl]: a SET without NX would overwrite the lock of another client (see docs/PROTOCOL.md, Drop-in mode)"},
+		{name: "set bad expire", cmd: cmd("SET", "k", "v", "NX", "PX", "0"), want: "-ERR invalid expire time in 'set' command"},
+		{name: "set syntax", cmd: cmd("SET", "k", "v", "NX", "PX"), want: "-ERR syntax error"},
+		{name: "set arity", cmd: cmd("SET", "k"), want: "-ERR wrong number of arguments for 'set' command"},
+
+		// Reads
+		{name: "get held", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("GET", "k"), want: "$3 tok", calls: []string{"Info lock k"}},
+		{name: "get free", cmd: cmd("GET", "k"), want: "$-1", want3: "_", calls: []string{"Info lock k"}},
+		{name: "get readers", on: map[string][]answer{"Info": {heldReaders}}, cmd: cmd("GET", "k"), want: "$-1", want3: "_", calls: []string{"Info lock k"}},
+		{name: "get no quorum", on: map[string][]answer{"Info": {failNoQuo}}, cmd: cmd("GET", "k"), want: noQuorumText, calls: []string{"Info lock k"}},
+		{name: "get arity", cmd: cmd("GET", "k", "x"), want: "-ERR wrong number of arguments for 'get' command"},
+		{name: "pttl held", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("PTTL", "k"), want: ":5000", calls: []string{"Info lock k"}},
+		{name: "pttl free", cmd: cmd("PTTL", "k"), want: ":-2", calls: []string{"Info lock k"}},
+		{name: "pttl no quorum", on: map[string][]answer{"Info": {failNoQuo}}, cmd: cmd("PTTL", "k"), want: noQuorumText, calls: []string{"Info lock k"}},
+		{name: "ttl rounds", on: map[string][]answer{"Info": {{v: &quorum.Info{Held: true, Holder: "v", TTL: 1499 * ms}}}}, cmd: cmd("TTL", "k"), want: ":1", calls: []string{"Info lock k"}},
+		{name: "ttl free", cmd: cmd("TTL", "k"), want: ":-2", calls: []string{"Info lock k"}},
+		{name: "exists", on: map[string][]answer{"Info": {heldByTok, notHeld, heldReaders}}, cmd: cmd("EXISTS", "a", "b", "c"), want: ":2",
+			calls: []string{"Info lock a", "Info lock b", "Info lock c"}},
+		{name: "exists no quorum", on: map[string][]answer{"Info": {heldByTok, failNoQuo}}, cmd: cmd("EXISTS", "a", "b"), want: noQuorumText,
+			calls: []string{"Info lock a", "Info lock b"}},
+
+		// Deletes
+		{name: "del", on: map[string][]answer{"Release": {yes, no, yes}}, cmd: cmd("DEL", "a", "b", "c"), want: ":2",
+			calls: []string{`Release setnx ["a"] `, `Release setnx ["b"] `, `Release setnx ["c"] `}},
+		{name: "del no quorum", on: map[string][]answer{"Release": {failNoQuo}}, cmd: cmd("DEL", "a", "b"), want: noQuorumText, calls: []string{`Release setnx ["a"] `}},
+		{name: "unlink", on: map[string][]answer{"Release": {yes}}, cmd: cmd("UNLINK", "a"), want: ":1", calls: []string{`Release setnx ["a"] `}},
+		{name: "del ends the kept lease", on: map[string][]answer{"Acquire": {v}, "Release": {yes}, "Info": {heldByTok}},
+			pre: [][]string{{"SET", "k", "v", "NX"}, {"DEL", "k"}}, cmd: cmd("SET", "k2", "v", "NX"), want: "+OK",
+			calls: []string{acquire(quorum.SetNX, []string{"k"}, keptLeaseTTL, 0, "v"), `Release setnx ["k"] `, acquire(quorum.SetNX, []string{"k2"}, keptLeaseTTL, 0, "v")}},
+		{name: "delifeq held", on: map[string][]answer{"Release": {yes}}, cmd: cmd("DELIFEQ", "k", "v"), want: ":1", calls: []string{`Release setnx ["k"] v`}},
+		{name: "delifeq not held", cmd: cmd("DELIFEQ", "k", "v"), want: ":0", calls: []string{`Release setnx ["k"] v`}},
+		{name: "delifeq no quorum", on: map[string][]answer{"Release": {failNoQuo}}, cmd: cmd("DELIFEQ", "k", "v"), want: noQuorumText, calls: []string{`Release setnx ["k"] v`}},
+		{name: "delex ifeq", on: map[string][]answer{"Release": {yes}}, cmd: cmd("DELEX", "k", "ifeq", "v"), want: ":1", calls: []string{`Release setnx ["k"] v`}},
+		{name: "delex", on: map[string][]answer{"Release": {yes}}, cmd: cmd("DELEX", "k"), want: ":1", calls: []string{`Release setnx ["k"] `}},
+		{name: "delex no quorum", on: map[string][]answer{"Release": {failNoQuo}}, cmd: cmd("DELEX", "k"), want: noQuorumText, calls: []string{`Release setnx ["k"] `}},
+		{name: "delex ifne", cmd: cmd("DELEX", "k", "IFNE", "v"),
+			want: "-ERR drop-in mode: DELEX IFNE is not a lock release the proxy can run on a quorum; use IFEQ (see docs/PROTOCOL.md, Drop-in mode)"},
+		{name: "delex bad condition", cmd: cmd("DELEX", "k", "IFXX", "v"), want: "-ERR syntax error"},
+		{name: "delex missing value", cmd: cmd("DELEX", "k", "IFEQ"), want: "-ERR syntax error"},
+		{name: "zrem", on: map[string][]answer{"Release": {yes, no}}, cmd: cmd("ZREM", "s", "tok", "", "other"), want: ":1",
+			calls: []string{`Release semaphore ["s"] tok`, `Release semaphore ["s"] other`}},
+		{name: "zrem no quorum", on: map[string][]answer{"Release": {failNoQuo}}, cmd: cmd("ZREM", "s", "tok"), want: noQuorumText, calls: []string{`Release semaphore ["s"] tok`}},
+
+		// Scripts
+		{name: "eval acquire granted", on: map[string][]answer{"Acquire": {v}}, cmd: cmd("EVAL", acquireScript, "1", "k", "v", "1000"), want: "+OK", calls: []string{setnx}},
+		{name: "eval acquire held", cmd: cmd("EVAL", acquireScript, "1", "k", "v", "1000"), want: "$-1", want3: "_", calls: []string{setnx}},
+		{name: "eval acquire no quorum", on: map[string][]answer{"Acquire": {failNoQuo}}, cmd: cmd("EVAL", acquireScript, "1", "k", "v", "1000"), want: "$-1", want3: "_", calls: []string{setnx}},
+		{name: "eval acquire validity lapsed", on: map[string][]answer{"Acquire": {grantTok("v", 0, "k")}}, cmd: cmd("EVAL", acquireScript, "1", "k", "v", "1000"),
+			want: "$-1", want3: "_", calls: []string{setnx, `Abandon setnx ["k"] v`}},
+		{name: "eval acquire empty value", cmd: cmd("EVAL", acquireScript, "1", "k", "", "1000"),
+			want: "-ERR drop-in mode: a lock's value must be 1 to 128 bytes (see docs/PROTOCOL.md, Drop-in mode)"},
+		{name: "eval release held", on: map[string][]answer{"Release": {yes}}, cmd: cmd("EVAL", releaseScript, "1", "k", "v"), want: ":1", calls: []string{`Release setnx ["k"] v`}},
+		{name: "eval release other", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("EVAL", releaseScript, "1", "k", "v"), want: ":0",
+			calls: []string{`Release setnx ["k"] v`, "Info lock k"}},
+		{name: "eval release no quorum", on: map[string][]answer{"Release": {failNoQuo}}, cmd: cmd("EVAL", releaseScript, "1", "k", "v"), want: noQuorumText, calls: []string{`Release setnx ["k"] v`}},
+		{name: "eval extend held", on: map[string][]answer{"Extend": {valid10s}}, cmd: cmd("EVAL", extendScript, "1", "k", "v", "1000"), want: ":1", calls: []string{`Extend setnx ["k"] v 1s`}},
+		{name: "eval extend lost", cmd: cmd("EVAL", extendScript, "1", "k", "v", "1000"), want: ":0", calls: []string{`Extend setnx ["k"] v 1s`, "Info lock k"}},
+		{name: "eval extend no quorum", on: map[string][]answer{"Extend": {failNoQuo}}, cmd: cmd("EVAL", extendScript, "1", "k", "v", "1000"), want: noQuorumText, calls: []string{`Extend setnx ["k"] v 1s`}},
+		{name: "eval check mine", on: map[string][]answer{"Info": {{v: &quorum.Info{Held: true, Holder: "v", TTL: 5 * sec}}}}, cmd: cmd("EVAL", checkScript, "1", "k", "v"), want: ":5000", calls: []string{"Info lock k"}},
+		{name: "eval check other", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("EVAL", checkScript, "1", "k", "v"), want: ":-3", calls: []string{"Info lock k"}},
+		{name: "eval semaphore acquire", on: map[string][]answer{"Acquire": {{v: &quorum.Lease{Resources: []string{"sem"}, Token: "tok", Validity: 10 * sec}}}},
+			cmd: cmd("EVAL", semScript, "1", "sem", "3", "tok", "20000", now), want: ":1",
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"sem"}, TTL: 20 * sec, Token: "tok", Limit: 3, Count: 1})}},
+		{name: "eval semaphore full", cmd: cmd("EVAL", semScript, "1", "sem", "3", "tok", "20000", now), want: ":0",
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"sem"}, TTL: 20 * sec, Token: "tok", Limit: 3, Count: 1})}},
+		{name: "eval semaphore validity lapsed", on: map[string][]answer{"Acquire": {{v: &quorum.Lease{Resources: []string{"sem"}, Token: "tok"}}}},
+			cmd: cmd("EVAL", semScript, "1", "sem", "3", "tok", "20000", now), want: ":0",
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"sem"}, TTL: 20 * sec, Token: "tok", Limit: 3, Count: 1}), `Abandon semaphore ["sem"] tok`}},
+		{name: "eval not a lock script", cmd: cmd("EVAL", otherScript, "1", "k"), want: notLockScript},
+		{name: "eval numkeys negative", cmd: cmd("EVAL", releaseScript, "-1", "k"), want: "-ERR Number of keys can't be negative"},
+		{name: "eval numkeys over", cmd: cmd("EVAL", releaseScript, "3", "k", "v"), want: "-ERR Number of keys can't be greater than number of args"},
+		{name: "eval numkeys not a number", cmd: cmd("EVAL", releaseScript, "x", "k", "v"), want: "-ERR value is not an integer or out of range"},
+		{name: "evalsha unknown", cmd: cmd("EVALSHA", shaOf([]byte(releaseScript)), "1", "k", "v"), want: "-NOSCRIPT No matching script. Please use EVAL."},
+		{name: "evalsha after script load", on: map[string][]answer{"Release": {yes}}, pre: [][]string{{"SCRIPT", "LOAD", releaseScript}},
+			cmd: cmd("EVALSHA", strings.ToUpper(shaOf([]byte(releaseScript))), "1", "k", "v"), want: ":1", calls: []string{`Release setnx ["k"] v`}},
+		{name: "script load", cmd: cmd("SCRIPT", "LOAD", releaseScript), want: "$40 " + shaOf([]byte(releaseScript))},
+		{name: "script load refused", cmd: cmd("SCRIPT", "LOAD", otherScript), want: notLockScript},
+		{name: "script load arity", cmd: cmd("SCRIPT", "LOAD"), want: "-ERR wrong number of arguments for 'script|load' command"},
+		{name: "script exists", pre: [][]string{{"SCRIPT", "LOAD", releaseScript}, {"SCRIPT", "LOAD", otherScript}},
+			cmd: cmd("SCRIPT", "EXISTS", shaOf([]byte(releaseScript)), shaOf([]byte(otherScript)), shaOf([]byte("nothing"))), want: "*3 :1 :0 :0"},
+		{name: "script exists arity", cmd: cmd("SCRIPT", "EXISTS"), want: "-ERR wrong number of arguments for 'script|exists' command"},
+		{name: "script flush", pre: [][]string{{"SCRIPT", "LOAD", releaseScript}, {"SCRIPT", "FLUSH"}},
+			cmd: cmd("SCRIPT", "EXISTS", shaOf([]byte(releaseScript))), want: "*1 :0"},
+		{name: "script kill", cmd: cmd("SCRIPT", "KILL"), want: "-ERR drop-in mode: SCRIPT KILL is not served (see docs/PROTOCOL.md, Drop-in mode)"},
+		{name: "unknown command", cmd: cmd("HGET", "h", "f"), want: "-ERR drop-in mode serves lock operations only: 'HGET' is not one (see docs/PROTOCOL.md, Drop-in mode)"},
+	}
+	for i := range rows {
+		rows[i].dropin = true
+	}
+	runRows(t, rows)
+}
