@@ -61,7 +61,7 @@ func (o *scriptOps) state(ctx context.Context, key string) (luashape.State, erro
 }
 
 // Release deletes exactly the grant of value on each key (see
-// quorum.Engine.DeleteHeld: a late delete never removes a later holder's
+// the Release of a quorum.SetNX lease: a late delete never removes a later holder's
 // key with the same value).
 func (o *scriptOps) Release(ctx context.Context, keys []string, value string) (luashape.State, error) {
 	defer o.k.forgetDropin(o.sess, keys, value)

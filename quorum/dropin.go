@@ -51,7 +51,7 @@ func (e *Engine) deleteHeld(ctx context.Context, resource, value string) (held b
 		}
 		// The grant is one (value, owner nonce) pair: an Exclusive
 		// acquire puts one nonce beside every key it sets, and keeps it as
-		// long as the keys (ExtendOwned); other grants have none (""). An
+		// long as the keys (Extend of a SetNX lease); other grants have none (""). An
 		// attempt in progress with the same value has a nonce of its own
 		// and is never taken for the grant, nor deleted with it.
 		best := 0
