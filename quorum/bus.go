@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // Bus carries pub/sub messages (SUBSCRIBE / PUBLISH of clients, and the
@@ -205,7 +207,7 @@ func (b *Bus) Publish(ctx context.Context, channel, message string) (int, error)
 	type answer struct{ err error }
 	answers := make(chan answer, len(nodes))
 	for _, nd := range nodes {
-		nd.Send("bus_publish", nil, []string{prefix + channel, payload}, func(_ any, err error) {
+		nd.Send(scripts.BusPublish.Name, nil, []string{prefix + channel, payload}, func(_ any, err error) {
 			answers <- answer{err}
 		})
 	}

@@ -3,6 +3,8 @@ package quorum
 import (
 	"context"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // deleteHeld removes exactly the grant that a quorum of masters holds on
@@ -78,7 +80,7 @@ func (e *Engine) deleteHeld(ctx context.Context, resource, value string) (held b
 	keys := []string{ls.keys[0], ls.keys[1], ls.keys[2], owner}
 	deleted := make([]bool, len(e.nodes))
 	for {
-		d := e.send(ctx, &op{name: "delete", script: "lock_delete_exact", keys: keys, args: args, timeout: e.releaseTimeout()}, nil)
+		d := e.send(ctx, &op{name: "delete", script: scripts.LockDeleteExact, keys: keys, args: args, timeout: e.releaseTimeout()}, nil)
 		// The answers are read in count's callback, the only place they
 		// are safe to read while the round goes on.
 		answered := make([]bool, len(e.nodes))
@@ -120,7 +122,7 @@ type holding struct{ masters int }
 // owners reads every master's value and owner nonce at a lock key (only
 // value, when value is not ""), and how many masters did not answer.
 func (e *Engine) owners(ctx context.Context, ls *lockSet, owner, value string) (map[grantID]*holding, int, error) {
-	r := e.send(ctx, &op{name: "delete", script: "lock_owner", keys: []string{ls.keys[0], owner}}, nil)
+	r := e.send(ctx, &op{name: "delete", script: scripts.LockOwner, keys: []string{ls.keys[0], owner}}, nil)
 	t := r.count(func(q, _ int, t *tally, final bool) verdict {
 		if final {
 			return decidedYes

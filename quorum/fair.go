@@ -5,14 +5,16 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // fairQueue is one fair-lock call's place in its resource's queue. Every
 // request of the call follows the one before it on each master (last), so
 // that a try, its rollback and the final dequeue land in order.
 type fairQueue struct {
-	// acquireKeys are lock_acquire's keys for the resource with the queue
-	// and the deadlines appended.
+	// acquireKeys are lock_acquire_fair's keys: those of a writer that
+	// waits (lockSet.waitKeys) with the queue and the deadlines appended.
 	acquireKeys []string
 	// queue and deadlines are the queue's keys: tokens by ticket, and by
 	// the master's time after which the waiter counts as gone.
@@ -52,8 +54,8 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 	fq := &fairQueue{queue: fk[0], deadlines: fk[1], channel: ls.channels[0], stale: e.opts.FairStaleAfter, id: cmp.Or(req.Token, NewToken())}
 	if req.Wait > 0 {
 		ls.mark = fq.id
-		ls.waitKeys(e)
 	}
+	ls.waitKeys(e) // lock_acquire_fair reads the marks whether or not it waits
 	fq.acquireKeys = append(append(make([]string, 0, len(ls.acquireKeys)+2), ls.acquireKeys...), fk[0], fk[1])
 	ls.fair = fq
 	// gaveBack: a grant raced the caller's exit and was rolled back, so
@@ -70,7 +72,7 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 		case gaveBack:
 			mode = "2"
 		}
-		o := &op{name: "fairlock", script: "fair_dequeue", keys: []string{fq.queue, fq.deadlines},
+		o := &op{name: "fairlock", script: scripts.FairDequeue, keys: []string{fq.queue, fq.deadlines},
 			args: []string{fq.id, fq.channel, mode}, timeout: e.releaseTimeout()}
 		e.follow(ctx, fq.last, o, nil, nil)
 	}()
@@ -100,9 +102,9 @@ func (e *Engine) fairAbandon(ctx context.Context, l *Lease) {
 	}
 	e.awaitAcquires(l.Token)
 	fk := e.fairKeys(ls.given[0])
-	r := e.send(ctx, &op{name: "unlock", script: "lock_release", keys: ls.releaseKeys(), args: []string{l.Token},
+	r := e.send(ctx, &op{name: "unlock", script: scripts.LockRelease, keys: ls.releaseKeys(), args: []string{l.Token},
 		timeout: e.releaseTimeout()}, nil)
-	e.follow(ctx, r, &op{name: "fairlock", script: "fair_dequeue", keys: fk[:],
+	e.follow(ctx, r, &op{name: "fairlock", script: scripts.FairDequeue, keys: fk[:],
 		args: []string{"", ls.channels[0], "2"}, timeout: e.releaseTimeout()}, nil, nil)
 }
 
@@ -115,7 +117,7 @@ func (e *Engine) enqueue(ctx context.Context, fq *fairQueue) error {
 	fq.sent = true
 	_, seqKey := e.fenceKeys()
 	keys := []string{fq.queue, fq.deadlines, seqKey}
-	r := e.follow(ctx, fq.last, &op{name: "fairlock", script: "fair_enqueue", keys: keys,
+	r := e.follow(ctx, fq.last, &op{name: "fairlock", script: scripts.FairEnqueue, keys: keys,
 		args: []string{fq.id, strconv.FormatUint(e.fences.next(), 10), ms(fq.stale)}}, nil, nil)
 	fq.last = r
 	var ticket uint64
@@ -137,7 +139,7 @@ func (e *Engine) enqueue(ctx context.Context, fq *fairQueue) error {
 		return t.err(e, "fairlock")
 	}
 	e.fences.learn(ticket)
-	wr := e.follow(ctx, r, &op{name: "fairlock", script: "fair_ticket", keys: keys,
+	wr := e.follow(ctx, r, &op{name: "fairlock", script: scripts.FairTicket, keys: keys,
 		args: []string{fq.id, strconv.FormatUint(ticket, 10), ms(fq.stale)}}, nil, nil)
 	fq.last = wr
 	wt := wr.count(grantRule, func(_ int, v any) bool { return v == int64(1) }, -1)

@@ -122,7 +122,7 @@ func TestFairLockOrder(t *testing.T) {
 		}
 		t.FailNow()
 	}
-	tries := func(tok string) int { return c.nodes[0].callsWith("lock_acquire", tok) }
+	tries := func(tok string) int { return c.nodes[0].callsWith("lock_acquire_fair", tok) }
 	before := make([]int, n)
 	for i := range n {
 		before[i] = tries(fmt.Sprintf("w%d", i))

@@ -26,7 +26,13 @@ var debugFake = os.Getenv("DEBUG_FAKE") != ""
 
 // luaScripts are the real scripts, run by every fake: the engine's unit
 // tests exercise the Lua that production runs, not a Go copy of it.
-var luaScripts = scripts.All()
+var luaScripts = func() map[string]*scripts.Script {
+	out := map[string]*scripts.Script{}
+	for _, s := range scripts.All() {
+		out[s.Name] = s
+	}
+	return out
+}()
 
 // fakeNode is a master for unit tests: an embedded miniredis (real Lua,
 // real expiry on the wall clock) behind fault injection. Down makes every
@@ -361,8 +367,15 @@ func (f *fakeNode) Addr() string { return f.addr }
 
 // Eval runs the real script on the embedded master.
 func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (any, error) {
-	if _, ok := luaScripts[name]; !ok {
+	s, ok := luaScripts[name]
+	if !ok {
 		return nil, fmt.Errorf("fake: no script %q", name)
+	}
+	// Every request the engine makes is checked against the script's
+	// descriptor (the engine checks too; a test that calls the fake
+	// directly is held to the same layout).
+	if err := s.Check(keys, args); err != nil {
+		return nil, err
 	}
 	op := func() (any, error) {
 		f.evals[name]++

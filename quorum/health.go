@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // NodeState is a master's state as the engine last saw it.
@@ -271,7 +273,7 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 	if !due {
 		return
 	}
-	o := &op{name: "quarantine", script: "lease_left", keys: []string{e.leaseKey()}}
+	o := &op{name: "quarantine", script: scripts.LeaseLeft, keys: []string{e.leaseKey()}}
 	var until time.Time
 	var longest time.Duration
 	got := 0
@@ -342,7 +344,7 @@ func (e *Engine) rejoin(ctx context.Context, i int) error {
 	floor, err := e.floorFromOthers(ctx, i)
 	if err == nil {
 		lag, seq := e.fenceKeys()
-		o := &op{name: "floor", script: "fence_floor", keys: []string{seq, lag}, args: []string{strconv.FormatUint(floor, 10)}}
+		o := &op{name: "floor", script: scripts.FenceFloor, keys: []string{seq, lag}, args: []string{strconv.FormatUint(floor, 10)}}
 		cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
 		_, err = e.call(cctx, i, o)
 		cancel()
@@ -419,7 +421,7 @@ func (e *Engine) askOthers(ctx context.Context, i int, o *op) []otherAnswer {
 // issued itself.
 func (e *Engine) floorFromOthers(ctx context.Context, i int) (uint64, error) {
 	_, seq := e.fenceKeys()
-	hw := &op{name: "floor", script: "fence_highwater", keys: []string{seq, e.opts.MetaPrefix + "fence-floor"}}
+	hw := &op{name: "floor", script: scripts.FenceHighwater, keys: []string{seq, e.opts.MetaPrefix + "fence-floor"}}
 	top := e.fences.high()
 	got, intact := 0, 0
 	for j, a := range e.askOthers(ctx, i, hw) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // Info is what a quorum of masters say about a resource (Engine.Info).
@@ -42,7 +44,7 @@ func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err
 		return nil, err
 	}
 	k := e.rwKeys(resource)
-	r := e.send(ctx, &op{name: "lock_info", script: "lock_info", keys: []string{ls.keys[0], ls.keys[1], k.readers}}, nil)
+	r := e.send(ctx, &op{name: "lock_info", script: scripts.LockInfo, keys: []string{ls.keys[0], ls.keys[1], k.readers}}, nil)
 	// Every answer counts: wait (at most MasterTimeout) for all of them.
 	t := r.count(everyAnswer, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) >= 3 }, -1)
 	if t.verdict != decidedYes {
@@ -125,7 +127,7 @@ func (e *Engine) Delete(ctx context.Context, resources []string) (n int, err err
 		if err != nil {
 			return 0, err
 		}
-		rounds[j] = e.send(ctx, &op{name: "delete", script: "lock_delete", keys: ls.releaseKeys(), args: ls.channels,
+		rounds[j] = e.send(ctx, &op{name: "delete", script: scripts.LockDelete, keys: ls.releaseKeys(), args: ls.channels,
 			timeout: e.releaseTimeout()}, nil)
 	}
 	for j, r := range rounds {

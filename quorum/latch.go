@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // ErrNoLatch reports that a latch does not exist (or expired) on enough
@@ -52,7 +54,7 @@ func (e *Engine) latchCreate(ctx context.Context, name string, count int, ttl ti
 	if count < 1 || ttl <= 0 {
 		return false, fmt.Errorf("%w: count and ttl must be positive", ErrBadRequest)
 	}
-	r := e.send(ctx, &op{name: "latch_create", script: "latch_create", keys: []string{k.count, k.arrivals},
+	r := e.send(ctx, &op{name: "latch_create", script: scripts.LatchCreate, keys: []string{k.count, k.arrivals},
 		args: []string{strconv.Itoa(count), ms(ttl)}}, nil)
 	existed, other := 0, 0
 	// Every answer counts (at most MasterTimeout): "created" means that
@@ -150,7 +152,7 @@ func (e *Engine) latchDown(ctx context.Context, name, token string) (left int, e
 	if token == "" {
 		return 0, fmt.Errorf("%w: empty token", ErrBadRequest)
 	}
-	r := e.send(ctx, &op{name: "latch_down", script: "latch_down", keys: []string{k.count, k.arrivals},
+	r := e.send(ctx, &op{name: "latch_down", script: scripts.LatchDown, keys: []string{k.count, k.arrivals},
 		args: []string{token, k.channel}}, nil)
 	return e.latchRound(r, "latch_down")
 }
@@ -166,7 +168,7 @@ func (e *Engine) latchLeft(ctx context.Context, name string) (left int, err erro
 }
 
 func (e *Engine) latchCount(ctx context.Context, k latchKeys) (int, error) {
-	r := e.send(ctx, &op{name: "latch_count", script: "latch_count", keys: []string{k.count, k.arrivals}}, nil)
+	r := e.send(ctx, &op{name: "latch_count", script: scripts.LatchCount, keys: []string{k.count, k.arrivals}}, nil)
 	return e.latchRound(r, "latch_count")
 }
 

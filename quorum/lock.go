@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // ValidityAt is the validity left at now: Validity less the time since it
@@ -25,10 +27,10 @@ type lockSet struct {
 	// keys are the lock keys, the fence keys (both sorted by resource),
 	// then the master's lagging fence bound and its fence sequence.
 	keys []string
-	// acquireKeys are keys, the master's lease high-water mark, then the
-	// writer-waiting marks of read-write locks (parallel to the lock
-	// keys): lock_acquire's keys. A call that waits (mark set) appends
-	// the resources' readers next and readers after (see waitKeys).
+	// acquireKeys are keys then the master's lease high-water mark: the
+	// plain lock_acquire's keys. A writer that waits, and a fair lock,
+	// append the resources' writer-waiting marks, readers next and readers
+	// after (see waitKeys).
 	acquireKeys []string
 	channels    []string // release channels, parallel to the lock keys
 	// mark identifies the call in the writer-waiting marks it sets while
@@ -40,18 +42,20 @@ type lockSet struct {
 
 func (ls *lockSet) locksAndFences() []string { return ls.keys[:2*ls.n] }
 
-// waitKeys makes acquireKeys those of a writer that waits: the waiting
-// readers' sets (readers next, then readers after, each parallel to the
-// lock keys) follow the marks, so that readers who waited go first (see
+// waitKeys makes acquireKeys those of a writer that waits
+// (lock_acquire_wait, lock_acquire_fair): each resource's writer-waiting
+// mark, then its readers next, then its readers after (each group
+// parallel to the lock keys) follow the lease mark, so that a refused
+// writer marks the resource and readers who waited go first (see
 // "Read-write locks" in the package doc). Writers that do not wait never
 // read them.
 func (ls *lockSet) waitKeys(e *Engine) {
-	keys := append(make([]string, 0, len(ls.acquireKeys)+2*ls.n+2), ls.acquireKeys...)
-	for _, k := range ls.keys[:ls.n] {
-		keys = append(keys, e.rwKeys(strings.TrimPrefix(k, e.opts.KeyPrefix)).next)
-	}
-	for _, k := range ls.keys[:ls.n] {
-		keys = append(keys, e.rwKeys(strings.TrimPrefix(k, e.opts.KeyPrefix)).after)
+	n := ls.n
+	keys := make([]string, 2*n+3+3*n)
+	copy(keys, ls.acquireKeys[:2*n+3])
+	for i, k := range ls.keys[:n] {
+		rk := e.rwKeys(strings.TrimPrefix(k, e.opts.KeyPrefix))
+		keys[2*n+3+i], keys[3*n+3+i], keys[4*n+3+i] = rk.mark, rk.next, rk.after
 	}
 	ls.acquireKeys = keys
 }
@@ -88,11 +92,8 @@ func (e *Engine) lockSet(rs []string) (*lockSet, error) {
 		ls.channels[i] = e.opts.MetaPrefix + "released:" + r
 	}
 	ls.keys[2*n], ls.keys[2*n+1] = e.fenceKeys()
-	ls.acquireKeys = append(make([]string, 0, 3*n+5), ls.keys...)
+	ls.acquireKeys = append(make([]string, 0, 2*n+3), ls.keys...)
 	ls.acquireKeys = append(ls.acquireKeys, e.leaseKey())
-	for _, r := range sorted {
-		ls.acquireKeys = append(ls.acquireKeys, e.rwKeys(r).mark)
-	}
 	for i, r := range given {
 		ls.pos[i], _ = slices.BinarySearch(sorted, r)
 	}
@@ -123,6 +124,15 @@ func (e *Engine) leaseKey() string { return e.opts.MetaPrefix + "lease-hwm" }
 // fenceKeys are the master-wide lagging fence bound and fence sequence.
 func (e *Engine) fenceKeys() (lag, seq string) {
 	return e.opts.MetaPrefix + "fence-lag", e.opts.MetaPrefix + "fence-hwm"
+}
+
+// markTTL is how long the writer-waiting marks of a call that waits live
+// ("0": the call does not wait).
+func (ls *lockSet) markTTL(e *Engine) string {
+	if ls.mark == "" {
+		return "0"
+	}
+	return ms(e.writerMark())
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
@@ -190,27 +200,33 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	start := time.Now()
 	n := ls.n
 	lag := ms(e.opts.FenceLag)
-	markTTL := "0"
-	if ls.mark != "" {
-		markTTL = ms(e.writerMark())
-	}
 	proposal := strconv.FormatUint(e.fences.next(), 10)
-	acq := &op{name: "lock", script: "lock_acquire", keys: ls.acquireKeys,
-		args: []string{token, ms(ttl), proposal, lag, markTTL, ls.mark}}
+	// The plain acquire for a writer that does not wait; a writer that
+	// waits marks the resources that refuse it (lock_acquire_wait); a fair
+	// lock's tries keep their place in its queue (lock_acquire_fair).
+	acq := &op{name: "lock", script: scripts.LockAcquire, keys: ls.acquireKeys,
+		args: []string{token, ms(ttl), proposal, lag}}
 	var owner string
-	if exclusive {
+	fq := ls.fair
+	switch {
+	case exclusive:
 		// SET NX's rule: the keys this attempt set are told apart from
 		// another caller's with the same value by the owner nonce, so
 		// no master's vote is ambiguous and no taint is needed.
 		owner = NewToken()
 		fixed = false
-		acq = &op{name: "lock", script: "lock_acquire_nx", keys: ls.nxKeys(e),
+		acq = &op{name: "lock", script: scripts.LockAcquireNX, keys: ls.nxKeys(e),
 			args: []string{token, ms(ttl), proposal, lag, owner}}
+		fq = nil
+	case fq != nil:
+		acq.script, acq.keys = scripts.LockAcquireFair, fq.acquireKeys
+		acq.args = append(acq.args, ls.markTTL(e), ls.mark, ms(fq.stale), strconv.FormatUint(fq.ticket, 10), fq.id)
+	case ls.mark != "":
+		acq.script = scripts.LockAcquireWait
+		acq.args = append(acq.args, ls.markTTL(e), ls.mark)
 	}
 	var r *round
-	if fq := ls.fair; fq != nil && !exclusive {
-		acq.keys = fq.acquireKeys
-		acq.args = append(acq.args, ms(fq.stale), strconv.FormatUint(fq.ticket, 10), fq.id)
+	if fq != nil {
 		r = e.follow(ctx, fq.last, acq, e.track(token), nil)
 		fq.last = r
 	} else {
@@ -233,7 +249,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	}
 	trusted := func(i int) bool { return !tainted[i] }
 	rollback := func() {
-		rel := &op{name: "lock", script: "lock_release", keys: ls.releaseKeys(), args: []string{token}}
+		rel := &op{name: "lock", script: scripts.LockRelease, keys: ls.releaseKeys(), args: []string{token}}
 		if exclusive {
 			rel = ls.unacquireNX(e, token, owner)
 		}
@@ -269,13 +285,15 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 			holders++
 		}
 	}
-	wbArgs := make([]string, 0, 2+n)
-	wbArgs = append(wbArgs, token, lag)
-	for _, f := range fences {
-		wbArgs = append(wbArgs, strconv.FormatUint(f, 10))
-	}
-	wb := &op{name: "lock", script: "lock_fence", keys: ls.keys, args: wbArgs}
 	if holders < len(e.nodes) {
+		wbArgs := make([]string, 0, 2+n)
+		wbArgs = append(wbArgs, token, lag)
+		for _, f := range fences {
+			wbArgs = append(wbArgs, strconv.FormatUint(f, 10))
+		}
+		// lock_fence's keys: the lock and fence keys, the fence sequence.
+		wbKeys := append(ls.keys[:2*n:2*n], ls.keys[2*n+1])
+		wb := &op{name: "lock", script: scripts.LockFence, keys: wbKeys, args: wbArgs}
 		// Write back to the others, stragglers included; wait only while
 		// fewer than a quorum hold the fences (the usual case: masters
 		// agreed, no wait).
@@ -320,7 +338,7 @@ func (e *Engine) lockAbandon(ctx context.Context, l *Lease) {
 	e.awaitAcquires(l.Token)
 	// No notification: nobody saw this grant, and waking every waiter for
 	// it would only make them collide.
-	u := &op{name: "unlock", script: "lock_release", keys: ls.releaseKeys(), args: []string{l.Token}}
+	u := &op{name: "unlock", script: scripts.LockRelease, keys: ls.releaseKeys(), args: []string{l.Token}}
 	if l.owner != "" {
 		u = ls.unacquireNX(e, l.Token, l.owner)
 	}
@@ -350,7 +368,7 @@ func (ls *lockSet) ownerKeys(e *Engine) []string {
 func (ls *lockSet) unacquireNX(e *Engine, token, owner string) *op {
 	keys := append(make([]string, 0, 3*ls.n+1), ls.releaseKeys()...)
 	keys = append(keys, ls.ownerKeys(e)...)
-	return &op{name: "lock", script: "lock_unacquire_nx", keys: keys, args: []string{token, owner}}
+	return &op{name: "lock", script: scripts.LockUnacquireNX, keys: keys, args: []string{token, owner}}
 }
 
 // lockRelease releases the resources held with token wherever they are held. It
@@ -380,7 +398,7 @@ func (e *Engine) lockRelease(ctx context.Context, resources []string, token stri
 		// the head of their queue.
 		keys = append(keys[:len(keys):len(keys)], e.fairKeys(ls.given[0])[0])
 	}
-	r := e.send(ctx, &op{name: "unlock", script: "lock_release", keys: keys, args: args, timeout: e.releaseTimeout(), keepLate: true}, nil)
+	r := e.send(ctx, &op{name: "unlock", script: scripts.LockRelease, keys: keys, args: args, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	// Once decided, give the other masters a short grace: a caller that
 	// locks again right after a release should not meet a straggler, but a
 	// paused master is not worth a whole MasterTimeout on every release.
@@ -409,9 +427,9 @@ func (e *Engine) extend(ctx context.Context, resources []string, token string, t
 	}
 	e.awaitAcquires(token)
 	keys := append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey())
-	script := "lock_extend"
+	script := scripts.LockExtend
 	if owned {
-		script = "lock_extend_owned"
+		script = scripts.LockExtendOwned
 		keys = append(keys, ls.ownerKeys(e)...)
 	}
 	r := e.send(ctx, &op{name: "extend", script: script, keys: keys,

@@ -14,8 +14,8 @@ var luaProtos = compileScripts()
 
 func compileScripts() map[string]*lua.FunctionProto {
 	out := map[string]*lua.FunctionProto{}
-	for name, src := range luaScripts {
-		chunk, err := parse.Parse(strings.NewReader(src), name)
+	for name, s := range luaScripts {
+		chunk, err := parse.Parse(strings.NewReader(s.Source()), name)
 		if err != nil {
 			panic(fmt.Sprintf("script %s: %v", name, err))
 		}

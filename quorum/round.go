@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // op is one request that a round sends to the masters: a script, its keys
@@ -14,8 +16,9 @@ import (
 type op struct {
 	// name is the operation, for errors and metrics ("lock", "unlock").
 	name string
-	// script names the script (quorum/scripts/<script>.lua).
-	script     string
+	// script is the script's descriptor (quorum/scripts): follow checks
+	// keys and args against it before anything is sent.
+	script     *scripts.Script
 	keys, args []string
 	// timeout bounds each master's request; 0 means MasterTimeout.
 	timeout time.Duration
@@ -146,7 +149,7 @@ func (r *round) arm(timeout time.Duration) {
 func (r *round) issue(i int) {
 	e, o := r.e, r.op
 	t0 := time.Now()
-	e.nodes[i].Send(o.script, o.keys, o.args, func(v any, err error) {
+	e.nodes[i].Send(o.script.Name, o.keys, o.args, func(v any, err error) {
 		if !r.claimed[i].CompareAndSwap(false, true) {
 			// The round's timer answered for it.
 			if r.late != nil {
@@ -206,9 +209,19 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 		}
 	}
 	r.arm(timeout)
+	// A request that does not fit its script's descriptor is never sent:
+	// every master answers the mismatch (a bug in the caller).
+	bad := o.script.Check(o.keys, o.args)
 	steps := make([]func(), n)
 	for i := range n {
 		steps[i] = func() {
+			if bad != nil {
+				issued()
+				if r.claimed[i].CompareAndSwap(false, true) {
+					r.settle(i, answer{err: bad})
+				}
+				return
+			}
 			if pre != nil {
 				if a, ok := pre(i); ok {
 					issued()
@@ -246,8 +259,11 @@ func (r *round) answered(i int) bool {
 // call makes one request to node i and waits for it, bounded by ctx, and
 // records its latency and error (the health checks' synchronous calls).
 func (e *Engine) call(ctx context.Context, i int, o *op) (any, error) {
+	if err := o.script.Check(o.keys, o.args); err != nil {
+		return nil, err
+	}
 	t0 := time.Now()
-	v, err := e.nodes[i].Eval(ctx, o.script, o.keys, o.args)
+	v, err := e.nodes[i].Eval(ctx, o.script.Name, o.keys, o.args)
 	e.record(i, time.Since(t0), err)
 	return v, err
 }

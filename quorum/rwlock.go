@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // rwKeys are a resource's read-lock keys; the lock key is the resource's
@@ -71,7 +73,7 @@ func (e *Engine) readAcquire(ctx context.Context, req Request) (lease *Lease, er
 				a := last.ans[i]
 				return answer{val: int64(0)}, a.err == nil && a.val == int64(1)
 			}
-			e.follow(ctx, last, &op{name: "read_lock", script: "rw_leave", keys: []string{rc.k.next, rc.k.after, rc.k.lock},
+			e.follow(ctx, last, &op{name: "read_lock", script: scripts.RWLeave, keys: []string{rc.k.next, rc.k.after, rc.k.lock},
 				args: []string{rc.id, rc.k.channel}, timeout: e.releaseTimeout()}, nil, granted)
 		}()
 	}
@@ -95,13 +97,13 @@ type readCall struct {
 func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []string, token string, ttl time.Duration, tainted []bool, fixed bool) (*Lease, func(), error) {
 	start := time.Now()
 	k := rc.k
-	r := e.send(ctx, &op{name: "read_lock", script: "rw_acquire", keys: []string{k.lock, k.readers, k.mark, k.lease, k.next, k.after},
+	r := e.send(ctx, &op{name: "read_lock", script: scripts.RWAcquire, keys: []string{k.lock, k.readers, k.mark, k.lease, k.next, k.after},
 		args: []string{token, ms(ttl), rc.id, ms(e.writerMark())}}, e.track(token))
 	rc.last = r
 	granted := func(i int) bool { return r.ans[i].err == nil && r.ans[i].val == int64(1) }
 	mayHold := func(i int) bool { return r.ans[i].err != nil || granted(i) || fixed }
 	rollback := func() {
-		e.undo(ctx, r, &op{name: "read_lock", script: "rw_release", keys: []string{k.lock, k.readers}, args: []string{token}},
+		e.undo(ctx, r, &op{name: "read_lock", script: scripts.RWRelease, keys: []string{k.lock, k.readers}, args: []string{token}},
 			mayHold, fixed, tainted)
 	}
 	t := r.count(grantRule, func(i int, _ any) bool { return granted(i) && !tainted[i] }, -1)
@@ -126,7 +128,7 @@ func (e *Engine) readAbandon(ctx context.Context, l *Lease) {
 	}
 	k := e.rwKeys(l.Resources[0])
 	e.awaitAcquires(l.Token)
-	e.send(ctx, &op{name: "read_unlock", script: "rw_release", keys: []string{k.lock, k.readers}, args: []string{l.Token, k.channel},
+	e.send(ctx, &op{name: "read_unlock", script: scripts.RWRelease, keys: []string{k.lock, k.readers}, args: []string{l.Token, k.channel},
 		timeout: e.releaseTimeout()}, nil)
 }
 
@@ -142,7 +144,7 @@ func (e *Engine) readRelease(ctx context.Context, resource, token string) (held 
 	}
 	k := e.rwKeys(resource)
 	e.awaitAcquires(token)
-	r := e.send(ctx, &op{name: "read_unlock", script: "rw_release", keys: []string{k.lock, k.readers},
+	r := e.send(ctx, &op{name: "read_unlock", script: scripts.RWRelease, keys: []string{k.lock, k.readers},
 		args: []string{token, k.channel}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, e.straggleGrace())
 	if t.verdict == noQuorum && e.retryReleases() {
@@ -163,7 +165,7 @@ func (e *Engine) readExtend(ctx context.Context, resource, token string, ttl tim
 	}
 	k := e.rwKeys(resource)
 	e.awaitAcquires(token)
-	r := e.send(ctx, &op{name: "read_extend", script: "rw_extend", keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}, keepLate: true}, nil)
+	r := e.send(ctx, &op{name: "read_extend", script: scripts.RWExtend, keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}, keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
 	if t.verdict == noQuorum && e.retryReleases() {
 		if ok, err := e.confirm(ctx, r, lockGroup(1), false, "read_extend", e.extendUntil(t0, ttl)); !ok {

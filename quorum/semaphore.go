@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // MaxSemaphoreLimit is the largest semaphore limit: every operation reads
@@ -50,6 +52,9 @@ func (e *Engine) semKeys(name string) (semKeys, error) {
 func (k semKeys) keys(token string) []string {
 	return []string{k.base, k.base + ":t:" + token, k.lease}
 }
+
+// releaseKeys are sem_release's keys: keys without the lease mark.
+func (k semKeys) releaseKeys(token string) []string { return k.keys(token)[:2] }
 
 // semReply is one master's answer to sem_acquire.
 type semReply struct {
@@ -120,11 +125,11 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, req Request, token s
 	start := time.Now()
 	keys := k.keys(token)
 	base := []string{token, ms(req.TTL), strconv.Itoa(req.Limit), strconv.Itoa(req.Count), strconv.Itoa(rand.IntN(req.Limit))}
-	r := e.send(ctx, &op{name: "sem_acquire", script: "sem_acquire", keys: keys, args: base}, e.track(token))
+	r := e.send(ctx, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: base}, e.track(token))
 	last := r
 	trusted := func(i int) bool { return !tainted[i] }
 	rollback := func() {
-		rel := &op{name: "sem_release", script: "sem_release", keys: keys, args: []string{token}}
+		rel := &op{name: "sem_release", script: scripts.SemRelease, keys: keys[:2], args: []string{token}}
 		e.undo(ctx, last, rel, func(int) bool { return true }, fixed, tainted)
 	}
 	reply := func(r *round, i int) (semReply, bool) {
@@ -193,7 +198,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, req Request, token s
 		}
 		// Tracked, so that a release through this proxy comes after it on
 		// every master, stragglers included.
-		r2 := e.follow(ctx, r, &op{name: "sem_acquire", script: "sem_acquire", keys: keys, args: args}, e.track(token), nil)
+		r2 := e.follow(ctx, r, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: args}, e.track(token), nil)
 		last = r2
 		t2 := r2.count(grantRule, holds(r2), -1)
 		if le := limitError(r2, k.name, reply); le != nil {
@@ -233,7 +238,7 @@ func (e *Engine) semConverge(ctx context.Context, r *round, keys, base []string,
 	// and a release drops the ones not sent yet (a master slower than
 	// the release's wait would otherwise take the slots after it).
 	fl := e.track(base[0])
-	e.follow(ctx, r, &op{name: "sem_acquire", script: "sem_acquire", keys: keys, args: args, timeout: e.releaseTimeout()}, fl,
+	e.follow(ctx, r, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: args, timeout: e.releaseTimeout()}, fl,
 		func(i int) (answer, bool) {
 			if fl.released.Load() {
 				return skip, true
@@ -268,7 +273,7 @@ func (e *Engine) semAbandon(ctx context.Context, l *Lease) {
 		return
 	}
 	e.awaitAcquires(l.Token)
-	e.send(ctx, &op{name: "sem_release", script: "sem_release", keys: k.keys(l.Token), args: []string{l.Token},
+	e.send(ctx, &op{name: "sem_release", script: scripts.SemRelease, keys: k.releaseKeys(l.Token), args: []string{l.Token},
 		timeout: e.releaseTimeout()}, nil)
 }
 
@@ -328,7 +333,7 @@ func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool,
 	}
 	e.releaseFlight(token)
 	e.awaitAcquires(token)
-	r := e.send(ctx, &op{name: "sem_release", script: "sem_release", keys: k.keys(token),
+	r := e.send(ctx, &op{name: "sem_release", script: scripts.SemRelease, keys: k.releaseKeys(token),
 		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	until := t0.Add(e.opts.ReleaseRetry)
 	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), &until)
@@ -345,7 +350,7 @@ func (e *Engine) semExtend(ctx context.Context, name, token string, ttl time.Dur
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
 	e.awaitAcquires(token)
-	r := e.send(ctx, &op{name: "sem_extend", script: "sem_extend", keys: k.keys(token), args: []string{token, ms(ttl)}, keepLate: true}, nil)
+	r := e.send(ctx, &op{name: "sem_extend", script: scripts.SemExtend, keys: k.keys(token), args: []string{token, ms(ttl)}, keepLate: true}, nil)
 	until := e.extendUntil(t0, ttl)
 	held, err := e.recordRound(ctx, r, "sem_extend", -1, &until)
 	if !held {
@@ -363,7 +368,7 @@ func (e *Engine) semCount(ctx context.Context, name string) (n int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	r := e.send(ctx, &op{name: "sem_count", script: "sem_count", keys: []string{k.base}}, nil)
+	r := e.send(ctx, &op{name: "sem_count", script: scripts.SemCount, keys: []string{k.base}}, nil)
 	// Every answer counts; wait (briefly) for all of them, as a slot held
 	// by exactly a quorum is seen only if all of its holders answer.
 	t := r.count(everyAnswer, func(i int, v any) bool { _, ok := v.([]any); return ok }, -1)

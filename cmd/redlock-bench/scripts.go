@@ -40,8 +40,7 @@ func scriptCost(dir string, repeat int) error {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 
-	src := scripts.All()
-	acquire, release := redis.NewScript(src["lock_acquire"]), redis.NewScript(src["lock_release"])
+	acquire, release := redis.NewScript(scripts.LockAcquire.Source()), redis.NewScript(scripts.LockRelease.Source())
 	emptyAcquire, emptyRelease := redis.NewScript("return {1, 1, 1}"), redis.NewScript("return 1")
 	directRel := redis.NewScript(directRelease)
 	const meta = "redlock-proxy:"
@@ -52,8 +51,8 @@ func scriptCost(dir string, repeat int) error {
 		}
 		return func(p redis.Pipeliner, r string, fence int, second bool) {
 			if !second {
-				acq.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "fence-lag", meta + "fence-hwm", meta + "lease-hwm", meta + "rw-w:" + r},
-					"token-"+r, "10000", strconv.Itoa(fence), "1000", "0", "")
+				acq.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "fence-lag", meta + "fence-hwm", meta + "lease-hwm"},
+					"token-"+r, "10000", strconv.Itoa(fence), "1000")
 				return
 			}
 			rel.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "fence-lag", meta + "fairq:" + r}, "token-"+r, meta+"released:"+r)

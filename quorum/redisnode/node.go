@@ -139,10 +139,10 @@ func New(opts Options) (*Node, error) {
 	}
 	n := &Node{opts: opts, log: opts.Logger.With("master", opts.Addr)}
 	n.scripts = map[string]*script{}
-	for name, src := range scripts.All() {
-		s := newScript(name, src)
-		s.batch = newScript(name+" (batch)", batchSource(src))
-		n.scripts[name] = s
+	for _, d := range scripts.All() {
+		s := newScript(d.Name, d.Source())
+		s.batch = newScript(d.Name+" (batch)", batchSource(d.Source()))
+		n.scripts[d.Name] = s
 	}
 	n.identity.Store(&quorum.Identity{})
 	n.ctx, n.cancel = context.WithCancel(context.Background())

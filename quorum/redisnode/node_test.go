@@ -30,9 +30,6 @@ func lockKeys(extra int, rs ...string) []string {
 	}
 	if extra >= 3 {
 		k = append(k, "meta:lease-hwm")
-		for _, r := range rs {
-			k = append(k, "meta:rw-w:"+r)
-		}
 	}
 	return k
 }
@@ -40,7 +37,7 @@ func lockKeys(extra int, rs ...string) []string {
 // acquireArgs are lock_acquire's arguments for a writer that does not wait
 // (no writer-waiting mark).
 func acquireArgs(token, ttl, proposal string) []string {
-	return []string{token, ttl, proposal, lagMS, "0", ""}
+	return []string{token, ttl, proposal, lagMS}
 }
 
 const lagMS = "1000"
@@ -122,7 +119,7 @@ func TestScripts(t *testing.T) {
 	}
 	// Fence write-back: only while held, never lowered.
 	fence := func(token string, fs ...string) int64 {
-		v, err := n.Eval(ctx, "lock_fence", lockKeys(2, "a", "b"), append([]string{token, lagMS}, fs...))
+		v, err := n.Eval(ctx, "lock_fence", append(lockKeys(0, "a", "b"), "meta:fence-hwm"), append([]string{token, lagMS}, fs...))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,17 +1,21 @@
 -- Take a waiter out of a fair lock's queue: it was granted, gave up, or
--- its client left. KEYS[1] the queue, KEYS[2] the deadlines. ARGV[1]
--- token, ARGV[2] the release channel, ARGV[3] when to announce the new
--- head on the channel ("h:<token>", so that it tries at once): "0" never
--- (the waiter was granted and holds the lock), "1" if the waiter was the
--- head, "2" whenever the queue has a head (the waiter gave back a grant).
--- Deletes the queue once it is empty. Returns 1 if the waiter was queued.
-local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
-local was = redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-local next = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
-if not next then
-  redis.call('DEL', KEYS[1], KEYS[2])
-elseif ARGV[3] == '2' or (ARGV[3] == '1' and head == ARGV[1]) then
-  redis.call('PUBLISH', ARGV[2], 'h:' .. next)
+-- its client left. queue (tokens by ticket), deadlines (tokens by the
+-- master's time in ms); id the waiter, channel the release channel, mode
+-- when to announce the new head on the channel ("h:<id>", so that it
+-- tries at once): "0" never (the waiter was granted and holds the lock),
+-- "1" if the waiter was the head, "2" whenever the queue has a head (the
+-- waiter gave back a grant). Deletes the queue once it is empty. Returns 1
+-- if the waiter was queued.
+local queue, deadlines = KEYS[1], KEYS[2]
+local id, channel, mode = ARGV[1], ARGV[2], ARGV[3]
+
+local head = redis.call('ZRANGE', queue, 0, 0)[1]
+local was = redis.call('ZREM', queue, id)
+redis.call('ZREM', deadlines, id)
+local after = redis.call('ZRANGE', queue, 0, 0)[1]
+if not after then
+  redis.call('DEL', queue, deadlines)
+elseif mode == '2' or (mode == '1' and head == id) then
+  redis.call('PUBLISH', channel, 'h:' .. after)
 end
 return was

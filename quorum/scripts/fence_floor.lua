@@ -1,12 +1,14 @@
--- Raise a restarted master's fence sequence, and its lagging bound if it
--- has one, to at least ARGV[1]. KEYS[1] the sequence, KEYS[2] the lagging
--- bound. Returns 1.
-local v = tonumber(ARGV[1])
-if v > tonumber(redis.call('GET', KEYS[1]) or '0') then
-  redis.call('SET', KEYS[1], ARGV[1])
+-- Raise a restarted master's fence sequence (seq), and its lagging bound
+-- (lag) if it has one, to at least floor. Returns 1.
+local seq, lag = KEYS[1], KEYS[2]
+local floor = ARGV[1]
+
+local v = tonumber(floor)
+if v > tonumber(redis.call('GET', seq) or '0') then
+  redis.call('SET', seq, floor)
 end
-local lag = redis.call('GET', KEYS[2])
-if lag and v > tonumber(lag) then
-  redis.call('SET', KEYS[2], ARGV[1], 'KEEPTTL')
+local bound = redis.call('GET', lag)
+if bound and v > tonumber(bound) then
+  redis.call('SET', lag, floor, 'KEEPTTL')
 end
 return 1

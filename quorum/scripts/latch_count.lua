@@ -1,7 +1,9 @@
--- The arrivals a latch still misses. KEYS[1] its count, KEYS[2] its
+-- The arrivals a latch still misses: count its count, arrivals its
 -- arrivals. Returns the number, or -1 if there is no such latch.
-local c = redis.call('GET', KEYS[1])
+local count, arrivals = KEYS[1], KEYS[2]
+
+local c = redis.call('GET', count)
 if not c then
   return -1
 end
-return math.max(tonumber(c) - redis.call('SCARD', KEYS[2]), 0)
+return math.max(tonumber(c) - redis.call('SCARD', arrivals), 0)

@@ -5,61 +5,23 @@
 -- the attempt's owner nonce, so that the rollback of a failed attempt
 -- (lock_unacquire_nx) deletes only what this attempt set, never the key of
 -- another client that used the same value.
--- KEYS[1..n]       lock keys
--- KEYS[n+1..2n]    the resources' fence keys, parallel to the lock keys
--- KEYS[2n+1]       the master's lagging bound (expires after ARGV[4] ms)
--- KEYS[2n+2]       the master's fence sequence (high-water mark)
--- KEYS[2n+3]       the master's lease high-water mark
--- KEYS[2n+4..3n+3] the owner keys, parallel to the lock keys
--- ARGV[1] value, ARGV[2] ttl in ms, ARGV[3] the proxy's proposed fence,
--- ARGV[4] the lag period in ms, ARGV[5] the attempt's owner nonce.
+-- Keys as lock_acquire's, then owner the owner keys (one per lock key);
+-- value, ttl, proposal and lagms as lock_acquire's token, ttl, proposal
+-- and lagms, nonce the attempt's owner nonce.
 -- Returns {1, sequence, fence_1, ..., fence_n}, or {0, sequence} and
 -- changes nothing.
-local function raise(key, ttl)
-  local t = redis.call('TIME')
-  local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl
-  if at > tonumber(redis.call('GET', key) or '0') then
-    redis.call('SET', key, string.format('%d', at), 'PX', ttl)
-  end
-end
 local n = (#KEYS - 3) / 3
-local seq = tonumber(redis.call('GET', KEYS[2 * n + 2]) or '0')
+local lock, fence, owner = 0, n, 2 * n + 3
+local lag, seq, lease = KEYS[2 * n + 1], KEYS[2 * n + 2], KEYS[2 * n + 3]
+local value, ttl, proposal, lagms, nonce = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+
+local high = tonumber(redis.call('GET', seq) or '0')
 for i = 1, n do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    return {0, seq}
+  if redis.call('EXISTS', KEYS[lock + i]) == 1 then
+    return {0, high}
   end
 end
-local lag = redis.call('GET', KEYS[2 * n + 1])
-if lag then
-  lag = tonumber(lag)
-else
-  lag = seq
-  redis.call('SET', KEYS[2 * n + 1], string.format('%d', seq), 'PX', ARGV[4])
-end
-local base = tonumber(ARGV[3])
-if lag + 1 > base then
-  base = lag + 1
-end
-local keep = tonumber(ARGV[2]) + tonumber(ARGV[4])
-local top = seq
-local out = {1, 0}
 for i = 1, n do
-  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
-  redis.call('SET', KEYS[2 * n + 3 + i], ARGV[5], 'PX', ARGV[2])
-  local c = base
-  local cur = redis.call('GET', KEYS[n + i])
-  if cur and tonumber(cur) + 1 > c then
-    c = tonumber(cur) + 1
-  end
-  redis.call('SET', KEYS[n + i], string.format('%d', c), 'PX', keep)
-  if c > top then
-    top = c
-  end
-  out[i + 2] = c
+  redis.call('SET', KEYS[owner + i], nonce, 'PX', ttl)
 end
-if top > seq then
-  redis.call('SET', KEYS[2 * n + 2], string.format('%d', top))
-end
-raise(KEYS[2 * n + 3], tonumber(ARGV[2]))
-out[2] = top
-return out
+return grant(lock, fence, n, lag, seq, lease, high, value, ttl, proposal, lagms, false)

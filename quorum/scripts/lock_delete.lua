@@ -1,26 +1,22 @@
 -- Delete lock keys whatever token they hold (drop-in DEL / UNLINK), with
--- their fence keys. KEYS[1..n] lock keys, KEYS[n+1..2n] fence keys,
--- KEYS[2n+1] the master's lagging bound. ARGV[1..n] the release channels.
--- As lock_release: a deleted fence key's value is folded into the lagging
--- bound first, and the deletion is announced. Returns, per lock key, 1 if
--- it existed, else 0.
+-- their fence keys: lock the lock keys, fence their fence keys, lag the
+-- master's lagging bound; channel the release channels (one per lock
+-- key). As lock_release: a deleted fence key's value is folded into the
+-- lagging bound first (see drop), and the deletion is announced. Returns,
+-- per lock key, 1 if it existed, else 0.
 local n = (#KEYS - 1) / 2
-local lag = redis.call('GET', KEYS[2 * n + 1])
+local lock, fence = 0, n
+local lag = KEYS[2 * n + 1]
+local channel = 0
+
+local bound = redis.call('GET', lag)
 local out = {}
 for i = 1, n do
   out[i] = 0
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    redis.call('DEL', KEYS[i])
-    local f = redis.call('GET', KEYS[n + i])
-    if f then
-      if lag and tonumber(f) > tonumber(lag) then
-        lag = f
-        redis.call('SET', KEYS[2 * n + 1], f, 'KEEPTTL')
-      end
-      redis.call('DEL', KEYS[n + i])
-    end
-    if ARGV[i] then
-      redis.call('PUBLISH', ARGV[i], '1')
+  if redis.call('EXISTS', KEYS[lock + i]) == 1 then
+    bound = drop(KEYS[lock + i], KEYS[fence + i], lag, bound)
+    if ARGV[channel + i] then
+      redis.call('PUBLISH', ARGV[channel + i], '1')
     end
     out[i] = 1
   end

@@ -3,37 +3,32 @@
 -- ("" for a key with no owner key). A delete that reaches this master late,
 -- after the lock was released and taken again, even with the same value
 -- (SET lock 1 NX + DEL), finds another owner nonce and changes nothing.
--- KEYS[1] the lock key, KEYS[2] its fence key, KEYS[3] the master's
--- lagging bound, KEYS[4] its owner key. ARGV[1] the value, ARGV[2] the
--- release channel ("" for none), ARGV[3..] the owner nonces seen.
--- As lock_release: the fence is folded into the lagging bound, the release
--- announced. Returns 1 if it deleted the key, else 0.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- lock the lock key, fence its fence key, lag the master's lagging bound,
+-- owner its owner key; value, channel the release channel ("" for none),
+-- then the owner nonces seen.
+-- As lock_release: the fence is folded into the lagging bound (see drop),
+-- the release announced. Returns 1 if it deleted the key, else 0.
+local lock, fence, lag, owner = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local value, channel, nonce = ARGV[1], ARGV[2], 2
+
+if redis.call('GET', lock) ~= value then
   return 0
 end
-local o = redis.call('GET', KEYS[4]) or ''
+local o = redis.call('GET', owner) or ''
 local seen = false
-for i = 3, #ARGV do
-  if ARGV[i] == o then
+for j = 1, #ARGV - nonce do
+  if ARGV[nonce + j] == o then
     seen = true
   end
 end
 if not seen then
   return 0
 end
-redis.call('DEL', KEYS[1])
 if o ~= '' then
-  redis.call('DEL', KEYS[4])
+  redis.call('DEL', owner)
 end
-local f = redis.call('GET', KEYS[2])
-if f then
-  local lag = redis.call('GET', KEYS[3])
-  if lag and tonumber(f) > tonumber(lag) then
-    redis.call('SET', KEYS[3], f, 'KEEPTTL')
-  end
-  redis.call('DEL', KEYS[2])
-end
-if ARGV[2] ~= '' then
-  redis.call('PUBLISH', ARGV[2], '1')
+drop(lock, fence, lag, redis.call('GET', lag))
+if channel ~= '' then
+  redis.call('PUBLISH', channel, '1')
 end
 return 1

@@ -1,37 +1,33 @@
--- Release each lock key that holds the token, with its fence key.
--- KEYS[1..n] lock keys, KEYS[n+1..2n] fence keys, KEYS[2n+1] the master's
--- lagging bound, and for one resource optionally KEYS[2n+2] its fair
--- queue. ARGV[1] token, ARGV[2..n+1] channels (optional: releases
--- announce themselves so that waiters on any proxy wake up; rollbacks of a
--- failed try do not, so that they do not wake every waiter, over and over).
--- The announcement is "1", or "h:<token>" when the resource has fair
+-- Release each lock key that holds the token, with its fence key: lock
+-- the lock keys, fence their fence keys, lag the master's lagging bound,
+-- and for one resource optionally queue its fair queue; token, then
+-- optionally the release channels (one per lock key: releases announce
+-- themselves so that waiters on any proxy wake up; rollbacks of a failed
+-- try do not, so that they do not wake every waiter, over and over).
+-- The announcement is "1", or "h:<id>" when the resource has fair
 -- waiters: the head of the queue is the one fair waiter to wake.
--- A deleted fence key's value is folded into the lagging bound first, so
--- that the next grant of the resource still gets a greater fence.
--- Returns how many lock keys it deleted.
+-- A deleted fence key's value is folded into the lagging bound first (see
+-- drop). Returns how many lock keys it deleted.
 local n = math.floor((#KEYS - 1) / 2)
-local lag = redis.call('GET', KEYS[2 * n + 1])
+local lock, fence = 0, n
+local lag, queue = KEYS[2 * n + 1], KEYS[2 * n + 2]
+local token = ARGV[1]
+local channel = 1
+
+local bound = redis.call('GET', lag)
 local c = 0
 for i = 1, n do
-  if redis.call('GET', KEYS[i]) == ARGV[1] then
-    redis.call('DEL', KEYS[i])
-    local f = redis.call('GET', KEYS[n + i])
-    if f then
-      if lag and tonumber(f) > tonumber(lag) then
-        lag = f
-        redis.call('SET', KEYS[2 * n + 1], f, 'KEEPTTL')
-      end
-      redis.call('DEL', KEYS[n + i])
-    end
-    if ARGV[i + 1] then
+  if redis.call('GET', KEYS[lock + i]) == token then
+    bound = drop(KEYS[lock + i], KEYS[fence + i], lag, bound)
+    if ARGV[channel + i] then
       local msg = '1'
-      if KEYS[2 * n + 2] then
-        local head = redis.call('ZRANGE', KEYS[2 * n + 2], 0, 0)[1]
+      if queue then
+        local head = redis.call('ZRANGE', queue, 0, 0)[1]
         if head then
           msg = 'h:' .. head
         end
       end
-      redis.call('PUBLISH', ARGV[i + 1], msg)
+      redis.call('PUBLISH', ARGV[channel + i], msg)
     end
     c = c + 1
   end

@@ -1,44 +1,37 @@
--- Take n permits of a semaphore of `limit` numbered slots for a token.
+-- Take count permits of a semaphore of `limit` numbered slots for a token.
 -- Each slot is a lock key (the token, with the ttl as expiry); the grant is
 -- the set of slots, each held on a quorum (see quorum/doc.go, Semaphores).
--- KEYS[1] the semaphore's limit key, KEYS[2] the token's record (its slot
--- list), KEYS[3] the master's lease high-water mark. The slot keys are KEYS[1] .. ':s:' .. i for i in 0..limit-1:
--- built here rather than passed, as there may be hundreds (the masters are
--- independent Redis servers, never a cluster).
--- ARGV[1] token, ARGV[2] ttl ms, ARGV[3] limit, ARGV[4] n, ARGV[5] the
--- slot to start the search at, ARGV[6..] (optional) exactly the slots to
--- hold.
--- Without ARGV[6..]: the token keeps up to n of the slots it holds and
--- takes free ones, searching from ARGV[5] on, until it holds n; with them:
--- it holds exactly those. Either way it then holds nothing else, and its
--- record lists its slots. If that is not possible, nothing changes (with
--- ARGV[6..], the token's slots here are released: it must hold exactly the
--- set or nothing).
+-- sem the semaphore's limit key, record the token's record (its slot
+-- list), lease the master's lease high-water mark. The slot keys are
+-- sem .. ':s:' .. i for i in 0..limit-1: built here rather than passed, as
+-- there may be hundreds (the masters are independent Redis servers, never
+-- a cluster). token, ttl in ms, limit, count, start the slot to start the
+-- search at, then (optionally) exactly the slots to hold.
+-- Without the exact slots: the token keeps up to count of the slots it
+-- holds and takes free ones, searching from start on, until it holds
+-- count; with them: it holds exactly those. Either way it then holds
+-- nothing else, and its record lists its slots. If that is not possible,
+-- nothing changes (with exact slots, the token's slots here are released:
+-- it must hold exactly the set or nothing).
 -- Returns {1, states} or {0, states}, states one character per slot after
 -- the script: m (the token's), f (free), x (another token's); or
 -- {-1, limit} when the semaphore has another limit here.
--- raise sets the master's lease high-water mark (the master's time in ms
--- at which the longest-lived grant it holds expires) to now + ttl if that
--- is later; it expires with that grant.
-local function raise(key, ttl)
-  local t = redis.call('TIME')
-  local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl
-  if at > tonumber(redis.call('GET', key) or '0') then
-    redis.call('SET', key, string.format('%d', at), 'PX', ttl)
-  end
-end
-local limit = tonumber(ARGV[3])
-local stored = redis.call('GET', KEYS[1])
-if stored and tonumber(stored) ~= limit then
+local sem, record, lease = KEYS[1], KEYS[2], KEYS[3]
+local token, ttl, limit, count, start = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local exact = 5
+
+local size = tonumber(limit)
+local stored = redis.call('GET', sem)
+if stored and tonumber(stored) ~= size then
   return {-1, stored}
 end
-local base = KEYS[1] .. ':s:'
+local base = sem .. ':s:'
 local st = {}
-for i = 0, limit - 1 do
+for i = 0, size - 1 do
   local v = redis.call('GET', base .. i)
   if not v then
     st[i + 1] = 'f'
-  elseif v == ARGV[1] then
+  elseif v == token then
     st[i + 1] = 'm'
   else
     st[i + 1] = 'x'
@@ -46,9 +39,9 @@ for i = 0, limit - 1 do
 end
 local want = {}
 local ok = true
-if #ARGV > 5 then
-  for j = 6, #ARGV do
-    local i = tonumber(ARGV[j])
+if #ARGV - exact > 0 then
+  for j = 1, #ARGV - exact do
+    local i = tonumber(ARGV[exact + j])
     if st[i + 1] == 'x' then
       ok = false
     end
@@ -58,12 +51,11 @@ if #ARGV > 5 then
     want = {}
   end
 else
-  local n = tonumber(ARGV[4])
-  local start = tonumber(ARGV[5])
+  local n, first = tonumber(count), tonumber(start)
   local got = 0
   for _, kind in ipairs({'m', 'f'}) do
-    for k = 0, limit - 1 do
-      local i = (start + k) % limit
+    for k = 0, size - 1 do
+      local i = (first + k) % size
       if got < n and st[i + 1] == kind then
         want[i + 1] = true
         got = got + 1
@@ -75,9 +67,9 @@ else
   end
 end
 local slots = {}
-for i = 0, limit - 1 do
+for i = 0, size - 1 do
   if want[i + 1] then
-    redis.call('SET', base .. i, ARGV[1], 'PX', ARGV[2])
+    redis.call('SET', base .. i, token, 'PX', ttl)
     st[i + 1] = 'm'
     slots[#slots + 1] = tostring(i)
   elseif st[i + 1] == 'm' then
@@ -86,12 +78,12 @@ for i = 0, limit - 1 do
   end
 end
 if not ok then
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', record)
   return {0, table.concat(st)}
 end
-redis.call('SET', KEYS[2], table.concat(slots, ','), 'PX', ARGV[2])
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
+redis.call('SET', record, table.concat(slots, ','), 'PX', ttl)
+if redis.call('PTTL', sem) < tonumber(ttl) then
+  redis.call('SET', sem, limit, 'PX', ttl)
 end
-raise(KEYS[3], tonumber(ARGV[2]))
+raise(lease, tonumber(ttl))
 return {1, table.concat(st)}

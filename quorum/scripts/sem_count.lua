@@ -1,11 +1,13 @@
--- The holders of a semaphore's slots. KEYS[1] the limit key.
+-- The holders of a semaphore's slots: sem its limit key.
 -- Returns {limit, holder of slot 0, holder of slot 1, ...}, each holder a
 -- token or "" for a free slot; {} when the semaphore is not in use here.
-local stored = redis.call('GET', KEYS[1])
+local sem = KEYS[1]
+
+local stored = redis.call('GET', sem)
 if not stored then
   return {}
 end
-local base = KEYS[1] .. ':s:'
+local base = sem .. ':s:'
 local out = {tonumber(stored)}
 for i = 0, tonumber(stored) - 1 do
   out[#out + 1] = redis.call('GET', base .. i) or ''

@@ -1,0 +1,149 @@
+package scripts
+
+// The descriptors, one per script file. Each lists the script's KEYS and
+// ARGV by the names its header binds them to; TestDescriptors checks them
+// against the scripts.
+var (
+	// BusPublish publishes a pub/sub message for the other proxies.
+	BusPublish = define("bus_publish", nil, []Field{One("channel"), One("message")})
+
+	// FairDequeue takes a waiter out of a fair lock's queue.
+	FairDequeue = define("fair_dequeue",
+		[]Field{One("queue"), One("deadlines")},
+		[]Field{One("id"), One("channel"), One("mode")})
+	// FairEnqueue queues a fair-lock waiter and answers its ticket.
+	FairEnqueue = define("fair_enqueue",
+		[]Field{One("queue"), One("deadlines"), One("seq")},
+		[]Field{One("id"), One("proposal"), One("stale")})
+	// FairTicket places a fair-lock waiter at the agreed ticket.
+	FairTicket = define("fair_ticket",
+		[]Field{One("queue"), One("deadlines"), One("seq")},
+		[]Field{One("id"), One("ticket"), One("stale")})
+
+	// FenceFloor raises a restarted master's fence sequence.
+	FenceFloor = define("fence_floor", []Field{One("seq"), One("lag")}, []Field{One("floor")})
+	// FenceHighwater reads a master's fence high-water mark.
+	FenceHighwater = define("fence_highwater", []Field{One("seq"), One("old")}, nil)
+	// LeaseLeft reads how long a master's longest grant still lives.
+	LeaseLeft = define("lease_left", []Field{One("lease")}, nil)
+
+	// LatchCreate creates a count-down latch.
+	LatchCreate = define("latch_create",
+		[]Field{One("count"), One("arrivals")},
+		[]Field{One("want"), One("ttl")})
+	// LatchDown records one arrival at a latch.
+	LatchDown = define("latch_down",
+		[]Field{One("count"), One("arrivals")},
+		[]Field{One("token"), One("channel")})
+	// LatchCount reads the arrivals a latch still misses.
+	LatchCount = define("latch_count", []Field{One("count"), One("arrivals")}, nil)
+
+	// LockAcquire is the plain (and multi-resource) lock's acquire, for a
+	// writer that does not wait: no fair queue, no reader, no mark.
+	LockAcquire = define("lock_acquire", lockKeys, lockArgs)
+	// LockAcquireWait is the acquire of a writer that waits: it marks the
+	// resources that refuse it and lets the readers who waited go first.
+	LockAcquireWait = define("lock_acquire_wait", waitKeys, waitArgs)
+	// LockAcquireFair is a fair lock's acquire (one resource, its queue).
+	LockAcquireFair = define("lock_acquire_fair",
+		append(waitKeys[:len(waitKeys):len(waitKeys)], One("queue"), One("deadlines")),
+		append(waitArgs[:len(waitArgs):len(waitArgs)], One("stale"), One("ticket"), One("id")))
+	// LockAcquireNX is drop-in mode's exclusive acquire (SET NX's rule).
+	LockAcquireNX = define("lock_acquire_nx",
+		append(lockKeys[:len(lockKeys):len(lockKeys)], Each("owner")),
+		[]Field{One("value"), One("ttl"), One("proposal"), One("lagms"), One("nonce")})
+	// LockUnacquireNX rolls back what one LockAcquireNX attempt set.
+	LockUnacquireNX = define("lock_unacquire_nx",
+		[]Field{Each("lock"), Each("fence"), One("lag"), Each("owner")},
+		[]Field{One("value"), One("nonce")})
+	// LockFence writes a lease's fences back while it holds.
+	LockFence = define("lock_fence",
+		[]Field{Each("lock"), Each("fence"), One("seq")},
+		[]Field{One("token"), One("lagms"), Each("value")})
+	// LockRelease releases the lock keys that hold a token.
+	LockRelease = define("lock_release",
+		[]Field{Each("lock"), Each("fence"), One("lag"), Opt("queue")},
+		[]Field{One("token"), EachOpt("channel")})
+	// LockExtend resets the ttl of the lock keys that hold a token.
+	LockExtend = define("lock_extend",
+		[]Field{Each("lock"), Each("fence"), One("lease")},
+		[]Field{One("token"), One("ttl"), One("lagms")})
+	// LockExtendOwned is LockExtend for drop-in mode's locks (owner keys).
+	LockExtendOwned = define("lock_extend_owned",
+		[]Field{Each("lock"), Each("fence"), One("lease"), Each("owner")},
+		[]Field{One("token"), One("ttl"), One("lagms")})
+	// LockDelete deletes lock keys whatever they hold (drop-in DEL).
+	LockDelete = define("lock_delete",
+		[]Field{Each("lock"), Each("fence"), One("lag")},
+		[]Field{Each("channel")})
+	// LockDeleteExact deletes a lock key only if it holds the grant seen.
+	LockDeleteExact = define("lock_delete_exact",
+		[]Field{One("lock"), One("fence"), One("lag"), One("owner")},
+		[]Field{One("value"), One("channel"), Rest("nonce")})
+	// LockInfo reads what one master holds for a resource.
+	LockInfo = define("lock_info", []Field{One("lock"), One("fence"), One("readers")}, nil)
+	// LockOwner reads a lock key's value and owner nonce.
+	LockOwner = define("lock_owner", []Field{One("lock"), One("owner")}, nil)
+
+	// RWAcquire takes a read lock.
+	RWAcquire = define("rw_acquire",
+		[]Field{One("lock"), One("readers"), One("mark"), One("lease"), One("rnext"), One("rafter")},
+		[]Field{One("token"), One("ttl"), One("id"), One("life")})
+	// RWExtend extends a read lock.
+	RWExtend = define("rw_extend",
+		[]Field{One("lock"), One("readers"), One("lease")},
+		[]Field{One("token"), One("ttl")})
+	// RWLeave takes a waiting reader out of the readers next and after.
+	RWLeave = define("rw_leave",
+		[]Field{One("rnext"), One("rafter"), One("lock")},
+		[]Field{One("id"), One("channel")})
+	// RWRelease releases a read lock.
+	RWRelease = define("rw_release",
+		[]Field{One("lock"), One("readers")},
+		[]Field{One("token"), Opt("channel")})
+
+	// SemAcquire takes permits of a semaphore.
+	SemAcquire = define("sem_acquire",
+		[]Field{One("sem"), One("record"), One("lease")},
+		[]Field{One("token"), One("ttl"), One("limit"), One("count"), One("start"), Rest("exact")})
+	// SemCount reads the holders of a semaphore's slots.
+	SemCount = define("sem_count", []Field{One("sem")}, nil)
+	// SemExtend resets the ttl of a token's permits.
+	SemExtend = define("sem_extend",
+		[]Field{One("sem"), One("record"), One("lease")},
+		[]Field{One("token"), One("ttl")})
+	// SemRelease releases a token's permits.
+	SemRelease = define("sem_release",
+		[]Field{One("sem"), One("record")},
+		[]Field{One("token"), Opt("channel"), Opt("id")})
+)
+
+// The plain lock's layout, which its variants extend.
+var (
+	lockKeys = []Field{Each("lock"), Each("fence"), One("lag"), One("seq"), One("lease")}
+	lockArgs = []Field{One("token"), One("ttl"), One("proposal"), One("lagms")}
+	waitKeys = append(lockKeys[:len(lockKeys):len(lockKeys)], Each("mark"), Each("rnext"), Each("rafter"))
+	waitArgs = append(lockArgs[:len(lockArgs):len(lockArgs)], One("markttl"), One("markid"))
+)
+
+// All returns every script's descriptor, in a fixed order.
+func All() []*Script {
+	return []*Script{
+		BusPublish, FairDequeue, FairEnqueue, FairTicket, FenceFloor, FenceHighwater, LeaseLeft,
+		LatchCreate, LatchDown, LatchCount,
+		LockAcquire, LockAcquireWait, LockAcquireFair, LockAcquireNX, LockUnacquireNX, LockFence,
+		LockRelease, LockExtend, LockExtendOwned, LockDelete, LockDeleteExact, LockInfo, LockOwner,
+		RWAcquire, RWExtend, RWLeave, RWRelease,
+		SemAcquire, SemCount, SemExtend, SemRelease,
+	}
+}
+
+// ByName returns the descriptor of the script called name, or nil.
+func ByName(name string) *Script {
+	for _, s := range All() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+-- The functions several scripts share. A script is assembled as the
+-- functions of this file that it calls (and those they call), in this
+-- file's order, then the script (see the package doc). None reads KEYS or
+-- ARGV but at the offsets its caller passes (KEYS[lock + i]: the caller's
+-- header bound lock to its group of keys).
+
+-- time_ms is the master's time in ms.
+local function time_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- raise sets the master's lease high-water mark, key (the master's time in
+-- ms at which the longest-lived grant it holds expires), to now + ttl if
+-- that is later; it expires with that grant (quorum/doc.go, "Restarted
+-- masters").
+local function raise(key, ttl)
+  local at = time_ms() + ttl
+  if at > tonumber(redis.call('GET', key) or '0') then
+    redis.call('SET', key, string.format('%d', at), 'PX', ttl)
+  end
+end
+
+-- grant sets the lock keys KEYS[lock + i] (i = 1..n) to token for ttl ms
+-- and gives each resource its fence: max(proposal, its fence key
+-- KEYS[fence + i] + 1, the lagging bound + 1), kept in the fence key for
+-- ttl + lagms ms; when mine (the token held every lock key already: a
+-- TOKEN retry of the same grant) each resource keeps the fence its key
+-- holds. The lagging bound (lagkey) is set to the sequence high (the value
+-- read from seqkey) for lagms ms if the master has none; the sequence is
+-- raised to the highest fence, and the lease high-water mark (leasekey)
+-- with the grant. See quorum/doc.go, "Fencing", for why this is monotonic.
+-- Returns {1, sequence, fence_1, ..., fence_n}.
+local function grant(lock, fence, n, lagkey, seqkey, leasekey, high, token, ttl, proposal, lagms, mine)
+  local lag = redis.call('GET', lagkey)
+  if lag then
+    lag = tonumber(lag)
+  else
+    lag = high
+    redis.call('SET', lagkey, string.format('%d', high), 'PX', lagms)
+  end
+  local base = math.max(tonumber(proposal), lag + 1)
+  local keep = tonumber(ttl) + tonumber(lagms)
+  local top = high
+  local out = {1, 0}
+  for i = 1, n do
+    redis.call('SET', KEYS[lock + i], token, 'PX', ttl)
+    local c = base
+    local cur = redis.call('GET', KEYS[fence + i])
+    if mine and cur then
+      c = tonumber(cur)
+    elseif cur and tonumber(cur) + 1 > c then
+      c = tonumber(cur) + 1
+    end
+    redis.call('SET', KEYS[fence + i], string.format('%d', c), 'PX', keep)
+    top = math.max(top, c)
+    out[i + 2] = c
+  end
+  if top > high then
+    redis.call('SET', seqkey, string.format('%d', top))
+  end
+  raise(leasekey, tonumber(ttl))
+  out[2] = top
+  return out
+end
+
+-- wait_check reads the lock keys KEYS[lock + i] (i = 1..n) for a writer:
+-- it is refused where a key holds another token and, when it waits
+-- (markttl > 0), where a free key's resource has a live reader next
+-- (KEYS[rnext + i], waiting readers' ids by deadline); a refused writer
+-- that waits marks that resource (KEYS[mark + i] := markid for markttl
+-- ms), so that new readers queue behind it (quorum/doc.go, "Read-write
+-- locks"). Returns whether it was refused, and whether every key before
+-- the refusal held the token already.
+local function wait_check(lock, mark, rnext, n, token, markid, markttl)
+  local mine, now = true, nil
+  for i = 1, n do
+    local v = redis.call('GET', KEYS[lock + i])
+    if v ~= token then
+      mine = false
+    end
+    local taken = v and v ~= token
+    if not v and markttl > 0 then
+      now = now or time_ms()
+      taken = redis.call('ZCOUNT', KEYS[rnext + i], '(' .. now, '+inf') > 0
+    end
+    if taken then
+      if markttl > 0 then
+        redis.call('SET', KEYS[mark + i], markid, 'PX', markttl)
+      end
+      return true, mine
+    end
+  end
+  return false, mine
+end
+
+-- promote ends a granted writer's wait: it deletes the call's own marks
+-- (KEYS[mark + i] holding markid) and, when it waited (markttl > 0),
+-- moves each resource's readers after (KEYS[rafter + i]) into its readers
+-- next (KEYS[rnext + i]), so that they go before the next writer.
+local function promote(mark, rnext, rafter, n, markid, markttl)
+  for i = 1, n do
+    local m = KEYS[mark + i]
+    if markid ~= '' and redis.call('GET', m) == markid then
+      redis.call('DEL', m)
+    end
+    if markttl > 0 then
+      local nx, af = KEYS[rnext + i], KEYS[rafter + i]
+      local keep = redis.call('PTTL', af)
+      if keep > 0 then
+        keep = math.max(keep, redis.call('PTTL', nx))
+        redis.call('ZUNIONSTORE', nx, 2, nx, af, 'AGGREGATE', 'MAX')
+        redis.call('DEL', af)
+        redis.call('PEXPIRE', nx, keep)
+      end
+    end
+  end
+end
+
+-- drop deletes a lock key and its fence key, folding the fence into the
+-- master's lagging bound (lagkey, whose value is lag, false when it has
+-- none) first, so that the next grant of the resource still gets a
+-- greater fence. Returns the bound's value after.
+local function drop(lockkey, fencekey, lagkey, lag)
+  redis.call('DEL', lockkey)
+  local f = redis.call('GET', fencekey)
+  if f then
+    if lag and tonumber(f) > tonumber(lag) then
+      lag = f
+      redis.call('SET', lagkey, f, 'KEEPTTL')
+    end
+    redis.call('DEL', fencekey)
+  end
+  return lag
+end
+
+-- extend resets the ttl of each lock key KEYS[lock + i] (i = 1..n) that
+-- holds token to ttl ms, of its fence key KEYS[fence + i] to ttl + lagms
+-- ms and, given owner, of its owner key KEYS[owner + i] to ttl ms; then
+-- raises the lease high-water mark (leasekey) if it extended any.
+-- Returns how many lock keys it extended.
+local function extend(lock, fence, owner, n, leasekey, token, ttl, lagms)
+  local c = 0
+  for i = 1, n do
+    if redis.call('GET', KEYS[lock + i]) == token then
+      redis.call('PEXPIRE', KEYS[lock + i], ttl)
+      redis.call('PEXPIRE', KEYS[fence + i], tonumber(ttl) + tonumber(lagms))
+      if owner then
+        redis.call('PEXPIRE', KEYS[owner + i], ttl)
+      end
+      c = c + 1
+    end
+  end
+  if c > 0 then
+    raise(leasekey, tonumber(ttl))
+  end
+  return c
+end
+
+-- fair_clean takes out of a fair lock's queue (queue: tokens by ticket)
+-- the waiters whose deadline (in deadlines, by the master's time in ms)
+-- passed before now, at most 100 at a time.
+local function fair_clean(queue, deadlines, now)
+  local gone = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, 100)
+  if #gone > 0 then
+    redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREM', deadlines, unpack(gone))
+  end
+end
+
+-- fair_place (re)places id in a fair lock's queue at ticket, with the
+-- deadline now + stale ms; the queue expires 2 * stale ms after its last
+-- waiter's last try.
+local function fair_place(queue, deadlines, ticket, id, now, stale)
+  redis.call('ZADD', queue, ticket, id)
+  redis.call('ZADD', deadlines, now + stale, id)
+  redis.call('PEXPIRE', queue, 2 * stale)
+  redis.call('PEXPIRE', deadlines, 2 * stale)
+end
+
+-- zleave takes member out of the sorted set key, deleting the set once it
+-- is empty. Returns 1 if member was in it, else 0.
+local function zleave(key, member)
+  if redis.call('ZREM', key, member) == 0 then
+    return 0
+  end
+  if redis.call('ZCARD', key) == 0 then
+    redis.call('DEL', key)
+  end
+  return 1
+end
+
+-- read_hold gives the reader token of the read lock (its lock key lockkey,
+-- its readers: tokens by the master's time in ms when each expires) ttl
+-- ms from now; the lock key (holding "", which no token is: writers see it
+-- as taken) and the readers then live as long as the longest-lived
+-- reader, and the lease high-water mark (leasekey) is raised with it.
+local function read_hold(lockkey, readers, leasekey, token, ttl, now)
+  redis.call('ZADD', readers, string.format('%d', now + tonumber(ttl)), token)
+  local last = tonumber(redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')[2])
+  redis.call('SET', lockkey, '', 'PX', last - now)
+  redis.call('PEXPIRE', readers, last - now)
+  raise(leasekey, tonumber(ttl))
+end
