@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // Primitive names what a request asks for and what a lease is a grant
@@ -127,7 +129,7 @@ type primitive struct {
 	// scripts are the scripts the primitive runs (quorum/scripts), and
 	// doc the section of the package doc that states its safety argument:
 	// TestPrimitiveChecklist checks both.
-	scripts []string
+	scripts []*scripts.Script
 	doc     string
 }
 
@@ -149,7 +151,7 @@ func primitives() map[Primitive]primitive {
 			abandon: (*Engine).lockAbandon,
 			info:    lockInfo,
 			ops:     [4]string{"lock", "unlock", "extend", "lock_info"},
-			scripts: []string{"lock_acquire", "lock_fence", "lock_release", "lock_extend", "lock_info"},
+			scripts: []*scripts.Script{scripts.LockAcquire, scripts.LockAcquireWait, scripts.LockFence, scripts.LockRelease, scripts.LockExtend, scripts.LockInfo},
 			doc:     "What a grant means",
 		},
 		SetNX: {
@@ -163,7 +165,7 @@ func primitives() map[Primitive]primitive {
 			abandon: (*Engine).lockAbandon,
 			info:    lockInfo,
 			ops:     [4]string{"lock", "delete", "extend", "lock_info"},
-			scripts: []string{"lock_acquire_nx", "lock_unacquire_nx", "lock_owner", "lock_delete_exact", "lock_extend_owned", "lock_delete"},
+			scripts: []*scripts.Script{scripts.LockAcquireNX, scripts.LockUnacquireNX, scripts.LockOwner, scripts.LockDeleteExact, scripts.LockExtendOwned, scripts.LockDelete},
 			doc:     "Drop-in locks",
 		},
 		Fair: {
@@ -174,7 +176,7 @@ func primitives() map[Primitive]primitive {
 			info:    lockInfo,
 			single:  true,
 			ops:     [4]string{"fairlock", "unlock", "extend", "lock_info"},
-			scripts: []string{"fair_enqueue", "fair_ticket", "fair_dequeue"},
+			scripts: []*scripts.Script{scripts.LockAcquireFair, scripts.FairEnqueue, scripts.FairTicket, scripts.FairDequeue},
 			doc:     "Fair locks",
 		},
 		Read: {
@@ -189,7 +191,7 @@ func primitives() map[Primitive]primitive {
 			info:    lockInfo,
 			single:  true,
 			ops:     [4]string{"read_lock", "read_unlock", "read_extend", "lock_info"},
-			scripts: []string{"rw_acquire", "rw_release", "rw_extend", "rw_leave"},
+			scripts: []*scripts.Script{scripts.RWAcquire, scripts.RWRelease, scripts.RWExtend, scripts.RWLeave},
 			doc:     "Read-write locks",
 		},
 		Semaphore: {
@@ -210,7 +212,7 @@ func primitives() map[Primitive]primitive {
 			},
 			single:  true,
 			ops:     [4]string{"sem_acquire", "sem_release", "sem_extend", "sem_count"},
-			scripts: []string{"sem_acquire", "sem_release", "sem_extend", "sem_count"},
+			scripts: []*scripts.Script{scripts.SemAcquire, scripts.SemRelease, scripts.SemExtend, scripts.SemCount},
 			doc:     "Semaphores",
 		},
 		Latch: {
@@ -223,7 +225,7 @@ func primitives() map[Primitive]primitive {
 			},
 			single:  true,
 			ops:     [4]string{"", "", "", "latch_count"},
-			scripts: []string{"latch_create", "latch_down", "latch_count"},
+			scripts: []*scripts.Script{scripts.LatchCreate, scripts.LatchDown, scripts.LatchCount},
 			doc:     "Count-down latches",
 		},
 	}

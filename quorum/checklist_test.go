@@ -41,7 +41,7 @@ func TestPrimitiveChecklist(t *testing.T) {
 			t.Errorf("%s: no scripts", p)
 		}
 		for _, s := range pr.scripts {
-			if _, ok := luaScripts[s]; !ok {
+			if _, ok := luaScripts[s.Name]; !ok {
 				t.Errorf("%s: script %q is not in quorum/scripts", p, s)
 			}
 		}

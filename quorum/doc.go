@@ -51,8 +51,12 @@
 // info, its operation names for metrics, its scripts and the section of
 // this doc that argues its safety). Plain and multi-resource locks
 // (lock.go) are the reference primitive: a lockSet names the keys,
-// lock_acquire / lock_fence / lock_release / lock_extend are its scripts,
-// decodeAcquire reads one master's answer.
+// lock_acquire (a writer that does not wait: nothing but the keys, the
+// fences and the lease mark), lock_acquire_wait (a writer that waits: the
+// writer marks and the readers next, see "Read-write locks"),
+// lock_acquire_fair (its queue, see "Fair locks"), lock_fence /
+// lock_release / lock_extend are its scripts, each sent through its
+// descriptor in quorum/scripts; decodeAcquire reads one master's answer.
 //
 // # How to add a primitive
 //
@@ -358,7 +362,7 @@
 // chooses who may try. Each master keeps it as a sorted set of waiter ids
 // by ticket (one id per call: the caller's token, or a random id while
 // the lock token is fresh for every try), and a sorted set of their
-// deadlines by the master's own time; lock_acquire with the queue refuses
+// deadlines by the master's own time; lock_acquire_fair refuses
 // unless the queue is empty, the id is its head, or the lock key holds the
 // token already (a TOKEN retry of the holder), and takes the id out of the
 // queue when it grants.
