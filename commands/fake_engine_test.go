@@ -32,6 +32,8 @@ type answer struct {
 	// block: wait until the call's context ends first (a client that hangs
 	// up while it waits), then answer.
 	block bool
+	// delay: take this long first (a slow round).
+	delay time.Duration
 }
 
 func newFakeEngine() *fakeEngine {
@@ -84,9 +86,14 @@ func (f *fakeEngine) call(ctx context.Context, method string, args ...any) answe
 		}
 	}
 	f.mu.Unlock()
+	select {
+	case f.called <- method:
+	default: // nobody waits for so many calls
+	}
 	if a.block {
 		<-ctx.Done()
 	}
+	time.Sleep(a.delay)
 	switch l := a.v.(type) {
 	case *quorum.Lease:
 		cp := *l
@@ -94,10 +101,6 @@ func (f *fakeEngine) call(ctx context.Context, method string, args ...any) answe
 			cp.Start, cp.Decided = time.Now(), time.Now()
 		}
 		a.v = &cp
-	}
-	select {
-	case f.called <- method:
-	default: // nobody waits for so many calls
 	}
 	return a
 }
