@@ -283,11 +283,95 @@ func subsetRows() []subsetRow {
 		semSubsetRow(1, 1, []int{3}),
 		semSubsetRow(2, 1, []int{3, 5}),
 		semSubsetRow(2, 2, []int{3}),
-		latchSubsetRow(),
+		latchCreateRow(),
+		latchDownRow(),
 	}
 }
 
-// latchSubsetRow: a latch of count 3 is created through the engine on
+// latchCreateRow: the attempt creates a latch of count 3. A taken
+// master has it already, with the same count and one arrival ("first"):
+// another coordinator created it and a worker arrived there. The create
+// is "granted" (created) when a quorum answered and fewer than a quorum
+// had the latch; "refused" (it existed: 0, nil) when a quorum had it;
+// no quorum when fewer than a quorum answered. Nothing is rolled back: a
+// create leaves the latch (its count key) where it made it, and never
+// touches a taken master's latch. Once every request landed, the count
+// the engine reports is never below what a quorum of the masters that
+// answer agree on (2 left when a quorum had the latch, else 3).
+func latchCreateRow() subsetRow {
+	return subsetRow{
+		name: "latch/create", primitive: Latch, sizes: []int{3}, modes: []tokenMode{fixed},
+		take: func(c *cluster, i int, _ string) {
+			k, _ := c.eng.latchKeys("l")
+			c.nodes[i].set(k.count, "3", time.Minute)
+			c.nodes[i].m.SAdd(k.arrivals, "first")
+			c.nodes[i].m.SetTTL(k.arrivals, time.Minute)
+		},
+		expect: func(_, taken, answered, _, q int) outcome {
+			switch {
+			case answered < q:
+				return wantNoQuorum
+			case taken >= q:
+				return wantRefusal
+			}
+			return wantGrant
+		},
+		mayChange: func(c *cluster, st masterState, key string) bool {
+			k, _ := c.eng.latchKeys("l")
+			return st != stTaken && key == k.count
+		},
+		acquire: func(ctx context.Context, c *cluster, _ tokenMode) subsetResult {
+			created, err := c.eng.Latch(ctx, LatchRequest{Op: LatchCreate, Name: "l", Count: 3, TTL: time.Minute})
+			k, _ := c.eng.latchKeys("l")
+			res := subsetResult{granted: err == nil && created == 1, err: err}
+			res.holders = func() int {
+				n := 0
+				for _, f := range c.nodes {
+					if v, ok := f.value(k.count); ok && v == "3" {
+						n++
+					}
+				}
+				return n
+			}
+			res.check = func() error {
+				if err != nil {
+					return nil
+				}
+				// What each master that answers misses; a count is the
+				// largest of a quorum's answers (the first quorum's):
+				// never below what a quorum agrees on.
+				var left []int
+				for _, f := range c.nodes {
+					f.mu.Lock()
+					down := f.down
+					f.mu.Unlock()
+					v, ok := f.value(k.count)
+					if !ok || down {
+						continue
+					}
+					arrived, _ := f.m.Members(k.arrivals)
+					n, _ := strconv.Atoi(v)
+					left = append(left, n-len(arrived))
+				}
+				if len(left) < c.eng.quorum {
+					return nil // no quorum answers Info
+				}
+				slices.Sort(left)
+				info, err := c.eng.Info(ctx, Latch, "l")
+				if err != nil {
+					return fmt.Errorf("count after the create: %v", err)
+				}
+				if info.Count < left[c.eng.quorum-1] || info.Count > left[len(left)-1] {
+					return fmt.Errorf("count after the create = %d; the masters miss %v", info.Count, left)
+				}
+				return nil
+			}
+			return res
+		},
+	}
+}
+
+// latchDownRow: a latch of count 3 is created through the engine on
 // every master, and one arrival ("first") recorded; then the attempt is
 // the arrival "mine", "granted" when it is counted on a quorum (the
 // answer is 1 left). A taken master lost the latch (it expired there, or
@@ -297,9 +381,9 @@ func subsetRows() []subsetRow {
 // masters that have it answering and fewer than that lacking it, it is
 // no quorum. An arrival is not rolled back (it counts once, however often
 // it is sent): on the masters that have the latch it stays.
-func latchSubsetRow() subsetRow {
+func latchDownRow() subsetRow {
 	return subsetRow{
-		name: "latch", primitive: Latch, sizes: []int{3}, modes: []tokenMode{fixed},
+		name: "latch/down", primitive: Latch, sizes: []int{3}, modes: []tokenMode{fixed},
 		setup: func(c *cluster) error {
 			ctx := context.Background()
 			if created, err := c.eng.Latch(ctx, LatchRequest{Op: LatchCreate, Name: "l", Count: 3, TTL: time.Minute}); created != 1 || err != nil {
@@ -421,8 +505,8 @@ func (c *cluster) quiesce() {
 //
 //   - the outcome: granted iff a quorum of masters are ok; otherwise not
 //     granted (nil, nil) when a quorum answered, else a *QuorumError with
-//     the number that answered (the latch row has its own rule, see
-//     latchSubsetRow);
+//     the number that answered (the latch rows have their own rules, see
+//     latchCreateRow and latchDownRow);
 //   - after a grant, once every request landed (slow masters' included):
 //     the grant holds on at least a quorum, the lease has the expected
 //     shape (first fences 1), Extend answers the new validity, and
@@ -572,7 +656,7 @@ func checkSubset(t *testing.T, row subsetRow, states []masterState, mode tokenMo
 	what := "a refused attempt"
 	switch l := res.lease; {
 	case res.granted && l == nil:
-		what = "an arrival" // nothing gives it back
+		what = "a " + row.name + " (nothing gives it back)"
 	case res.granted:
 		if v, err := c.eng.Extend(ctx, l, 20*time.Second); v <= 10*time.Second || err != nil {
 			t.Errorf("%s: extend = %v, %v; want a validity above the first ttl", name, v, err)
