@@ -301,3 +301,51 @@ func TestTransactionExtendDecays(t *testing.T) {
 		t.Errorf("EXEC answered %q, want nil (lapsed while the second ran) and the second validity", got)
 	}
 }
+
+// waitFor waits until one of the engine's calls is want (or 5 s pass).
+func (f *fakeEngine) waitFor(want string) bool {
+	deadline := time.After(5 * time.Second)
+	for {
+		if slices.Contains(f.Calls(), want) {
+			return true
+		}
+		select {
+		case <-f.called:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// TestExtendOfAutoExtendedLease: an extension the client makes itself on
+// the connection that keeps the lease alive makes the keeper extend with
+// the longer ttl from then on (each primitive finds its kept lease).
+func TestExtendOfAutoExtendedLease(t *testing.T) {
+	for _, tc := range []struct {
+		acquire, extend []string
+		lease           answer
+		kept            string // the keeper's extension with the longer ttl
+	}{
+		{cmd("RLOCK", "r", "30", "AUTOEXTEND"), cmd("REXTEND", "r", "tok", "90"), grantOf("r"), `Extend lock ["r"] tok 90ms`},
+		{cmd("RFAIRLOCK", "r", "30", "AUTOEXTEND"), cmd("REXTEND", "r", "tok", "90"), grantOf("r"), `Extend lock ["r"] tok 90ms`},
+		{cmd("RMULTILOCK", "30", "2", "a", "b", "AUTOEXTEND"), cmd("RMULTIEXTEND", "tok", "90", "b", "a"), grantOf("a", "b"), `Extend lock ["a" "b"] tok 90ms`},
+		{cmd("RRLOCK", "r", "30", "AUTOEXTEND"), cmd("RREXTEND", "r", "tok", "90"), grantOf("r"), `Extend read ["r"] tok 90ms`},
+		{cmd("RSEMACQUIRE", "s", "2", "30", "AUTOEXTEND"), cmd("RSEMEXTEND", "s", "tok", "90"),
+			answer{v: &quorum.Lease{Resources: []string{"s"}, Token: "tok", Count: 1, Validity: 10 * time.Second}}, `Extend semaphore ["s"] tok 90ms`},
+	} {
+		t.Run(tc.acquire[0], func(t *testing.T) {
+			eng := newFakeEngine().on("Acquire", tc.lease).on("Extend", valid10s)
+			h := newHarness(t, eng, harnessLimits)
+			c := h.dial(t, 2)
+			if got := c.do(tc.acquire...); !strings.HasPrefix(got, "*") {
+				t.Fatalf("%q answered %q", tc.acquire, got)
+			}
+			if got := c.do(tc.extend...); !matches(got, ":V") {
+				t.Fatalf("%q answered %q", tc.extend, got)
+			}
+			if !eng.waitFor(tc.kept) {
+				t.Fatalf("the keeper never extended with the client's longer ttl: calls %q", eng.Calls())
+			}
+		})
+	}
+}

@@ -395,6 +395,31 @@ if redis.call('zcard', key) < limit then
 end
 return 0`
 	otherScript = `return redis.call("INCR", KEYS[1])`
+	// A re-entrant acquire answering status and error replies.
+	statusScript = `local v = redis.call('get', KEYS[1])
+if not v then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return redis.status_reply('OK')
+elseif v == ARGV[1] then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return redis.status_reply('OK')
+end
+return redis.error_reply('WRONGTYPE held by another')`
+	checkValueScript = `local v = redis.call('get', KEYS[1])
+if v == ARGV[1] then return {v, redis.call('pttl', KEYS[1])} end
+return {}`
+	semRefreshScript = `local key = KEYS[1]
+local id = ARGV[2]
+local timeout = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+redis.call('zremrangebyscore', key, '-inf', now - timeout)
+if redis.call('zscore', key, id) then
+  redis.call('zadd', key, now, id)
+  redis.call('pexpire', key, timeout)
+  return 1
+end
+return 0`
+	semReleaseScript = `return redis.call('zrem', KEYS[1], ARGV[1])`
 )
 
 // TestDropinCommandReplies: with dropin on, the Redis commands of lock
@@ -491,6 +516,21 @@ func TestDropinCommandReplies(t *testing.T) {
 		{name: "eval semaphore validity lapsed", on: map[string][]answer{"Acquire": {{v: &quorum.Lease{Resources: []string{"sem"}, Token: "tok"}}}},
 			cmd: cmd("EVAL", semScript, "1", "sem", "3", "tok", "20000", now), want: ":0",
 			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"sem"}, TTL: 20 * sec, Token: "tok", Limit: 3, Count: 1}), `Abandon semaphore ["sem"] tok`}},
+		{name: "eval status reply", on: map[string][]answer{"Acquire": {v}}, cmd: cmd("EVAL", statusScript, "1", "k", "v", "1000"), want: "+OK",
+			calls: []string{acquire(quorum.Lock, []string{"k"}, sec, 0, "v")}},
+		// A script's error reply reaches the client with its own code.
+		{name: "eval error reply", cmd: cmd("EVAL", statusScript, "1", "k", "v", "1000"), want: "-WRONGTYPE held by another",
+			calls: []string{acquire(quorum.Lock, []string{"k"}, sec, 0, "v")}},
+		{name: "eval array reply", on: map[string][]answer{"Info": {{v: &quorum.Info{Held: true, Holder: "v", TTL: 5 * sec}}}}, cmd: cmd("EVAL", checkValueScript, "1", "k", "v"),
+			want: "*2 $1 v :5000", calls: []string{"Info lock k"}},
+		{name: "eval empty array reply", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("EVAL", checkValueScript, "1", "k", "v"), want: "*0", calls: []string{"Info lock k"}},
+		{name: "eval semaphore refresh", on: map[string][]answer{"Extend": {valid10s}}, cmd: cmd("EVAL", semRefreshScript, "1", "sem", "3", "tok", "20000", now), want: ":1",
+			calls: []string{`Extend semaphore ["sem"] tok 20s`}},
+		{name: "eval semaphore refresh lost", cmd: cmd("EVAL", semRefreshScript, "1", "sem", "3", "tok", "20000", now), want: ":0", calls: []string{`Extend semaphore ["sem"] tok 20s`}},
+		{name: "eval semaphore refresh no quorum", on: map[string][]answer{"Extend": {failNoQuo}}, cmd: cmd("EVAL", semRefreshScript, "1", "sem", "3", "tok", "20000", now), want: noQuorumText,
+			calls: []string{`Extend semaphore ["sem"] tok 20s`}},
+		{name: "eval semaphore release", on: map[string][]answer{"Release": {yes}}, cmd: cmd("EVAL", semReleaseScript, "1", "sem", "tok"), want: ":1", calls: []string{`Release semaphore ["sem"] tok`}},
+		{name: "eval semaphore release not held", cmd: cmd("EVAL", semReleaseScript, "1", "sem", "tok"), want: ":0", calls: []string{`Release semaphore ["sem"] tok`}},
 		{name: "eval not a lock script", cmd: cmd("EVAL", otherScript, "1", "k"), want: notLockScript},
 		{name: "eval numkeys negative", cmd: cmd("EVAL", releaseScript, "-1", "k"), want: "-ERR Number of keys can't be negative"},
 		{name: "eval numkeys over", cmd: cmd("EVAL", releaseScript, "3", "k", "v"), want: "-ERR Number of keys can't be greater than number of args"},
