@@ -11,7 +11,7 @@ FUZZTIME ?= 60s
 VERSION ?= $(or $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//'),devel)
 LDFLAGS := -X github.com/redlock-proxy/redlock-proxy/internal/buildinfo.version=$(VERSION)
 
-.PHONY: run test build vet fmt check fuzz soak clients bench bench-quick clean examples dropin release
+.PHONY: run test build vet fmt check fuzz soak chaos clients bench bench-quick clean examples dropin release
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/redlock-proxy --dev
@@ -112,6 +112,17 @@ SOAK ?= 10
 soak:
 	REDLOCK_SOAK=$(SOAK) $(GO) test -race -count=1 -timeout 60m -v \
 		-run 'TestSlowMastersExclusion|TestFencesUnderContention|TestProxyKilledMidCommand' ./tests
+
+# The project's own fault run (tests/chaos_test.go): two proxies on 5
+# real masters, workers on every primitive, one fault schedule per
+# scenario (2 of 5 paused, one slowed 300 ms, killed and restarted empty,
+# a proxy killed, clients hanging up mid-wait), a checker over the recorded
+# grants, and the availability table. About 2 minutes; CHAOS=10 runs each
+# scenario 10 times longer. Not part of `make test` (CI runs it after).
+CHAOS ?= 1
+chaos:
+	REDLOCK_CHAOS=$(CHAOS) $(GO) test -race -count=1 -timeout 60m -v \
+		-run 'TestChaos' ./tests
 
 # Each fuzz target for $(FUZZTIME); not part of `make test`.
 fuzz:

@@ -1,0 +1,820 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// `make chaos`: the project's own fault run (issue 29, requirement 5).
+// Two proxies on five real masters, 26 workers on every primitive, one
+// fault schedule per scenario, and the checker of chaos_check_test.go
+// over what the workers recorded. It prints the availability of each
+// primitive per scenario: the share of 100 ms intervals in which its
+// contended resource was held by someone, counting only the intervals
+// with at most 2 of 5 masters faulty.
+
+const (
+	chaosTTL    = 2000 // ms, every grant's ttl
+	chaosWait   = 1000 // ms, every acquisition's WAIT
+	chaosSemMax = 3    // the semaphore's limit
+	chaosPeriod = 100 * time.Millisecond
+	fairQueue   = "redlock-proxy:fairq:"
+)
+
+// chaosRows are the availability table's rows, in order.
+var chaosRows = []string{"RLOCK", "RMULTILOCK", "RFAIRLOCK", "RSEMACQUIRE", "RRLOCK/RLOCK"}
+
+// chaosScale is REDLOCK_CHAOS (make chaos CHAOS=n): each scenario runs n
+// times longer. Unset, the run is skipped.
+func chaosScale(t *testing.T) int {
+	v := os.Getenv("REDLOCK_CHAOS")
+	if v == "" {
+		t.Skip("!!! SKIPPED: the fault run needs REDLOCK_CHAOS=n: `make chaos` (CHAOS=10 for the long one)")
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("REDLOCK_CHAOS=%q: want a positive integer", v)
+	}
+	redistest.RequireReal(t, "the fault run pauses, kills and restarts real masters")
+	return n
+}
+
+// chaosScenario is one fault schedule: fault runs beside the workers
+// until ctx ends, and records what it broke with r.faulty.
+type chaosScenario struct {
+	name  string
+	fault func(ctx context.Context, r *chaosRun)
+}
+
+var chaosScenarios = []chaosScenario{
+	{"no fault", func(ctx context.Context, r *chaosRun) {}},
+	{"2 of 5 paused (3 s each, in turn)", pauseInTurn},
+	{"1 master slowed 300 ms", slowOne},
+	{"kill, restart empty", killRestart},
+	{"kill a proxy", killProxy},
+	{"clients hang up mid-wait", hangUps},
+}
+
+// TestChaos runs every scenario, checks each history and prints the
+// availability table.
+func TestChaos(t *testing.T) {
+	scale := chaosScale(t)
+	d := time.Duration(scale) * 8 * time.Second
+	avail := map[string]map[string]chaosAvail{}
+	var names []string
+	for _, sc := range chaosScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			r := newChaosRun(t, true)
+			r.run(d, sc.fault)
+			for _, v := range r.check() {
+				t.Error(v)
+			}
+			avail[sc.name] = r.availability(d)
+			names = append(names, sc.name)
+			r.logCounts(avail[sc.name])
+		})
+	}
+	fmt.Println(availabilityTable(names, avail))
+}
+
+// TestChaosWithoutQuarantine: the checker catches a real violation. A
+// lock is held while 3 of 5 masters restart empty under contention. With
+// restart quarantine the run is clean; without it, other clients are
+// granted what the masters forgot, and the checker must say so.
+func TestChaosWithoutQuarantine(t *testing.T) {
+	scale := chaosScale(t)
+	d := time.Duration(scale) * 6 * time.Second
+	for _, quarantine := range []bool{true, false} {
+		t.Run(fmt.Sprintf("restart_quarantine=%v", quarantine), func(t *testing.T) {
+			r := newChaosRun(t, quarantine)
+			r.run(d, restartMajority)
+			bad := r.check()
+			r.logCounts(r.availability(d))
+			switch {
+			case quarantine:
+				for _, v := range bad {
+					t.Error(v)
+				}
+			case !slices.ContainsFunc(bad, func(v string) bool { return strings.HasPrefix(v, "chaos:lock: two holders at once: RLOCK holder ") }):
+				t.Fatalf("3 of 5 masters restarted empty under a held lock without quarantine, and the checker did not see the lock granted beside it:\n%s", strings.Join(bad, "\n"))
+			default:
+				t.Logf("%d violations without quarantine, as expected; the first ones:\n%s", len(bad), strings.Join(bad[:min(5, len(bad))], "\n"))
+			}
+		})
+	}
+}
+
+// chaosRun is one scenario's masters, proxies and record.
+type chaosRun struct {
+	t       *testing.T
+	cl      *cluster
+	slow    *delayProxy // in front of master 4: the slowed master
+	proxies []*Proxy
+	clients []*redis.Client
+	killed  atomic.Int32 // 1 + the index of a killed proxy; 0 if none
+	start   time.Time
+
+	mu     sync.Mutex
+	grants []chaosGrant
+	queued map[string]time.Duration
+	faults []faultSpan
+	counts map[string]*chaosCounts
+	errs   []string
+}
+
+// faultSpan: from..to, masters were faulty (paused, slowed, down or in
+// quarantine).
+type faultSpan struct {
+	from, to time.Duration
+	masters  int
+}
+
+// chaosCounts are one row's outcomes besides grants.
+type chaosCounts struct {
+	grants, waitRanOut, noQuorum, connErr  int
+	hangUps                                int // acquisitions whose client hung up mid-wait
+	released, releaseLost, releaseNoQuorum int
+}
+
+func newChaosRun(t *testing.T, quarantine bool) *chaosRun {
+	cl := newCluster(t, 5)
+	r := &chaosRun{t: t, cl: cl, queued: map[string]time.Duration{}, counts: map[string]*chaosCounts{}}
+	for _, row := range chaosRows {
+		r.counts[row] = &chaosCounts{}
+	}
+	r.slow = startDelayProxy(t, cl.servers[4].Addr)
+	addrs := cl.addrs()
+	addrs[4] = r.slow.Addr()
+	cfg := defaults(addrs)
+	cfg.maxTTL = 5 * time.Second // also the longest quarantine
+	cfg.plain = true             // the binary as shipped: availability is measured, not -race's cost
+	cfg.logLevel = "info"
+	cfg.extra = "fair:\n  stale_after: 4s\n"
+	if !quarantine {
+		cfg.extra += "restart_quarantine: false\n"
+	}
+	for range 2 {
+		p := startProxy(t, cfg)
+		// A connection for each worker, whatever proxy it uses: a holder
+		// never waits for a connection to release (go-redis's default pool
+		// of 20 would make it wait behind blocked WAITs).
+		c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 30 * time.Second, PoolSize: 64})
+		t.Cleanup(func() { c.Close() })
+		r.proxies = append(r.proxies, p)
+		r.clients = append(r.clients, c)
+	}
+	for _, c := range r.clients {
+		waitFor(t, 5*time.Second, "every master to be up", func() bool {
+			return strings.Contains(do(t, c, "INFO", "masters").(string), "masters_up:5")
+		})
+	}
+	return r
+}
+
+func (r *chaosRun) since() time.Duration { return time.Since(r.start) }
+
+// via is the proxy a worker at home uses: the other one once home was
+// killed (its clients reconnect there).
+func (r *chaosRun) via(home int) int {
+	if int(r.killed.Load()) == home+1 {
+		return 1 - home
+	}
+	return home
+}
+
+// faulty records that n masters are faulty from..to.
+func (r *chaosRun) faulty(from, to time.Duration, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults = append(r.faults, faultSpan{from, to, n})
+}
+
+// run starts the workers and the fault for d, stops them, and waits for
+// every master to run again.
+func (r *chaosRun) run(d time.Duration, fault func(context.Context, *chaosRun)) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	r.start = time.Now()
+	var wg sync.WaitGroup
+	for i, next := range chaosWorkers() {
+		wg.Go(func() {
+			r.work(ctx, chaosWorker{name: fmt.Sprintf("w%d", i), home: i % 2, clients: r.clients, next: next})
+		})
+	}
+	wg.Go(func() { r.sampleFairQueue(ctx) })
+	var faultDone sync.WaitGroup
+	faultDone.Go(func() { fault(ctx, r) })
+	<-ctx.Done()
+	faultDone.Wait()
+	wg.Wait()
+	for _, s := range r.cl.servers {
+		s.Resume()
+	}
+	r.slow.setDelay(0)
+}
+
+// chaosAsk is one acquisition: its command and how to release it.
+type chaosAsk struct {
+	kind, row string
+	resources []string
+	permits   int
+	args      []any
+}
+
+func (a chaosAsk) release(token string) []any {
+	switch a.kind {
+	case "RMULTILOCK":
+		return append([]any{"RMULTIUNLOCK", token}, toAny(a.resources)...)
+	case "RRLOCK":
+		return []any{"RRUNLOCK", a.resources[0], token}
+	case "RSEMACQUIRE":
+		return []any{"RSEMRELEASE", a.resources[0], token}
+	}
+	return []any{"RUNLOCK", a.resources[0], token}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// chaosWorkers is the workload: for each worker, what its i-th request
+// asks for. 26 workers on contended resources, alternating between the
+// two proxies.
+func chaosWorkers() []func(w string, i int) chaosAsk {
+	lock := func(row, res string) func(string, int) chaosAsk {
+		return func(string, int) chaosAsk {
+			return chaosAsk{kind: "RLOCK", row: row, resources: []string{res}, args: []any{"RLOCK", res, chaosTTL, "WAIT", chaosWait}}
+		}
+	}
+	multi := func(_ string, _ int) chaosAsk {
+		all := []string{"chaos:m:a", "chaos:m:b", "chaos:m:c"}
+		skip := rand.IntN(3)
+		res := slices.Delete(slices.Clone(all), skip, skip+1)
+		args := append([]any{"RMULTILOCK", chaosTTL, 2}, toAny(res)...)
+		return chaosAsk{kind: "RMULTILOCK", row: "RMULTILOCK", resources: res, args: append(args, "WAIT", chaosWait)}
+	}
+	fair := func(w string, i int) chaosAsk {
+		tok := fmt.Sprintf("%s-%d", w, i) // the queue knows a waiter by its token
+		return chaosAsk{kind: "RFAIRLOCK", row: "RFAIRLOCK", resources: []string{"chaos:fair"},
+			args: []any{"RFAIRLOCK", "chaos:fair", chaosTTL, "WAIT", chaosWait, "TOKEN", tok}}
+	}
+	sem := func(n int) func(string, int) chaosAsk {
+		return func(string, int) chaosAsk {
+			return chaosAsk{kind: "RSEMACQUIRE", row: "RSEMACQUIRE", resources: []string{"chaos:sem"}, permits: n,
+				args: []any{"RSEMACQUIRE", "chaos:sem", chaosSemMax, chaosTTL, "COUNT", n, "WAIT", chaosWait}}
+		}
+	}
+	read := func(string, int) chaosAsk {
+		return chaosAsk{kind: "RRLOCK", row: "RRLOCK/RLOCK", resources: []string{"chaos:rw"}, args: []any{"RRLOCK", "chaos:rw", chaosTTL, "WAIT", chaosWait}}
+	}
+	var ws []func(string, int) chaosAsk
+	add := func(n int, f func(string, int) chaosAsk) {
+		for range n {
+			ws = append(ws, f)
+		}
+	}
+	add(6, lock("RLOCK", "chaos:lock"))
+	add(4, multi)
+	add(4, fair)
+	add(5, sem(1))
+	add(1, sem(2))
+	add(4, read)
+	add(2, lock("RRLOCK/RLOCK", "chaos:rw")) // the writers
+	return ws
+}
+
+// chaosWorker is one client of the run.
+type chaosWorker struct {
+	name    string
+	home    int             // the proxy it uses while that one lives
+	clients []*redis.Client // one per proxy
+	next    func(w string, i int) chaosAsk
+	hangUp  bool // hangs up 10-200 ms into each acquisition (asked with WAIT 5000)
+}
+
+// work runs one worker until ctx ends: acquire, hold 1-10 ms, release,
+// recording each grant and every outcome.
+func (r *chaosRun) work(ctx context.Context, w chaosWorker) {
+	for i := 0; ctx.Err() == nil; i++ {
+		a := w.next(w.name, i)
+		via := r.via(w.home)
+		c := w.clients[via]
+		actx, cancel := context.Background(), context.CancelFunc(func() {})
+		args := a.args
+		if w.hangUp {
+			args = slices.Clone(args)
+			args[slices.Index(args, any("WAIT"))+1] = 5000
+			actx, cancel = context.WithTimeout(actx, time.Duration(10+rand.IntN(190))*time.Millisecond)
+		}
+		sent := r.since()
+		v, err := c.Do(actx, args...).Result()
+		got := r.since()
+		cancel()
+		if err == redis.Nil {
+			r.count(a.row, func(n *chaosCounts) { n.waitRanOut++ })
+			continue
+		}
+		if w.hangUp && actx.Err() != nil && err != nil && !isReply(err) {
+			// The client closed its connection in the middle of the wait.
+			r.count(a.row, func(n *chaosCounts) { n.hangUps++ })
+			continue
+		}
+		if err != nil {
+			r.failed(a, via, err, "acquire")
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		g, validity, err := decodeChaosGrant(a, v)
+		if err != nil {
+			r.unexpected(fmt.Sprintf("%s %v: %v", w.name, a.args, err))
+			continue
+		}
+		g.worker, g.sent, g.got = w.name, sent, got
+		time.Sleep(time.Duration(1+rand.IntN(10)) * time.Millisecond)
+		g.end = min(r.since(), sent+validity)
+		rv, err := c.Do(context.Background(), a.release(g.token)...).Result()
+		if err != nil && !isReply(err) && int(r.killed.Load()) == via+1 {
+			// Its proxy died: the client reconnects to the other and
+			// releases there (it stopped relying on the grant at end).
+			via = r.via(w.home)
+			rv, err = w.clients[via].Do(context.Background(), a.release(g.token)...).Result()
+		}
+		r.mu.Lock()
+		r.grants = append(r.grants, g)
+		r.counts[a.row].grants++
+		r.mu.Unlock()
+		switch {
+		case err != nil:
+			r.failed(a, via, err, "release")
+		case rv == int64(1):
+			r.count(a.row, func(n *chaosCounts) { n.released++ })
+		case rv == int64(0):
+			r.count(a.row, func(n *chaosCounts) { n.releaseLost++ })
+		default:
+			r.unexpected(fmt.Sprintf("%s %v = %#v", w.name, a.release(g.token), rv))
+		}
+	}
+}
+
+func (r *chaosRun) count(row string, f func(*chaosCounts)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(r.counts[row])
+}
+
+// unexpected records an error no fault explains (the first 50 of them).
+func (r *chaosRun) unexpected(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.errs) < 50 {
+		r.errs = append(r.errs, s)
+	}
+}
+
+// isReply reports whether err is an error reply from the proxy (not a
+// broken connection).
+func isReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// failed counts an error: NOQUORUM, or a broken connection to a proxy
+// that was killed; anything else is unexpected.
+func (r *chaosRun) failed(a chaosAsk, via int, err error, op string) {
+	switch {
+	case strings.HasPrefix(err.Error(), "NOQUORUM "):
+		r.count(a.row, func(n *chaosCounts) {
+			if op == "release" {
+				n.releaseNoQuorum++
+			} else {
+				n.noQuorum++
+			}
+		})
+	case !isReply(err) && int(r.killed.Load()) == via+1:
+		r.count(a.row, func(n *chaosCounts) { n.connErr++ })
+	default:
+		r.unexpected(fmt.Sprintf("%s %v through proxy %d: %v", op, a.args, via, err))
+	}
+}
+
+// decodeChaosGrant reads a grant's reply: its token, fences and validity.
+func decodeChaosGrant(a chaosAsk, v any) (chaosGrant, time.Duration, error) {
+	g := chaosGrant{kind: a.kind, row: a.row, resources: a.resources, permits: a.permits}
+	var validity int64
+	switch a.kind {
+	case "RLOCK", "RFAIRLOCK":
+		l, err := decodeRlock(v)
+		if err != nil {
+			return g, 0, err
+		}
+		g.token, validity, g.fences = l.token, l.validity, []int64{l.fence}
+	case "RMULTILOCK":
+		m, err := decodeMultiGrant(v, len(a.resources))
+		if err != nil {
+			return g, 0, err
+		}
+		g.token, validity, g.fences = m.token, m.validity, m.fences
+	default: // RRLOCK, RSEMACQUIRE: [token, validity]
+		arr, ok := v.([]any)
+		if ok && len(arr) == 2 {
+			g.token, _ = arr[0].(string)
+			validity, _ = arr[1].(int64)
+		}
+		if g.token == "" || validity < 1 {
+			return g, 0, fmt.Errorf("%s reply %#v is not [token, validity]", a.kind, v)
+		}
+		if a.kind == "RSEMACQUIRE" {
+			g.limit = chaosSemMax
+		}
+	}
+	return g, time.Duration(validity) * time.Millisecond, nil
+}
+
+// sampleFairQueue reads the fair lock's queue on every master every 10 ms
+// and notes when each waiter is first queued on a quorum: from then on,
+// whoever sends a request arrived after it (checkFairOrder).
+func (r *chaosRun) sampleFairQueue(ctx context.Context) {
+	var direct []*redis.Client
+	for _, s := range r.cl.servers {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 50 * time.Millisecond,
+			ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond, PoolSize: 1})
+		defer c.Close()
+		direct = append(direct, c)
+	}
+	for ctx.Err() == nil {
+		seen := make([][]string, len(direct))
+		var wg sync.WaitGroup
+		for i, c := range direct {
+			wg.Go(func() { seen[i], _ = c.ZRange(context.Background(), fairQueue+"chaos:fair", 0, -1).Result() })
+		}
+		wg.Wait()
+		at := r.since() // each master held its members at its read, all before now
+		on := map[string]int{}
+		for _, members := range seen {
+			for _, m := range members {
+				on[m]++
+			}
+		}
+		r.mu.Lock()
+		for m, n := range on {
+			if _, ok := r.queued[m]; !ok && n >= 3 {
+				r.queued[m] = at
+			}
+		}
+		r.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// check runs the checker over the history, then waits until everything
+// the proxies wrote expired and says what was left behind: no key but the
+// masters' fence sequences and lease high-water marks.
+func (r *chaosRun) check() []string {
+	bad := checkHistory(chaosHistory{grants: r.grants, queued: r.queued})
+	for _, e := range r.errs {
+		bad = append(bad, "unexpected: "+e)
+	}
+	// Grants last chaosTTL; an orphaned fair queue 2 * stale_after.
+	deadline := time.Now().Add(chaosTTL*time.Millisecond + 8*time.Second + 2*time.Second)
+	for {
+		var left []string
+		for i, rc := range r.cl.direct {
+			for _, k := range rc.Keys(context.Background(), "*").Val() {
+				if !masterWide(k) {
+					left = append(left, fmt.Sprintf("master%d:%s (ttl %v)", i, k, rc.PTTL(context.Background(), k).Val()))
+				}
+			}
+		}
+		if len(left) == 0 {
+			return bad
+		}
+		if time.Now().After(deadline) {
+			return append(bad, fmt.Sprintf("left on the masters: %v", left))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// chaosAvail is one row's availability in one run.
+type chaosAvail struct {
+	pct           float64       // share of the counted intervals in which the row's resource was held
+	gapAt, gapLen time.Duration // the longest run of counted intervals in which it was not
+}
+
+func (a chaosAvail) String() string {
+	return fmt.Sprintf("%.1f%% (longest gap %v at %v)", a.pct, a.gapLen, a.gapAt)
+}
+
+// availability is, per row, the share of the run's 100 ms intervals with
+// at most 2 masters faulty in which a grant of the row was held (or
+// arrived).
+func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
+	n := int(d / chaosPeriod)
+	faulty := make([]int, n)
+	for _, f := range r.faults {
+		for k := max(0, int(f.from/chaosPeriod)); k < n && time.Duration(k)*chaosPeriod < f.to; k++ {
+			faulty[k] += f.masters
+		}
+	}
+	held := map[string][]bool{}
+	for _, row := range chaosRows {
+		held[row] = make([]bool, n)
+	}
+	for _, g := range r.grants {
+		for k := int(g.got / chaosPeriod); k < n && time.Duration(k)*chaosPeriod <= max(g.got, g.end); k++ {
+			held[g.row][k] = true
+		}
+	}
+	out := map[string]chaosAvail{}
+	for _, row := range chaosRows {
+		var a chaosAvail
+		counted, ok, gap := 0, 0, 0
+		for k := range n {
+			if faulty[k] > 2 {
+				continue
+			}
+			counted++
+			if held[row][k] {
+				ok++
+				gap = 0
+				continue
+			}
+			if gap++; time.Duration(gap)*chaosPeriod > a.gapLen {
+				a.gapLen, a.gapAt = time.Duration(gap)*chaosPeriod, time.Duration(k+1-gap)*chaosPeriod
+			}
+		}
+		a.pct = 100 * float64(ok) / float64(max(counted, 1))
+		out[row] = a
+	}
+	return out
+}
+
+// logCounts logs each row's outcomes.
+func (r *chaosRun) logCounts(avail map[string]chaosAvail) {
+	for _, row := range chaosRows {
+		c := r.counts[row]
+		r.t.Logf("%-13s %s; %d grants, %d WAIT ran out, %d NOQUORUM, %d broken connections, %d hang-ups; releases: %d ok, %d lost (0), %d NOQUORUM",
+			row, avail[row], c.grants, c.waitRanOut, c.noQuorum, c.connErr, c.hangUps, c.released, c.releaseLost, c.releaseNoQuorum)
+	}
+	r.t.Logf("%d fair waiters seen queued on a quorum", len(r.queued))
+}
+
+// availabilityTable prints the availability per row and scenario as a
+// markdown table.
+func availabilityTable(scenarios []string, avail map[string]map[string]chaosAvail) string {
+	var b strings.Builder
+	b.WriteString("\navailability (% of 100 ms intervals with at most 2 of 5 masters faulty in which the resource was held)\n\n| primitive |")
+	for _, s := range scenarios {
+		fmt.Fprintf(&b, " %s |", s)
+	}
+	b.WriteString("\n| --- |" + strings.Repeat(" ---: |", len(scenarios)) + "\n")
+	for _, row := range chaosRows {
+		fmt.Fprintf(&b, "| %s |", row)
+		for _, s := range scenarios {
+			fmt.Fprintf(&b, " %.1f |", avail[s][row].pct)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// The fault schedules.
+
+// pauseInTurn pauses two masters at a time for 3 s, then the next two,
+// with 500 ms of all running between.
+func pauseInTurn(ctx context.Context, r *chaosRun) {
+	for k := 0; ; k++ {
+		pair := []*redistest.Server{r.cl.servers[(2*k)%5], r.cl.servers[(2*k+1)%5]}
+		from := r.since()
+		for _, s := range pair {
+			s.Pause()
+		}
+		sleepCtx(ctx, 3*time.Second)
+		for _, s := range pair {
+			s.Resume()
+		}
+		r.faulty(from, r.since(), 2)
+		if !sleepCtx(ctx, 500*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// slowOne delays every request to master 4 by 300 ms for the whole run.
+func slowOne(ctx context.Context, r *chaosRun) {
+	r.slow.setDelay(300 * time.Millisecond)
+	from := r.since()
+	<-ctx.Done()
+	r.faulty(from, r.since(), 1)
+}
+
+// killRestart kills a master, starts it again empty a second later, and
+// waits for both proxies to count its votes again (its quarantine over)
+// before the next master.
+func killRestart(ctx context.Context, r *chaosRun) {
+	for k := 0; sleepCtx(ctx, time.Second); k++ {
+		s := r.cl.servers[k%5]
+		from := r.since()
+		s.Kill()
+		sleepCtx(ctx, time.Second)
+		s.Restart()
+		for _, c := range r.clients {
+			for ctx.Err() == nil && !strings.Contains(c.Do(context.Background(), "INFO", "masters").String(), "masters_up:5") {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		r.faulty(from, r.since(), 1)
+	}
+}
+
+// killProxy kills proxy 1 (SIGKILL) a third into the run; its clients
+// reconnect to proxy 0.
+func killProxy(ctx context.Context, r *chaosRun) {
+	if sleepCtx(ctx, time.Until(r.start.Add(3*time.Second))) {
+		r.killed.Store(2)
+		r.proxies[1].Kill()
+	}
+}
+
+// hangUps: 6 more clients, each asking for a primitive at random with a
+// WAIT of 5 s and hanging up (closing the connection) 10-200 ms into the
+// wait, over and over. A grant that arrives before the hang-up is held and
+// released as any other.
+func hangUps(ctx context.Context, r *chaosRun) {
+	ws := chaosWorkers()
+	var wg sync.WaitGroup
+	for h := range 6 {
+		var clients []*redis.Client
+		for _, p := range r.proxies {
+			// ContextTimeoutEnabled: the context's deadline closes the
+			// connection, as a client that gives up does.
+			c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 1})
+			defer c.Close()
+			clients = append(clients, c)
+		}
+		next := func(w string, i int) chaosAsk { return ws[rand.IntN(len(ws))](w, i) }
+		wg.Go(func() {
+			r.work(ctx, chaosWorker{name: fmt.Sprintf("hangup%d", h), home: h % 2, clients: clients, next: next, hangUp: true})
+		})
+	}
+	wg.Wait()
+}
+
+// restartMajority takes a lock through proxy 0, holds it while masters 0-2
+// restart empty, and releases it 1.5 s later. With quarantine the
+// restarted masters cannot vote until that grant expired; without it, a
+// waiter is granted the lock on the emptied masters while it is held.
+func restartMajority(ctx context.Context, r *chaosRun) {
+	if !sleepCtx(ctx, time.Second) {
+		return
+	}
+	a := chaosAsk{kind: "RLOCK", row: "RLOCK", resources: []string{"chaos:lock"}, args: []any{"RLOCK", "chaos:lock", 4000, "WAIT", 2000}}
+	var v any
+	var err error
+	var sent, got time.Duration
+	for err = redis.Nil; err == redis.Nil && ctx.Err() == nil; {
+		sent = r.since()
+		v, err = r.clients[0].Do(context.Background(), a.args...).Result()
+		got = r.since()
+	}
+	if err != nil {
+		r.unexpected(fmt.Sprintf("the holder's RLOCK: %v", err))
+		return
+	}
+	g, validity, err := decodeChaosGrant(a, v)
+	if err != nil {
+		r.unexpected(err.Error())
+		return
+	}
+	g.worker, g.sent, g.got = "holder", sent, got
+	from := r.since()
+	for _, s := range r.cl.servers[:3] {
+		s.Restart()
+	}
+	sleepCtx(ctx, 1500*time.Millisecond)
+	g.end = min(r.since(), sent+validity)
+	r.clients[0].Do(context.Background(), a.release(g.token)...)
+	r.mu.Lock()
+	r.grants = append(r.grants, g)
+	r.mu.Unlock()
+	for ctx.Err() == nil && !strings.Contains(r.clients[0].Do(context.Background(), "INFO", "masters").String(), "masters_up:5") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.faulty(from, r.since(), 3)
+}
+
+// sleepCtx sleeps d or until ctx ends; it reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// delayProxy forwards TCP connections to a master, holding what clients
+// send for the current delay before passing it on: a master slow by that
+// much per request, whose writes still land, late.
+type delayProxy struct {
+	ln    net.Listener
+	to    string
+	delay atomic.Int64 // nanoseconds
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startDelayProxy(t testing.TB, to string) *delayProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &delayProxy{ln: ln, to: to}
+	go d.serve()
+	t.Cleanup(d.close)
+	return d
+}
+
+func (d *delayProxy) Addr() string                 { return d.ln.Addr().String() }
+func (d *delayProxy) setDelay(delay time.Duration) { d.delay.Store(int64(delay)) }
+
+func (d *delayProxy) serve() {
+	for {
+		c, err := d.ln.Accept()
+		if err != nil {
+			return
+		}
+		m, err := net.Dial("tcp", d.to)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		d.mu.Lock()
+		d.conns = append(d.conns, c, m)
+		d.mu.Unlock()
+		go d.pipe(c, m)
+	}
+}
+
+// pipe passes replies straight back and requests after the delay, in
+// order.
+func (d *delayProxy) pipe(c, m net.Conn) {
+	go func() { io.Copy(c, m); c.Close() }()
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	q := make(chan chunk, 4096)
+	go func() {
+		defer m.Close()
+		failed := false
+		for ch := range q {
+			time.Sleep(time.Until(ch.due))
+			if !failed {
+				_, err := m.Write(ch.b)
+				failed = err != nil
+			}
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			q <- chunk{slices.Clone(buf[:n]), time.Now().Add(time.Duration(d.delay.Load()))}
+		}
+		if err != nil {
+			close(q)
+			return
+		}
+	}
+}
+
+func (d *delayProxy) close() {
+	d.ln.Close()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.conns {
+		c.Close()
+	}
+}
