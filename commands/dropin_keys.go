@@ -158,9 +158,11 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 					return nil, err
 				}
 				if sa.expired {
+					// Held, or fewer than a quorum answered: not done,
+					// nil as for any SET NX a quorum did not grant.
 					li, err := info(ctx, sa.key)
 					if err != nil || li.Held {
-						return nil, err
+						return nil, notGranted(err)
 					}
 					return proxy.OK, nil
 				}
