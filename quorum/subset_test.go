@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -525,18 +526,22 @@ func (c *cluster) quiesce() {
 // semaphore; the other rows at N=5 would add about 5 s per token mode
 // under -race on two cores, for no new shape of quorum.
 func TestEverySubset(t *testing.T) {
+	// The attempts of every row share one pool: the rows' subtests run
+	// in parallel (as many at once as -parallel allows), so that one
+	// row's last attempts, waiting on slow masters, overlap the next
+	// row's.
+	sem := make(chan struct{}, subsetParallel)
+	warmFakes(t, subsetParallel*5)
+	var started atomic.Int32
 	for _, row := range subsetRows() {
 		for _, n := range row.sizes {
 			t.Run(fmt.Sprintf("%s/N=%d", row.name, n), func(t *testing.T) {
+				t.Parallel()
 				total := 1
 				for range n {
 					total *= 4
 				}
-				const parallel = 64
-				warmFakes(t, parallel*n)
-				sem := make(chan struct{}, parallel)
 				var wg sync.WaitGroup
-				started := 0
 				for combo := range total {
 					states := make([]masterState, n)
 					for i, x := 0, combo; i < n; i, x = i+1, x/4 {
@@ -545,10 +550,11 @@ func TestEverySubset(t *testing.T) {
 					for _, mode := range row.modes {
 						wg.Add(1)
 						sem <- struct{}{}
-						if started++; started <= parallel {
-							// Ramp up: 64 clusters starting at once
-							// under -race starve their own first rounds.
-							time.Sleep(5 * time.Millisecond)
+						if started.Add(1) <= subsetParallel {
+							// Ramp up: all the clusters starting at
+							// once under -race starve their own first
+							// rounds.
+							time.Sleep(2500 * time.Microsecond)
 						}
 						go func() {
 							defer wg.Done()
@@ -563,15 +569,30 @@ func TestEverySubset(t *testing.T) {
 	}
 }
 
+// subsetParallel is how many attempts TestEverySubset runs at once, and
+// subsetTimeout their MasterTimeout. Most attempts wait for a slow master
+// to time out, so the test takes about attempts * subsetTimeout /
+// subsetParallel. The fakes answer requests to ok masters at once (see
+// fakeNode.Send, inline), so that only the slow masters time out however
+// busy the machine is.
+const (
+	subsetParallel = 64
+	subsetTimeout  = 250 * time.Millisecond
+)
+
 // checkSubset runs one attempt of row on masters in states.
 func checkSubset(t *testing.T, row subsetRow, states []masterState, mode tokenMode) {
-	// 64 of these run at once under -race on two cores: give each round
-	// room, so that only the "slow" masters time out. Those hold every
-	// request until the attempt returned, then let them land.
-	const timeout = 250 * time.Millisecond
+	// Only the "slow" masters time out: they hold every request until
+	// the attempt returned, then let them land.
+	const timeout = subsetTimeout
 	n := len(states)
 	c := buildCluster(t, n, Options{MasterTimeout: timeout})
 	defer c.close()
+	for _, f := range c.nodes {
+		f.mu.Lock()
+		f.inline = true
+		f.mu.Unlock()
+	}
 	name := fmt.Sprintf("%s %v mode=%v", row.name, states, mode)
 	if row.setup != nil {
 		if err := row.setup(c); err != nil {
