@@ -576,7 +576,19 @@ func (r *chaosRun) logCounts(avail map[string]chaosAvail) {
 		r.t.Logf("%-13s %s; %d grants, %d WAIT ran out, %d NOQUORUM, %d broken connections, %d hang-ups; releases: %d ok, %d lost (0), %d NOQUORUM",
 			row, avail[row], c.grants, c.waitRanOut, c.noQuorum, c.connErr, c.hangUps, c.released, c.releaseLost, c.releaseNoQuorum)
 	}
-	r.t.Logf("%d fair waiters seen queued on a quorum", len(r.queued))
+	// How much the fair-order rule had to judge: fair grants asked for
+	// after another granted waiter was seen queued.
+	judged, fair := 0, 0
+	for _, holds := range byResource(r.grants, func(g chaosGrant) bool { return g.kind == "RFAIRLOCK" }) {
+		first := newEarlierFences(func(h holdOf) (time.Duration, bool) { t, ok := r.queued[h.g.token]; return t, ok }, holds)
+		for _, h := range holds {
+			fair++
+			if top, _ := first.before(h.g.sent, false); top > 0 {
+				judged++
+			}
+		}
+	}
+	r.t.Logf("%d fair waiters seen queued on a quorum; %d of %d fair grants came after one of them (their order checked)", len(r.queued), judged, fair)
 }
 
 // availabilityTable prints the availability per row and scenario as a
