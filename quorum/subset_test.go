@@ -111,7 +111,7 @@ type subsetResult struct {
 	// check, if set, checks the grant (or the refusal) further.
 	check func() error
 	// lease is the grant, extended and given back through the engine's
-	// verbs; nil for a latch's arrival, which nothing gives back.
+	// verbs; nil for a latch create or arrival, which nothing gives back.
 	lease *Lease
 }
 
@@ -511,14 +511,20 @@ func (c *cluster) quiesce() {
 //   - after a grant, once every request landed (slow masters' included):
 //     the grant holds on at least a quorum, the lease has the expected
 //     shape (first fences 1), Extend answers the new validity, and
-//     Release answers held and leaves nothing of it on any master;
+//     Release answers held and leaves nothing of it on any master (a
+//     SetNX lease over several resources, which Release refuses, is
+//     given back with Abandon);
 //   - after a refusal or no quorum, once every request landed (late
 //     acquires to slow masters and their rollbacks included): every
 //     master holds exactly what it held before the attempt (the other
 //     holder's state intact), plus the master-wide fence bounds and
 //     lease high-water mark (which expires): nothing of the attempt.
 //
-// Every primitive the engine serves (Primitives) must have a row
+// The rows: lock (fresh and TOKEN), multi (three resources; fresh,
+// TOKEN and SET NX's rule), setnx, fair/held, fair/queued, read, write,
+// semaphore with limit 1 and 2 (one permit, and two), latch/create and
+// latch/down; each row's comment says what "taken" means for it. Every
+// primitive the engine serves (Primitives) must have a row
 // (TestPrimitiveChecklist checks it).
 //
 // Sizes: N=3 for every row (64 assignments), and also N=5 (1024) for
