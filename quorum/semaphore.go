@@ -34,6 +34,10 @@ type semKeys struct {
 	base    string // the limit key; slots are base:s:<i>, records base:t:<token>
 	channel string
 	lease   string // the master's lease high-water mark
+	// queue and deadlines are the waiters' queue: "<count>:<id>" by
+	// ticket, and by the master's time after which the waiter is gone
+	// (see "Semaphores" in the package doc).
+	queue, deadlines string
 }
 
 func (e *Engine) semKeys(name string) (semKeys, error) {
@@ -46,6 +50,9 @@ func (e *Engine) semKeys(name string) (semKeys, error) {
 		base:    e.opts.MetaPrefix + "sem:" + enc,
 		channel: e.opts.MetaPrefix + "semreleased:" + enc,
 		lease:   e.leaseKey(),
+		// Beside the limit key, under names no slot or record takes.
+		queue:     e.opts.MetaPrefix + "sem:" + enc + ":q",
+		deadlines: e.opts.MetaPrefix + "sem:" + enc + ":d",
 	}, nil
 }
 

@@ -265,3 +265,139 @@ func TestWakeupsCounted(t *testing.T) {
 		t.Fatalf("another channel woke %v", got)
 	}
 }
+
+// heldNotes holds back every release announcement from the masters until
+// deliver, so that a test decides when the waiters hear of a release.
+type heldNotes struct {
+	mu   sync.Mutex
+	open bool
+	held [][2]string
+	to   func(string, string)
+}
+
+func (h *heldNotes) notify(ch, msg string) {
+	h.mu.Lock()
+	if !h.open {
+		h.held = append(h.held, [2]string{ch, msg})
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	h.to(ch, msg)
+}
+
+// deliver passes on what was held, and everything from now on.
+func (h *heldNotes) deliver() {
+	h.mu.Lock()
+	held := h.held
+	h.open, h.held = true, nil
+	h.mu.Unlock()
+	for _, m := range held {
+		h.to(m[0], m[1])
+	}
+}
+
+// holdNotes puts a heldNotes between the cluster's masters and its router.
+func (c *cluster) holdNotes() *heldNotes {
+	h := &heldNotes{to: c.wake.Notify}
+	fn := h.notify
+	for _, f := range c.nodes {
+		f.notify.Store(&fn)
+	}
+	return h
+}
+
+// semQueued is master f's waiter queue of semaphore name.
+func (c *cluster) semQueued(f *fakeNode, name string) []string {
+	k, _ := c.eng.semKeys(name)
+	ms, _ := f.m.ZMembers(k.queue)
+	return ms
+}
+
+// TestSemaphoreWaitersFirst: a waiter keeps the permits a release frees
+// for it. Requests that arrive after the release, before the waiter has
+// even heard of it (the announcements are held back), are refused, both
+// one that does not wait and one that waits (and queues behind); a
+// COUNT n waiter keeps its place while permits are freed one by one.
+// Once told, the waiter is granted, and nothing is left on the masters.
+func TestSemaphoreWaitersFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		limit, count int
+	}{
+		{"one permit", 1, 1},
+		{"COUNT 2 of 3", 3, 2},
+		{"COUNT 3 of 3", 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The waiter tries again only when told (or in 10 s).
+			c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: time.Millisecond})
+			notes := c.holdNotes()
+			ctx := context.Background()
+			var held []*Lease
+			for i := range tc.limit {
+				l, err := c.eng.semAcquire(ctx, semReq(tc.limit, 1, time.Minute))
+				if err != nil || l == nil {
+					t.Fatalf("permit %d: %v %v", i, l, err)
+				}
+				held = append(held, l)
+			}
+			type result struct {
+				l   *Lease
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				req := semReq(tc.limit, tc.count, time.Minute)
+				req.Wait = 20 * time.Second
+				l, err := c.eng.semAcquire(ctx, req)
+				got <- result{l, err}
+			}()
+			if !eventually(5*time.Second, func() bool {
+				for _, f := range c.nodes {
+					if len(c.semQueued(f, "api")) != 1 {
+						return false
+					}
+				}
+				return true
+			}) {
+				t.Fatal("the waiter is not queued on every master")
+			}
+			for i := range tc.count {
+				if ok, err := c.eng.semRelease(ctx, "api", held[i].Token); !ok || err != nil {
+					t.Fatalf("release %d: %v %v", i, ok, err)
+				}
+				for _, wait := range []time.Duration{0, 30 * time.Millisecond} {
+					req := semReq(tc.limit, 1, time.Minute)
+					req.Wait = wait
+					if l, err := c.eng.semAcquire(ctx, req); l != nil || err != nil {
+						t.Fatalf("after release %d, a request with WAIT %v took a permit the waiter waits for: %+v %v", i, wait, l, err)
+					}
+				}
+			}
+			notes.deliver()
+			select {
+			case r := <-got:
+				if r.err != nil || r.l == nil || r.l.Count != tc.count {
+					t.Fatalf("the waiter: %+v %v", r.l, r.err)
+				}
+				held = append(held[tc.count:], r.l)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter was not granted once told of the releases")
+			}
+			for _, l := range held {
+				if ok, err := c.eng.semRelease(ctx, "api", l.Token); !ok || err != nil {
+					t.Fatalf("release %s: %v %v", l.Token, ok, err)
+				}
+			}
+			c.settle()
+			for i, f := range c.nodes {
+				for _, k := range f.keys() {
+					if k != "redlock-proxy:lease-hwm" {
+						t.Errorf("master %d keeps %v", i, k)
+					}
+				}
+			}
+		})
+	}
+}

@@ -319,3 +319,103 @@ func TestSemaphoreNeverOverSubscribed(t *testing.T) {
 		return true
 	})
 }
+
+// TestSemaphoreWaitersFirst: 24 clients on two proxies share 3 permits,
+// each holding its grant 20 ms and asking again at once with WAIT 1000;
+// 3 of them ask COUNT 3 (all the permits). A waiter woken by a release
+// gets the permit before a request that arrived after it (the releaser
+// asking again), and a COUNT 3 request keeps its place among single
+// permits, so fewer than 1% of the requests end nil. From the replies
+// alone (live from the reply until the release was sent, or the validity
+// ran out), never more than 3 permits are live at once.
+func TestSemaphoreWaitersFirst(t *testing.T) {
+	const limit, workers, hold = 3, 24, 20 * time.Millisecond
+	cl := newCluster(t, 5)
+	cfg := defaults(cl.addrs())
+	proxies := []*redis.Client{startProxy(t, cfg).Client(), startProxy(t, cfg).Client()}
+	type live struct {
+		from, to time.Time
+		n        int
+	}
+	var (
+		mu       sync.Mutex
+		windows  []live
+		asked    [2]atomic.Int64 // by kind: COUNT 1, COUNT 3
+		nils     [2]atomic.Int64
+		noquorum atomic.Int64
+		wg       sync.WaitGroup
+		errs     = make(chan error, workers)
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(soak(t))*4*time.Second)
+	defer cancel()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := proxies[w%2]
+			kind, count := 0, 1
+			if w < 3 {
+				kind, count = 1, limit
+			}
+			for ctx.Err() == nil {
+				sent := time.Now()
+				asked[kind].Add(1)
+				p, ok, err := trySemAcquire(c, "pool", limit, 1000, "COUNT", count, "WAIT", 1000)
+				got := time.Now()
+				if err != nil && strings.HasPrefix(err.Error(), "NOQUORUM ") {
+					noquorum.Add(1)
+					continue
+				}
+				if err != nil {
+					errs <- fmt.Errorf("worker %d: %w", w, err)
+					return
+				}
+				if !ok {
+					nils[kind].Add(1)
+					continue
+				}
+				time.Sleep(hold)
+				end := time.Now()
+				if valid := sent.Add(time.Duration(p.validity) * time.Millisecond); valid.Before(end) {
+					end = valid
+				}
+				mu.Lock()
+				windows = append(windows, live{got, end, count})
+				mu.Unlock()
+				if err := c.Do(context.Background(), "RSEMRELEASE", "pool", p.token).Err(); err != nil {
+					errs <- fmt.Errorf("worker %d: RSEMRELEASE: %w", w, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	sort.Slice(windows, func(i, j int) bool { return windows[i].from.Before(windows[j].from) })
+	most := 0
+	for i, w := range windows {
+		n := 0
+		for _, o := range windows[:i+1] {
+			if o.to.After(w.from) {
+				n += o.n
+			}
+		}
+		most = max(most, n)
+		if n > limit {
+			t.Fatalf("%d permits live at once at grant %d of %d (%v)", n, i, len(windows), w.from)
+		}
+	}
+	total := asked[0].Load() + asked[1].Load()
+	failed := nils[0].Load() + nils[1].Load() + noquorum.Load()
+	t.Logf("%d requests (%d COUNT 3), %d granted, at most %d permits live; nil: %d of COUNT 1, %d of COUNT 3, NOQUORUM %d: %.2f%%",
+		total, asked[1].Load(), len(windows), most, nils[0].Load(), nils[1].Load(), noquorum.Load(), 100*float64(failed)/float64(total))
+	if total < 200 {
+		t.Fatalf("only %d requests in the run", total)
+	}
+	if failed*100 >= total {
+		t.Fatalf("%d of %d WAIT 1000 requests ended nil or without quorum (%.2f%%), want under 1%%", failed, total, 100*float64(failed)/float64(total))
+	}
+}
