@@ -212,7 +212,7 @@ func primitives() map[Primitive]primitive {
 			},
 			single:  true,
 			ops:     [4]string{"sem_acquire", "sem_release", "sem_extend", "sem_count"},
-			scripts: []*scripts.Script{scripts.SemAcquire, scripts.SemRelease, scripts.SemExtend, scripts.SemCount},
+			scripts: []*scripts.Script{scripts.SemAcquire, scripts.SemRelease, scripts.SemExtend, scripts.SemCount, scripts.FairEnqueue, scripts.FairTicket, scripts.FairDequeue},
 			doc:     "Semaphores",
 		},
 		Latch: {

@@ -354,6 +354,65 @@
 // it freed, and each proxy wakes only that many of its waiters, oldest
 // first.
 //
+// Waiters first. Who may take a free slot is a second rule, checked by
+// sem_acquire in the same script as the slots on each master, and it
+// only ever refuses: a refusal changes no slot, so the argument above,
+// and the limit, do not depend on it. Each semaphore has a queue of
+// waiters on each master, kept like a fair lock's (same tickets from the
+// fence sequence, same enqueue and dequeue scripts, so one order on every
+// master): member "<count>:<id>" by ticket, and by deadline on the
+// master's clock. A call that will wait (WAIT) and is refused takes a
+// ticket once; each of its tries re-places it at its ticket and pushes
+// its deadline ahead. On each master, a request for n permits is granted
+// only if the slots it holds or finds free, less the permits asked by the
+// live waiters queued ahead of it, are at least n; a request not queued
+// (one that does not wait, or a waiting call's first try) has every
+// waiter ahead of it. A token that holds its n slots there already (a
+// TOKEN retry of a grant) is granted as before. A grant takes the waiter
+// out of the queue on that master; a call that returns, granted or not,
+// leaves it on every master after its last try there.
+//
+// What that gives:
+//
+//   - A waiter woken by a release is not overtaken by a request that
+//     arrives after the release, on any proxy: it was queued before
+//     (its ticket is held by a quorum before it waits), so a later
+//     request is either not queued or queued behind it (a later ticket
+//     is higher: "One order on every master" under Fair locks), and on
+//     every master the freed permits count for the waiter first. The
+//     releaser asking again at once is such a request.
+//   - A COUNT n waiter keeps its place: the single-permit requests behind
+//     it are refused until n permits are free for it, so it cannot
+//     starve. The price is that permits freed meanwhile stay idle until
+//     enough are free, at most the longest hold ahead of it.
+//   - It is not one at a time: with L permits, the waiters at the front
+//     whose counts fit are all granted at once, as they try.
+//
+// Why a queue and not a hand-off window (freed slots kept a few
+// milliseconds for woken waiters): the masters do not know who was woken
+// (each proxy wakes its own), a window does not keep a COUNT n waiter's
+// place (single waiters woken in it take the permits one by one), and its
+// length is a guess between permits left idle and waiters overtaken on a
+// slow machine. Why tickets and not each master's arrival order: waiters
+// that reach the masters in different orders could each be ahead on some
+// masters and none on a quorum, and all be refused until they give up.
+//
+// Cost and expiry. A semaphore no one waits on pays two reads of absent
+// keys per try. A waiting call pays two rounds once, at its first
+// refusal (ticket and write-back), and one dequeue when it returns. An
+// entry's deadline is two tries' spacing after its last try (as a
+// read-write lock's writer mark): a waiter whose proxy died holds permits
+// back at most that long, and the next try on that master removes it.
+// The queue's keys expire twice that after their last write and are
+// deleted when the last waiter leaves: nothing outlives the waiters, and
+// nothing grows with the number of semaphores ever used. A waiter that
+// gives up at the head of the queue announces the new head (as a fair
+// lock's hand-off), so that the waiters behind it try at once. A master
+// that restarts empty loses its queue, and the waiters' next tries (one
+// retry delay) re-place it; until then it may give a newcomer a slot
+// that a waiter should have had there, which costs order, never the
+// limit.
+//
 // # Fair locks
 //
 // A fair lock (Primitive Fair, RFAIRLOCK) is a plain lock on one resource, same

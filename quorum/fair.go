@@ -30,6 +30,9 @@ type fairQueue struct {
 	// ticket is the waiter's place, agreed by a quorum; 0 until queued.
 	ticket uint64
 	last   *round
+	// name is the operation its rounds report: "fairlock", or
+	// "sem_acquire" for a semaphore's waiter (which queues the same way).
+	name string
 }
 
 // fairKeys names a resource's queue and its deadlines.
@@ -51,7 +54,7 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 	}
 	fk := e.fairKeys(ls.given[0])
 	// The caller's token, if it chose one, is also its id in the queue.
-	fq := &fairQueue{queue: fk[0], deadlines: fk[1], channel: ls.channels[0], stale: e.opts.FairStaleAfter, id: cmp.Or(req.Token, NewToken())}
+	fq := &fairQueue{queue: fk[0], deadlines: fk[1], channel: ls.channels[0], stale: e.opts.FairStaleAfter, id: cmp.Or(req.Token, NewToken()), name: "fairlock"}
 	if req.Wait > 0 {
 		ls.mark = fq.id
 	}
@@ -117,7 +120,7 @@ func (e *Engine) enqueue(ctx context.Context, fq *fairQueue) error {
 	fq.sent = true
 	_, seqKey := e.fenceKeys()
 	keys := []string{fq.queue, fq.deadlines, seqKey}
-	r := e.follow(ctx, fq.last, &op{name: "fairlock", script: scripts.FairEnqueue, keys: keys,
+	r := e.follow(ctx, fq.last, &op{name: fq.name, script: scripts.FairEnqueue, keys: keys,
 		args: []string{fq.id, strconv.FormatUint(e.fences.next(), 10), ms(fq.stale)}}, nil, nil)
 	fq.last = r
 	var ticket uint64
@@ -136,15 +139,15 @@ func (e *Engine) enqueue(ctx context.Context, fq *fairQueue) error {
 		return true
 	}, -1)
 	if t.verdict != decidedYes {
-		return t.err(e, "fairlock")
+		return t.err(e, fq.name)
 	}
 	e.fences.learn(ticket)
-	wr := e.follow(ctx, r, &op{name: "fairlock", script: scripts.FairTicket, keys: keys,
+	wr := e.follow(ctx, r, &op{name: fq.name, script: scripts.FairTicket, keys: keys,
 		args: []string{fq.id, strconv.FormatUint(ticket, 10), ms(fq.stale)}}, nil, nil)
 	fq.last = wr
 	wt := wr.count(grantRule, func(_ int, v any) bool { return v == int64(1) }, -1)
 	if wt.verdict != decidedYes {
-		return wt.err(e, "fairlock")
+		return wt.err(e, fq.name)
 	}
 	fq.ticket = ticket
 	return nil

@@ -153,18 +153,51 @@ func startFake(t testing.TB) *fakeNode {
 	f.vm = newLuaVM(f.run)
 	f.sub = m.NewSubscriber()
 	msgs, pmsgs := f.sub.Messages(), f.sub.Pmessages()
+	// The messages go through an unbounded queue, so that the master never
+	// waits for the router: a script publishes while mu is held, and a
+	// waiter that subscribes takes mu while it holds the router's lock
+	// (Wakeups.watch), so a publish that waited for the router could wait
+	// forever.
+	var (
+		qmu    sync.Mutex
+		queue  [][2]string
+		signal = make(chan struct{}, 1)
+	)
+	push := func(ch, msg string) {
+		qmu.Lock()
+		queue = append(queue, [2]string{ch, msg})
+		qmu.Unlock()
+		select {
+		case signal <- struct{}{}:
+		default:
+		}
+	}
 	go func() {
 		for msg := range msgs {
-			// Not under mu: a script publishes while mu is held.
-			if notify := f.notify.Load(); notify != nil {
-				(*notify)(msg.Channel, msg.Message)
-			}
+			push(msg.Channel, msg.Message)
 		}
+		close(signal)
 	}()
 	go func() {
 		for msg := range pmsgs {
-			if notify := f.notify.Load(); notify != nil {
-				(*notify)(msg.Channel, msg.Message)
+			push(msg.Channel, msg.Message)
+		}
+	}()
+	go func() {
+		for range signal {
+			for {
+				qmu.Lock()
+				if len(queue) == 0 {
+					qmu.Unlock()
+					break
+				}
+				m := queue[0]
+				queue = queue[1:]
+				qmu.Unlock()
+				// Not under mu: a script publishes while mu is held.
+				if notify := f.notify.Load(); notify != nil {
+					(*notify)(m[0], m[1])
+				}
 			}
 		}
 	}()

@@ -107,8 +107,12 @@ func (r semReply) mine() []int {
 // Wait ran out), a *LimitError when the semaphore is in use with another
 // limit, and a *QuorumError when fewer than a quorum answered on the last
 // try. A caller that cannot deliver the lease gives it back with
-// SemAbandon.
+// SemAbandon. A caller that waits and is refused queues once, and its
+// tries are granted before those of requests queued after it or not at
+// all ("Waiters first" in the package doc); it leaves the queue when it
+// returns.
 func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
+	t0 := time.Now()
 	k, err := e.semKeys(req.resource())
 	if err != nil {
 		return nil, err
@@ -116,8 +120,36 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 	if req.Limit < 1 || req.Limit > MaxSemaphoreLimit || req.Count < 1 || req.Count > req.Limit || req.TTL <= 0 {
 		return nil, fmt.Errorf("%w: limit, count or ttl out of range", ErrBadRequest)
 	}
-	return e.acquireLoop(ctx, req, waiting{channels: []string{k.channel}}, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
-		return e.semAttempt(ctx, k, req, token, tainted, fixed)
+	// The call's member in the queue: its count, and an id that is the
+	// caller's token or random (the token is fresh for every try).
+	q := &fairQueue{queue: k.queue, deadlines: k.deadlines, channel: k.channel, stale: e.writerMark(),
+		id: strconv.Itoa(req.Count) + ":" + cmp.Or(req.Token, NewToken()), name: "sem_acquire"}
+	gaveBack := false
+	defer func() {
+		if !q.sent {
+			return // never queued: nothing to leave
+		}
+		mode := "1" // gave up: if we were the head, the next may try
+		switch {
+		case lease != nil:
+			mode = "0"
+		case gaveBack:
+			mode = "2" // our grant was rolled back: permits are free
+		}
+		e.follow(ctx, q.last, &op{name: "sem_acquire", script: scripts.FairDequeue, keys: []string{q.queue, q.deadlines},
+			args: []string{q.id, q.channel, mode}, timeout: e.releaseTimeout()}, nil, nil)
+	}()
+	w := waiting{channels: []string{k.channel},
+		gaveBack: func() { gaveBack = true },
+		refused: func(err error) error {
+			if err == nil && q.ticket == 0 && req.Wait > 0 && time.Since(t0) < req.Wait {
+				// Refused: take a place among the waiters before waiting.
+				return e.enqueue(ctx, q)
+			}
+			return err
+		}}
+	return e.acquireLoop(ctx, req, w, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+		return e.semAttempt(ctx, k, q, req, token, tainted, fixed)
 	})
 }
 
@@ -128,12 +160,20 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 // orders), round 2 asks every master for exactly the Count slots that the
 // most masters can give (already the token's, or free); a quorum holding
 // them is the grant. Anything else is rolled back.
-func (e *Engine) semAttempt(ctx context.Context, k semKeys, req Request, token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Request, token string, tainted []bool, fixed bool) (*Lease, func(), error) {
 	start := time.Now()
-	keys := k.keys(token)
-	base := []string{token, ms(req.TTL), strconv.Itoa(req.Limit), strconv.Itoa(req.Count), strconv.Itoa(rand.IntN(req.Limit))}
+	keys := append(k.keys(token), k.queue, k.deadlines)
+	// Only a queued call names itself (and re-places itself at its
+	// ticket); any other has every waiter ahead of it.
+	id := ""
+	if q.ticket > 0 {
+		id = q.id
+	}
+	base := []string{token, ms(req.TTL), strconv.Itoa(req.Limit), strconv.Itoa(req.Count), strconv.Itoa(rand.IntN(req.Limit)),
+		ms(q.stale), strconv.FormatUint(q.ticket, 10), id}
 	r := e.send(ctx, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: base}, e.track(token))
 	last := r
+	q.last = r
 	trusted := func(i int) bool { return !tainted[i] }
 	rollback := func() {
 		rel := &op{name: "sem_release", script: scripts.SemRelease, keys: keys[:2], args: []string{token}}
@@ -207,6 +247,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, req Request, token s
 		// every master, stragglers included.
 		r2 := e.follow(ctx, r, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: args}, e.track(token), nil)
 		last = r2
+		q.last = r2
 		t2 := r2.count(grantRule, holds(r2), -1)
 		if le := limitError(r2, k.name, reply); le != nil {
 			rollback()

@@ -104,8 +104,9 @@ var (
 
 	// SemAcquire takes permits of a semaphore.
 	SemAcquire = define("sem_acquire",
-		[]Field{One("sem"), One("record"), One("lease")},
-		[]Field{One("token"), One("ttl"), One("limit"), One("count"), One("start"), Rest("exact")})
+		[]Field{One("sem"), One("record"), One("lease"), One("queue"), One("deadlines")},
+		[]Field{One("token"), One("ttl"), One("limit"), One("count"), One("start"),
+			One("stale"), One("ticket"), One("id"), Rest("exact")})
 	// SemCount reads the holders of a semaphore's slots.
 	SemCount = define("sem_count", []Field{One("sem")}, nil)
 	// SemExtend resets the ttl of a token's permits.

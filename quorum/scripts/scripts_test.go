@@ -172,8 +172,9 @@ func TestCheck(t *testing.T) {
 		{LockDeleteExact, 4, 2, true},
 		{LockDeleteExact, 4, 5, true},
 		{LockDeleteExact, 4, 1, false},
-		{SemAcquire, 3, 5, true},
-		{SemAcquire, 3, 8, true},
+		{SemAcquire, 5, 8, true},  // search
+		{SemAcquire, 5, 10, true}, // exact slots
+		{SemAcquire, 3, 5, false}, // without the queue
 		{SemRelease, 2, 1, true},
 		{SemRelease, 2, 3, true},
 		{SemRelease, 2, 4, false},

@@ -5,20 +5,32 @@
 -- list), lease the master's lease high-water mark. The slot keys are
 -- sem .. ':s:' .. i for i in 0..limit-1: built here rather than passed, as
 -- there may be hundreds (the masters are independent Redis servers, never
--- a cluster). token, ttl in ms, limit, count, start the slot to start the
--- search at, then (optionally) exactly the slots to hold.
+-- a cluster). queue and deadlines are the semaphore's waiters ("<count>:<id>"
+-- by ticket, and by the master's time after which each is gone). token,
+-- ttl in ms, limit, count, start the slot to start the search at, stale
+-- how long a queued waiter stays without trying again (ms), ticket its
+-- place (0: not queued) and id its member ("" when not queued), then
+-- (optionally) exactly the slots to hold.
 -- Without the exact slots: the token keeps up to count of the slots it
 -- holds and takes free ones, searching from start on, until it holds
 -- count; with them: it holds exactly those. Either way it then holds
 -- nothing else, and its record lists its slots. If that is not possible,
 -- nothing changes (with exact slots, the token's slots here are released:
 -- it must hold exactly the set or nothing).
+-- Waiters first (quorum/doc.go, Semaphores), when searching: gone waiters
+-- leave the queue, a queued call is re-placed at its ticket, and a token
+-- that does not hold count slots here already is refused unless the slots
+-- it holds or finds free, less the permits asked by the waiters queued
+-- ahead of it (every waiter, if it is not queued), are at least count. A
+-- grant takes id out of the queue; the queue is deleted when empty and
+-- expires 2 * stale ms after its last placement.
 -- Returns {1, states} or {0, states}, states one character per slot after
 -- the script: m (the token's), f (free), x (another token's); or
 -- {-1, limit} when the semaphore has another limit here.
-local sem, record, lease = KEYS[1], KEYS[2], KEYS[3]
+local sem, record, lease, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, ttl, limit, count, start = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local exact = 5
+local stale, ticket, id = ARGV[6], ARGV[7], ARGV[8]
+local exact = 8
 
 local size = tonumber(limit)
 local stored = redis.call('GET', sem)
@@ -52,6 +64,43 @@ if #ARGV - exact > 0 then
   end
 else
   local n, first = tonumber(count), tonumber(start)
+  local now = time_ms()
+  local gone = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, 100)
+  if #gone > 0 then
+    redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREM', deadlines, unpack(gone))
+  end
+  if id ~= '' then
+    local life = tonumber(stale)
+    redis.call('ZADD', queue, ticket, id)
+    redis.call('ZADD', deadlines, now + life, id)
+    redis.call('PEXPIRE', queue, 2 * life)
+    redis.call('PEXPIRE', deadlines, 2 * life)
+  elseif #gone > 0 and redis.call('ZCARD', queue) == 0 then
+    redis.call('DEL', queue, deadlines)
+  end
+  local held, free = 0, 0
+  for i = 1, size do
+    if st[i] == 'm' then
+      held = held + 1
+    elseif st[i] == 'f' then
+      free = free + 1
+    end
+  end
+  if held < n and held + free >= n then
+    -- Each waiter asks at least one permit: the first held + free of
+    -- the queue are all that can matter.
+    local ahead = 0
+    for _, w in ipairs(redis.call('ZRANGE', queue, 0, held + free - 1)) do
+      if w == id then
+        break
+      end
+      ahead = ahead + (tonumber(string.match(w, '^(%d+):')) or 1)
+    end
+    if held + free - ahead < n then
+      return {0, table.concat(st)}
+    end
+  end
   local got = 0
   for _, kind in ipairs({'m', 'f'}) do
     for k = 0, size - 1 do
@@ -82,6 +131,12 @@ if not ok then
   return {0, table.concat(st)}
 end
 redis.call('SET', record, table.concat(slots, ','), 'PX', ttl)
+if id ~= '' and redis.call('ZREM', queue, id) == 1 then
+  redis.call('ZREM', deadlines, id)
+  if redis.call('ZCARD', queue) == 0 then
+    redis.call('DEL', queue, deadlines)
+  end
+end
 if redis.call('PTTL', sem) < tonumber(ttl) then
   redis.call('SET', sem, limit, 'PX', ttl)
 end
