@@ -368,9 +368,12 @@
 // live waiters queued ahead of it, are at least n; a request not queued
 // (one that does not wait, or a waiting call's first try) has every
 // waiter ahead of it. A token that holds its n slots there already (a
-// TOKEN retry of a grant) is granted as before. A grant takes the waiter
-// out of the queue on that master; a call that returns, granted or not,
-// leaves it on every master after its last try there.
+// TOKEN retry of a grant) is granted as before. The rule is checked where
+// a try searches for slots (its first round); the second round of the
+// same try (exact slots, asked only once a quorum admitted the try) and
+// the fix-up of stragglers after a grant do not consult it. A grant takes
+// the waiter out of the queue on that master; a call that returns,
+// granted or not, leaves it on every master after its last try there.
 //
 // What that gives:
 //
@@ -397,8 +400,8 @@
 // that reach the masters in different orders could each be ahead on some
 // masters and none on a quorum, and all be refused until they give up.
 //
-// Cost and expiry. A semaphore no one waits on pays two reads of absent
-// keys per try. A waiting call pays two rounds once, at its first
+// Cost and expiry. A semaphore no one waits on pays a clock read and two
+// reads of absent keys per try. A waiting call pays two rounds once, at its first
 // refusal (ticket and write-back), and one dequeue when it returns. An
 // entry's deadline is two tries' spacing after its last try (as a
 // read-write lock's writer mark): a waiter whose proxy died holds permits
