@@ -40,6 +40,12 @@ const (
 	// Latch is a count-down latch (RLATCH): it is never acquired or
 	// released, only driven with Engine.Latch and described with Info.
 	Latch Primitive = "latch"
+	// Election is a leader election (RELECT): a lock on the election
+	// (Resources holds its one name) whose fence is the leader's term,
+	// advertising the leader's Value. Info reads the leader as a quorum
+	// agrees (Holder, Fence: the term, Value, TTL); Proclaim changes the
+	// value and WatchElection follows the changes.
+	Election Primitive = "election"
 )
 
 // Request asks for a lease.
@@ -61,6 +67,9 @@ type Request struct {
 	Limit int
 	// Count is how many permits a semaphore request takes, 1..Limit.
 	Count int
+	// Value is what an Election's leader advertises, at most
+	// MaxElectValue bytes.
+	Value string
 }
 
 // resource is the one resource of a single-resource request ("" if it
@@ -85,7 +94,7 @@ type Lease struct {
 	// Token proves ownership; Release and Extend need it.
 	Token string
 	// Fences holds one fencing token per resource, parallel to Resources
-	// (Lock, Fair and SetNX grants).
+	// (Lock, Fair and SetNX grants; an Election's term).
 	Fences []uint64
 	// Count is the number of permits of a Semaphore grant.
 	Count int
@@ -215,6 +224,17 @@ func primitives() map[Primitive]primitive {
 			scripts: []*scripts.Script{scripts.SemAcquire, scripts.SemRelease, scripts.SemExtend, scripts.SemCount, scripts.FairEnqueue, scripts.FairTicket, scripts.FairDequeue},
 			doc:     "Semaphores",
 		},
+		Election: {
+			acquire: (*Engine).electAcquire,
+			release: (*Engine).electRelease,
+			extend:  (*Engine).electExtend,
+			abandon: (*Engine).electAbandon,
+			info:    (*Engine).electLeader,
+			single:  true,
+			ops:     [4]string{"campaign", "resign", "elect_extend", "leader"},
+			scripts: []*scripts.Script{scripts.ElectCampaign, scripts.LockFence, scripts.ElectProclaim, scripts.ElectExtend, scripts.ElectResign, scripts.ElectLeader, scripts.BusPublish},
+			doc:     "Leader election",
+		},
 		Latch: {
 			info: func(e *Engine, ctx context.Context, name string) (*Info, error) {
 				n, err := e.latchLeft(ctx, name)
@@ -235,7 +255,7 @@ func primitives() map[Primitive]primitive {
 // must name each of them (the command table, COMMAND DOCS, the
 // every-subset test; see "How to add a primitive" in the package doc).
 func Primitives() []Primitive {
-	return []Primitive{Lock, Fair, Read, Semaphore, SetNX, Latch}
+	return []Primitive{Lock, Fair, Read, Semaphore, SetNX, Latch, Election}
 }
 
 // prim finds p's entry, "" meaning Lock, and checks that it has verb.
@@ -410,7 +430,7 @@ func Operations() []string {
 			add(op)
 		}
 	}
-	for _, op := range []string{"latch_create", "latch_down", "latch_wait", "delete"} {
+	for _, op := range []string{"latch_create", "latch_down", "latch_wait", "delete", "proclaim"} {
 		add(op)
 	}
 	return out

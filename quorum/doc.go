@@ -583,6 +583,92 @@
 // latch; arrivals still count on the others, and a latch created again
 // after a restart starts empty on that master only.
 //
+// # Leader election
+//
+// An election (Primitive Election, RELECT) is a lock on one resource, the
+// election, whose keys live under the meta prefix: elect:<name> holds the
+// leader's token, elect-fence:<name> its fence, and elect-value:<name> the
+// advertisement, a hash (token, value) that lives as long as the lock key.
+// A campaign is the lock's attempt with elect_campaign, which is
+// lock_acquire plus the advertisement in the same script; resignation,
+// rollback and abandon are elect_resign (lock_release's delete, fence
+// folded into fence-lag, plus the token's advertisement); extension is
+// lock_extend plus the advertisement. Nothing else is new on the masters:
+// the term is the lock's fence, written back by lock_fence as for any
+// lock.
+//
+// Never two leaders with overlapping validity. A leadership is a lock
+// grant, and "What a grant means" applies unchanged: a campaign is
+// granted only when a quorum of masters set the lock key to its token
+// within one attempt, and it is valid until its validity ends, measured
+// from the attempt's start with the drift margin. Two leaderships whose
+// validities overlapped would each have had the key on a quorum at a
+// common instant; two quorums share a master, whose key holds one token.
+// A minority failed or slow cannot give a second campaign a quorum; a
+// master restarted empty is quarantined (Restarted masters) until every
+// grant it may have voted for has expired, so its empty key never counts
+// for a second leader. The AUTOEXTEND keeper extends a leadership as a
+// lock's lease, and reports it lost when an extension cannot reach a
+// quorum before the validity ends: from then on the leader is told, and
+// another may be elected.
+//
+// Terms strictly increase. The term is the lock's fence on the election's
+// resource, so Fencing's argument applies as it stands: every grant of the
+// election gets a fence above every fence a quorum held for an earlier
+// grant, whichever proxy granted it and across restarts (a restarted
+// master's sequence is raised from a quorum of the others before it votes
+// again). There is no TOKEN for a campaign, so each leadership is a new
+// grant with a new term. Terms are not consecutive: they come from the
+// masters' fence sequences, shared with every lock.
+//
+// Proclaim changes the advertisement only where the lock key holds the
+// token (elect_proclaim, one script), and succeeds on a quorum of such
+// masters (strictRule), so a leader that lost the election cannot
+// advertise: the masters of a newer leader's quorum refuse it. The term
+// does not change.
+//
+// Reading the leader (Info, RELECT LEADER) counts the answers as they come
+// and decides at the first (token, value) shared by a quorum of them, or a
+// quorum of "free": two quorums share a master, so at most one view can
+// reach a quorum among the answers of one read; a minority slow or down
+// does not delay it. A master whose key is held but whose advertisement is
+// another token's or missing agrees with no view. The term reported is
+// the highest fence of that quorum, which is the leader's term: the
+// fence's write-back quorum shares a master with it, and a fence key only
+// rises while its grant lives. Once a proclamation was decided, a quorum
+// holds the new value, so no read that starts after it can see a quorum
+// of the old one; a read while one is half applied may find no view with
+// a quorum and answers no quorum.
+//
+// Observers never see a term go back. Changes are announced on the
+// election's change channel on every master: a resignation by
+// elect_resign itself (the same message wakes waiting campaigners), a
+// won campaign and a proclamation by the deciding proxy once decided
+// ("0:<id>", which wakes no campaigner). An observer (WatchElection)
+// subscribes on every master before its first read, then reads the
+// election as above at every announcement from any master, when the
+// leader's ttl runs out (a lapse is never announced), and at least every
+// second (an announcement lost with a connection); so a change decided
+// through any proxy is read within one round after its announcement
+// arrives. Reads are not monotonic by themselves: two reads near a
+// lapse, or on different quorums, may disagree. The proxy therefore keeps,
+// per connection and election, the last term it pushed and whether that
+// term was reported ended, and pushes a leader only with a higher term
+// (or the same term, not ended, with another value), and "none" only for
+// the last term pushed, once. Since terms of successive leaders increase,
+// the pushes one connection sees are in term order; a leadership that
+// began and ended between two reads is missed, never reordered.
+//
+// What a minority cannot do: a minority of masters failed or slow delays
+// no campaign, resignation, read or proclamation beyond master_timeout and
+// misses no announcement (each master announces to each subscribed
+// proxy; one is enough). A master restarted empty has no leader and no
+// advertisement; until its quarantine ends its answers do not count.
+// Not guaranteed: an extension re-takes nothing yet where the key is gone
+// (see "Extensions re-enrol masters" for locks); a master whose key
+// expired and which voted in no later grant then simply agrees with no
+// view until the leadership ends.
+//
 // # Drop-in locks
 //
 // Drop-in mode's SET NX lock (SetNX) is a lock (see "What a grant means")

@@ -26,8 +26,10 @@ type Info struct {
 	// remaining ttl among the masters that hold it.
 	TTL time.Duration
 	// Fence is the highest fence the holding masters record for the
-	// resource (0 when unknown, e.g. readers).
+	// resource (0 when unknown, e.g. readers); an election's term.
 	Fence uint64
+	// Value is an election's advertised value.
+	Value string
 }
 
 // Mine reports whether token holds the resource: as its writer, or as one

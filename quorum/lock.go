@@ -38,6 +38,9 @@ type lockSet struct {
 	mark string
 	// fair is set for a fair lock: its tries queue in the resource's queue.
 	fair *fairQueue
+	// advert is set for an election: its advertisement key, which a
+	// campaign sets to (token, value) with the lock (see elect.go).
+	advert, value string
 }
 
 func (ls *lockSet) locksAndFences() []string { return ls.keys[:2*ls.n] }
@@ -218,6 +221,10 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		acq = &op{name: "lock", script: scripts.LockAcquireNX, keys: ls.nxKeys(e),
 			args: []string{token, ms(ttl), proposal, lag, owner}}
 		fq = nil
+	case ls.advert != "":
+		acq.script = scripts.ElectCampaign
+		acq.keys = append(ls.acquireKeys[:len(ls.acquireKeys):len(ls.acquireKeys)], ls.advert)
+		acq.args = append(acq.args, ls.value)
 	case fq != nil:
 		acq.script, acq.keys = scripts.LockAcquireFair, fq.acquireKeys
 		acq.args = append(acq.args, ls.markTTL(e), ls.mark, ms(fq.stale), strconv.FormatUint(fq.ticket, 10), fq.id)
@@ -252,6 +259,9 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		rel := &op{name: "lock", script: scripts.LockRelease, keys: ls.releaseKeys(), args: []string{token}}
 		if exclusive {
 			rel = ls.unacquireNX(e, token, owner)
+		}
+		if ls.advert != "" {
+			rel = ls.resign(token, false)
 		}
 		e.undo(ctx, r, rel, mayHold, fixed, tainted)
 	}
@@ -417,7 +427,6 @@ func (e *Engine) lockRelease(ctx context.Context, resources []string, token stri
 // with its keys, so that deleteHeld can tell the grant from a later one
 // with the same value however long it is extended.
 func (e *Engine) extend(ctx context.Context, resources []string, token string, ttl time.Duration, owned bool) (validity time.Duration, err error) {
-	t0 := time.Now()
 	ls, err := e.lockSet(resources)
 	if err != nil {
 		return 0, err
@@ -425,13 +434,24 @@ func (e *Engine) extend(ctx context.Context, resources []string, token string, t
 	if ttl <= 0 || token == "" {
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
-	e.awaitAcquires(token)
 	keys := append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey())
 	script := scripts.LockExtend
 	if owned {
 		script = scripts.LockExtendOwned
 		keys = append(keys, ls.ownerKeys(e)...)
 	}
+	return e.extendWith(ctx, ls, token, ttl, script, keys)
+}
+
+// extendWith runs an extension of the lock set ls with token: script (a
+// lock_extend variant, answering how many lock keys it extended) on keys,
+// counted by the extension's rule.
+func (e *Engine) extendWith(ctx context.Context, ls *lockSet, token string, ttl time.Duration, script *scripts.Script, keys []string) (validity time.Duration, err error) {
+	t0 := time.Now()
+	if ttl <= 0 || token == "" {
+		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
+	}
+	e.awaitAcquires(token)
 	r := e.send(ctx, &op{name: "extend", script: script, keys: keys,
 		args: []string{token, ms(ttl), ms(e.opts.FenceLag)}, keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, -1)

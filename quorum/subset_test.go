@@ -286,6 +286,59 @@ func subsetRows() []subsetRow {
 		semSubsetRow(2, 2, []int{3}),
 		latchCreateRow(),
 		latchDownRow(),
+		electSubsetRow(),
+	}
+}
+
+// electSubsetRow: a campaign for election "e" advertising "v"; "taken":
+// another leader holds the election's lock key there (with its own
+// advertisement). A grant holds the key and the advertisement (token,
+// "v") on a quorum, with the first term 1, and Info reads it back as
+// the leader; a refused campaign leaves the other leader's keys as they
+// were.
+func electSubsetRow() subsetRow {
+	keys := func(c *cluster) (lock, advert string) {
+		ls, _ := c.eng.electSet("e")
+		return ls.keys[0], ls.advert
+	}
+	return subsetRow{
+		name: "election", primitive: Election, sizes: []int{3}, modes: []tokenMode{fresh, fixed},
+		take: func(c *cluster, i int, other string) {
+			lock, advert := keys(c)
+			f := c.nodes[i]
+			f.set(lock, other, time.Minute)
+			f.m.HSet(advert, "token", other, "value", "theirs")
+			f.m.SetTTL(advert, time.Minute)
+		},
+		acquire: func(ctx context.Context, c *cluster, mode tokenMode) subsetResult {
+			lease, err := c.eng.Acquire(ctx, Request{Primitive: Election, Resources: []string{"e"}, TTL: 10 * time.Second, Token: mode.token(), Value: "v"})
+			res := subsetResult{granted: lease != nil, err: err, lease: lease}
+			if lease == nil {
+				return res
+			}
+			lock, advert := keys(c)
+			res.holders = func() int {
+				n := 0
+				for _, f := range c.nodes {
+					v, _ := f.value(lock)
+					if v == lease.Token && f.m.HGet(advert, "token") == lease.Token && f.m.HGet(advert, "value") == "v" {
+						n++
+					}
+				}
+				return n
+			}
+			res.check = func() error {
+				if !slices.Equal(lease.Resources, []string{"e"}) || !slices.Equal(lease.Fences, []uint64{1}) || lease.Primitive != Election {
+					return fmt.Errorf("election lease %+v", lease)
+				}
+				info, err := c.eng.Info(ctx, Election, "e")
+				if err != nil || !info.Held || info.Holder != lease.Token || info.Value != "v" || info.Fence != 1 || info.TTL <= 0 {
+					return fmt.Errorf("leader = %v, %v", info, err)
+				}
+				return nil
+			}
+			return res
+		},
 	}
 }
 

@@ -44,6 +44,11 @@ func (w *Wakeups) Notify(channel, message string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	set := w.waiters[channel]
+	for wt := range set {
+		if wt.all {
+			wt.wake()
+		}
+	}
 	k, id, counted := strings.Cut(message, ":")
 	if k == "h" && counted {
 		for wt := range set {
@@ -103,6 +108,7 @@ type watch struct {
 	nodes    []Node
 	seq      uint64
 	fair     string // a fair waiter's token; "" for others
+	all      bool   // woken by every message (an election's observer)
 	// A fair waiter tries once need masters announced its hand-off (a
 	// quorum: the release is through), or handOffGrace after the first
 	// announcement; heard counts them. Both under w.mu.
@@ -121,17 +127,28 @@ func (wt *watch) wake() bool {
 }
 
 func (w *Wakeups) watch(channels []string, nodes []Node, fair string, need int) *watch {
-	wt := &watch{w: w, channels: channels, nodes: nodes, fair: fair, need: need, c: make(chan struct{}, 1)}
+	return w.add(&watch{w: w, channels: channels, nodes: nodes, fair: fair, need: need, c: make(chan struct{}, 1)})
+}
+
+// watchAll is a watch woken by every message on channels (an election's
+// observers: announcements and resignations alike).
+func (w *Wakeups) watchAll(channels []string, nodes []Node) *watch {
+	return w.add(&watch{w: w, channels: channels, nodes: nodes, all: true, c: make(chan struct{}, 1)})
+}
+
+// add registers wt on its channels, subscribing the nodes to a channel
+// its first watch needs.
+func (w *Wakeups) add(wt *watch) *watch {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seq++
 	wt.seq = w.seq
-	for _, ch := range channels {
+	for _, ch := range wt.channels {
 		set := w.waiters[ch]
 		if set == nil {
 			set = make(map[*watch]struct{})
 			w.waiters[ch] = set
-			for _, nd := range nodes {
+			for _, nd := range wt.nodes {
 				nd.Subscribe(ch)
 			}
 		}

@@ -7,6 +7,26 @@ var (
 	// BusPublish publishes a pub/sub message for the other proxies.
 	BusPublish = define("bus_publish", nil, []Field{One("channel"), One("message")})
 
+	// ElectCampaign is an election's campaign: a lock acquire that also
+	// advertises the leader's value.
+	ElectCampaign = define("elect_campaign",
+		append(lockKeys[:len(lockKeys):len(lockKeys)], One("advert")),
+		append(lockArgs[:len(lockArgs):len(lockArgs)], One("value")))
+	// ElectExtend extends a leadership and its advertisement.
+	ElectExtend = define("elect_extend",
+		[]Field{Each("lock"), Each("fence"), One("lease"), One("advert")},
+		[]Field{One("token"), One("ttl"), One("lagms")})
+	// ElectLeader reads an election's leader, term and value on a master.
+	ElectLeader = define("elect_leader", []Field{One("lock"), One("fence"), One("advert")}, nil)
+	// ElectProclaim changes the leader's advertised value.
+	ElectProclaim = define("elect_proclaim",
+		[]Field{One("lock"), One("advert")},
+		[]Field{One("token"), One("value")})
+	// ElectResign releases a leadership (and rolls back a campaign).
+	ElectResign = define("elect_resign",
+		[]Field{Each("lock"), Each("fence"), One("lag"), One("advert")},
+		[]Field{One("token"), EachOpt("channel")})
+
 	// FairDequeue takes a waiter out of a fair lock's queue.
 	FairDequeue = define("fair_dequeue",
 		[]Field{One("queue"), One("deadlines")},
@@ -130,7 +150,8 @@ var (
 // All returns every script's descriptor, in a fixed order.
 func All() []*Script {
 	return []*Script{
-		BusPublish, FairDequeue, FairEnqueue, FairTicket, FenceFloor, FenceHighwater, LeaseLeft,
+		BusPublish, ElectCampaign, ElectExtend, ElectLeader, ElectProclaim, ElectResign,
+		FairDequeue, FairEnqueue, FairTicket, FenceFloor, FenceHighwater, LeaseLeft,
 		LatchCreate, LatchDown, LatchCount,
 		LockAcquire, LockAcquireWait, LockAcquireFair, LockAcquireNX, LockUnacquireNX, LockFence,
 		LockRelease, LockExtend, LockExtendOwned, LockDelete, LockDeleteExact, LockInfo, LockOwner,

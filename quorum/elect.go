@@ -1,0 +1,271 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
+)
+
+// MaxElectValue is the longest value a leader may advertise, in bytes.
+const MaxElectValue = 4096
+
+// electSet names an election's keys: a lock set of one resource whose lock
+// and fence keys live under the meta prefix (an election never meets a
+// lock of the same name), its advertisement, and its change channel,
+// where resignations, won campaigns and proclamations are announced (see
+// "Leader election" in the package doc).
+func (e *Engine) electSet(name string) (*lockSet, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty election name", ErrBadRequest)
+	}
+	m := e.opts.MetaPrefix
+	ls := &lockSet{given: []string{name}, pos: []int{0}, n: 1,
+		keys:     []string{m + "elect:" + name, m + "elect-fence:" + name, "", ""},
+		channels: []string{m + "elect-changed:" + name},
+		advert:   m + "elect-value:" + name,
+	}
+	ls.keys[2], ls.keys[3] = e.fenceKeys()
+	ls.acquireKeys = append(append(make([]string, 0, 5), ls.keys...), e.leaseKey())
+	return ls, nil
+}
+
+// resign is elect_resign for token; announce says whether the release is
+// announced on the change channel (a resignation, not a rollback).
+func (ls *lockSet) resign(token string, announce bool) *op {
+	args := []string{token}
+	if announce {
+		args = append(args, ls.channels...)
+	}
+	return &op{name: "resign", script: scripts.ElectResign, keys: append(ls.releaseKeys(), ls.advert), args: args}
+}
+
+// electAcquire is a campaign: the election's lock, advertising req.Value,
+// through the one acquire loop (woken by resignations on any proxy). A
+// won campaign is announced, so that observers on every proxy read the
+// new leader at once.
+func (e *Engine) electAcquire(ctx context.Context, req Request) (*Lease, error) {
+	ls, err := e.electSet(req.resource())
+	if err != nil {
+		return nil, err
+	}
+	if req.TTL <= 0 {
+		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
+	}
+	if len(req.Value) > MaxElectValue {
+		return nil, fmt.Errorf("%w: value longer than %d bytes", ErrBadRequest, MaxElectValue)
+	}
+	ls.value = req.Value
+	lease, err := e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+		return e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
+	})
+	if lease != nil {
+		e.announce(ctx, ls)
+	}
+	return lease, err
+}
+
+// announce tells every master's subscribers of the election's change
+// channel that it changed; nobody waits for the answers. The message "0:"
+// wakes no campaigner (Wakeups.Notify), only observers.
+func (e *Engine) announce(ctx context.Context, ls *lockSet) {
+	e.send(ctx, &op{name: "announce", script: scripts.BusPublish, args: []string{ls.channels[0], "0:" + NewToken()}}, nil)
+}
+
+// electRelease resigns: the lock's release rule (1 held on a quorum up to
+// the release, 0 not held on N - quorum + 1, else no quorum, asked again
+// as releases are), announced to campaigners and observers.
+func (e *Engine) electRelease(ctx context.Context, l *Lease) (bool, error) {
+	t0 := time.Now()
+	ls, err := e.electSet(l.resource())
+	if err != nil {
+		return false, err
+	}
+	if l.Token == "" {
+		return false, fmt.Errorf("%w: empty token", ErrBadRequest)
+	}
+	e.awaitAcquires(l.Token)
+	o := ls.resign(l.Token, true)
+	o.timeout, o.keepLate = e.releaseTimeout(), true
+	r := e.send(ctx, o, nil)
+	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, e.straggleGrace())
+	if t.verdict == noQuorum && e.retryReleases() {
+		return e.confirm(ctx, r, lockGroup(1), true, "resign", t0.Add(e.opts.ReleaseRetry))
+	}
+	return t.verdict == decidedYes, t.err(e, "resign")
+}
+
+// electExtend extends a leadership and its advertisement where the token
+// holds the lock key (the lock's extension rule).
+func (e *Engine) electExtend(ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
+	ls, err := e.electSet(l.resource())
+	if err != nil {
+		return 0, err
+	}
+	keys := []string{ls.keys[0], ls.keys[1], e.leaseKey(), ls.advert}
+	return e.extendWith(ctx, ls, l.Token, ttl, scripts.ElectExtend, keys)
+}
+
+// electAbandon gives back a leadership nobody saw, unannounced.
+func (e *Engine) electAbandon(ctx context.Context, l *Lease) {
+	ls, err := e.electSet(l.resource())
+	if err != nil {
+		return
+	}
+	e.awaitAcquires(l.Token)
+	u := ls.resign(l.Token, false)
+	u.timeout = e.releaseTimeout()
+	e.send(ctx, u, nil)
+}
+
+// electLeader reads the election as a quorum agrees: the first leader
+// (token, term, value) that a quorum of answers share, or "nobody leads"
+// when a quorum say the lock key is free; it decides as soon as one does,
+// so that a slow master does not hold it up. Neither within the round is
+// a *QuorumError. Info.Holder is the leader's token, Fence its term,
+// Value its value and TTL the shortest remaining ttl of that quorum.
+func (e *Engine) electLeader(ctx context.Context, name string) (*Info, error) {
+	ls, err := e.electSet(name)
+	if err != nil {
+		return nil, err
+	}
+	r := e.send(ctx, &op{name: "leader", script: scripts.ElectLeader, keys: []string{ls.keys[0], ls.keys[1], ls.advert}}, nil)
+	type view struct {
+		n     int
+		ttl   time.Duration
+		fence uint64
+	}
+	views := map[[2]string]*view{}
+	var agreed *[2]string
+	yes := func(_ int, v any) bool {
+		arr, ok := v.([]any)
+		if !ok || len(arr) != 4 {
+			return false
+		}
+		holder, held := arr[0].(string)
+		value, _ := arr[3].(string)
+		if !held {
+			value = ""
+		} else if _, ok := arr[3].(string); !ok {
+			// Held, but the advertisement is missing or another
+			// token's: this master's view is no leader's whole.
+			value = "\x00"
+		}
+		k := [2]string{holder, value}
+		vw := views[k]
+		if vw == nil {
+			vw = &view{ttl: -1}
+			views[k] = vw
+		}
+		vw.n++
+		if held {
+			pttl, _ := arr[1].(int64)
+			d := time.Duration(pttl) * time.Millisecond
+			if vw.ttl < 0 || d < vw.ttl {
+				vw.ttl = d
+			}
+			if f, ok := arr[2].(int64); ok {
+				vw.fence = max(vw.fence, uint64(f))
+			}
+		}
+		if vw.n >= e.quorum && agreed == nil && (!held || value != "\x00") {
+			agreed = &k
+		}
+		return true
+	}
+	rule := func(_, _ int, _ *tally, final bool) verdict {
+		switch {
+		case agreed != nil:
+			return decidedYes
+		case final:
+			return noQuorum
+		}
+		return undecided
+	}
+	t := r.count(rule, yes, -1)
+	if t.verdict != decidedYes {
+		if t.answered() >= e.quorum {
+			return nil, &QuorumError{Op: "leader", Got: 0, Need: e.quorum, Total: len(e.nodes), Errs: append(t.errs, fmt.Errorf("%d masters answered, no quorum of them agree", t.answered()))}
+		}
+		return nil, t.err(e, "leader")
+	}
+	k := *agreed
+	if k[0] == "" && views[k].ttl < 0 {
+		return &Info{TTL: -1}, nil
+	}
+	vw := views[k]
+	return &Info{Held: true, Holder: k[0], Value: k[1], Fence: vw.fence, TTL: vw.ttl}, nil
+}
+
+// Proclaim sets the value that the leader holding token advertises for
+// election: true when the token holds the election on a quorum and the
+// value is set there, false when at least N - quorum + 1 masters say it
+// does not lead, a *QuorumError when the answers decide neither. A
+// proclamation is announced to the observers on every proxy.
+func (e *Engine) Proclaim(ctx context.Context, election, token, value string) (ok bool, err error) {
+	defer e.observe("proclaim", time.Now(), func() bool { return ok }, &err)
+	ls, err := e.electSet(election)
+	if err != nil {
+		return false, err
+	}
+	if token == "" {
+		return false, fmt.Errorf("%w: empty token", ErrBadRequest)
+	}
+	if len(value) > MaxElectValue {
+		return false, fmt.Errorf("%w: value longer than %d bytes", ErrBadRequest, MaxElectValue)
+	}
+	e.awaitAcquires(token)
+	r := e.send(ctx, &op{name: "proclaim", script: scripts.ElectProclaim, keys: []string{ls.keys[0], ls.advert}, args: []string{token, value}}, nil)
+	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
+	if t.verdict == decidedYes {
+		e.announce(ctx, ls)
+	}
+	return t.verdict == decidedYes, t.err(e, "proclaim")
+}
+
+// WatchElection reads election as a quorum agrees (as Info does) and
+// calls f with it (Held false: nobody leads), at once and again whenever
+// a change is announced through any proxy (a campaign won, a
+// proclamation, a resignation), when the leader's ttl runs out, and at
+// least every second; it returns when f returns true, or with ctx's
+// error. A read without a quorum is retried after the retry delay, and f
+// is not called for it. f runs on the watching goroutine.
+func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Info) bool) error {
+	ls, err := e.electSet(election)
+	if err != nil {
+		return err
+	}
+	wt := e.wake.watchAll(ls.channels, e.nodes)
+	defer wt.close()
+	wt.ready(ctx, e.opts.MasterTimeout)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		info, err := e.Info(ctx, Election, election)
+		next := e.retryDelay()
+		if err == nil {
+			if f(info) {
+				return nil
+			}
+			next = time.Second
+			if info.Held {
+				next = min(next, info.TTL+time.Millisecond)
+			}
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		timer.Reset(next)
+		select {
+		case <-wt.c:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
