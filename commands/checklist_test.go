@@ -23,6 +23,7 @@ func TestEveryPrimitiveHasCommands(t *testing.T) {
 		quorum.Semaphore: {"RSEMACQUIRE", "s", "2", "1000"},
 		quorum.SetNX:     {"SET", "k", "v", "NX", "PX", "1000"},
 		quorum.Latch:     {"RLATCHCOUNT", "l"},
+		quorum.Election:  {"RELECT", "CAMPAIGN", "e", "1000", "v"},
 	}
 	for _, p := range quorum.Primitives() {
 		t.Run(string(p), func(t *testing.T) {

@@ -21,6 +21,8 @@ type Engine interface {
 	Delete(ctx context.Context, resources []string) (int, error)
 	Status() quorum.Status
 	EndQuarantine(ctx context.Context, master, by string) (quorum.NodeStatus, error)
+	Proclaim(ctx context.Context, election, token, value string) (bool, error)
+	WatchElection(ctx context.Context, election string, f func(*quorum.Info, error) bool) error
 }
 
 var _ Engine = (*quorum.Engine)(nil)

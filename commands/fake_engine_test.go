@@ -119,6 +119,9 @@ func req(r quorum.Request) string {
 	if r.Limit != 0 || r.Count != 0 {
 		s += fmt.Sprintf(" limit=%d count=%d", r.Limit, r.Count)
 	}
+	if r.Value != "" {
+		s += fmt.Sprintf(" value=%q", r.Value)
+	}
 	return s
 }
 
@@ -175,6 +178,40 @@ func (f *fakeEngine) EndQuarantine(ctx context.Context, master, by string) (quor
 	a := f.call(ctx, "EndQuarantine", master, by)
 	st, _ := a.v.(quorum.NodeStatus)
 	return st, a.err
+}
+
+func (f *fakeEngine) Proclaim(ctx context.Context, election, token, value string) (bool, error) {
+	a := f.call(ctx, "Proclaim", election, token, value)
+	ok, _ := a.v.(bool)
+	return ok, a.err
+}
+
+// WatchElection records the call, then hands fn every scripted answer of
+// "WatchElection" in order (an *quorum.Info or an error; each after its
+// delay), as the reads of one watch: it returns nil as soon as fn returns
+// true, else, once they are all read, when ctx ends.
+func (f *fakeEngine) WatchElection(ctx context.Context, election string, fn func(*quorum.Info, error) bool) error {
+	f.mu.Lock()
+	as := f.answers["WatchElection"]
+	f.calls = append(f.calls, "WatchElection "+election)
+	f.mu.Unlock()
+	select {
+	case f.called <- "WatchElection":
+	default:
+	}
+	for _, a := range as {
+		select {
+		case <-time.After(a.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		info, _ := a.v.(*quorum.Info)
+		if fn(info, a.err) {
+			return nil
+		}
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 var _ Engine = (*fakeEngine)(nil)

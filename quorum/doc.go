@@ -77,7 +77,16 @@
 //     Options.MetaPrefix for anything that is not a lock key), builds
 //     the ops from the descriptors, and writes each operation as: send,
 //     count with a rule and a yes predicate, undo on failure. Its
-//     acquisition is an attempt run by acquireLoop.
+//     acquisition is an attempt run by acquireLoop. A primitive that is
+//     a lock with more (an election) builds its own lockSet (keys,
+//     channels) and reuses attempt, its fence write-back and rollback,
+//     rather than a new acquire loop. Wake-ups other than releases (an
+//     election's changes) go on the primitive's channel with a message
+//     that wakes no waiter ("0:<id>", see Wakeups.Notify) and are read
+//     by a watch that wakes on everything (watchAll). TestEverySubset
+//     compares the masters' keys through fakeNode.dump, which must know
+//     every Redis type the primitive writes (hashes were added for the
+//     election's advertisement).
 //  3. * The table: a Primitive constant and its entry in primitives and
 //     Primitives (api.go): verbs, operation names (the metrics' series
 //     follow), scripts, doc section.
@@ -92,7 +101,14 @@
 //     with their COMMAND DOCS, and an example row in
 //     TestEveryPrimitiveHasCommands; a new error type gets its RESP code
 //     in commands/errors.go; table tests of its replies with the fake
-//     engine (commands/handlers_test.go).
+//     engine (commands/handlers_test.go). A verb of its own (an
+//     election's Proclaim and WatchElection) goes on commands.Engine and
+//     on the fake engine (commands/fake_engine_test.go), whose req()
+//     must also record any new Request field; its operation name, if it
+//     reports one, goes in Operations' extra list (the metrics). A
+//     command with subcommands (RELECT) is one entry of the table:
+//     COMMAND DOCS and the arity check see only its top level, so its
+//     table tests must cover each subcommand's arity.
 //  7. The contract and the docs: its section in docs/PROTOCOL.md, the
 //     README's command list, the CHANGELOG; an integration test against
 //     real masters in tests/.

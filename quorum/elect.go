@@ -186,7 +186,13 @@ func (e *Engine) electLeader(ctx context.Context, name string) (*Info, error) {
 	t := r.count(rule, yes, -1)
 	if t.verdict != decidedYes {
 		if t.answered() >= e.quorum {
-			return nil, &QuorumError{Op: "leader", Got: 0, Need: e.quorum, Total: len(e.nodes), Errs: append(t.errs, fmt.Errorf("%d masters answered, no quorum of them agree", t.answered()))}
+			// Enough answers, no quorum of them agree: Got is the
+			// largest group that does.
+			most := 0
+			for _, vw := range views {
+				most = max(most, vw.n)
+			}
+			return nil, &QuorumError{Op: "leader", Got: most, Need: e.quorum, Total: len(e.nodes), Errs: append(t.errs, fmt.Errorf("%d masters answered, at most %d of them agree", t.answered(), most))}
 		}
 		return nil, t.err(e, "leader")
 	}
@@ -229,9 +235,9 @@ func (e *Engine) Proclaim(ctx context.Context, election, token, value string) (o
 // a change is announced through any proxy (a campaign won, a
 // proclamation, a resignation), when the leader's ttl runs out, and at
 // least every second; it returns when f returns true, or with ctx's
-// error. A read without a quorum is retried after the retry delay, and f
-// is not called for it. f runs on the watching goroutine.
-func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Info) bool) error {
+// error. A read without a quorum is given to f as its error (info nil)
+// and retried after the retry delay. f runs on the watching goroutine.
+func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Info, error) bool) error {
 	ls, err := e.electSet(election)
 	if err != nil {
 		return err
@@ -244,11 +250,11 @@ func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Inf
 	<-timer.C
 	for {
 		info, err := e.Info(ctx, Election, election)
+		if ctx.Err() == nil && f(info, err) {
+			return nil
+		}
 		next := e.retryDelay()
 		if err == nil {
-			if f(info) {
-				return nil
-			}
 			next = time.Second
 			if info.Held {
 				next = min(next, info.TTL+time.Millisecond)

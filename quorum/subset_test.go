@@ -516,7 +516,8 @@ func (c *cluster) readers(r, token string) int {
 }
 
 // dump is every live key of the master with its value (members and
-// scores for sorted sets, members for sets), for comparing states.
+// scores for sorted sets, members for sets, fields for hashes), for
+// comparing states.
 func (f *fakeNode) dump() map[string]string {
 	out := map[string]string{}
 	for _, k := range f.m.Keys() {
@@ -534,6 +535,14 @@ func (f *fakeNode) dump() map[string]string {
 		case "set":
 			ms, _ := f.m.Members(k)
 			out[k] = "set " + strings.Join(ms, " ")
+		case "hash":
+			fs, _ := f.m.HKeys(k)
+			slices.Sort(fs)
+			var ms []string
+			for _, fl := range fs {
+				ms = append(ms, fmt.Sprintf("%q=%q", fl, f.m.HGet(k, fl)))
+			}
+			out[k] = "hash " + strings.Join(ms, " ")
 		default:
 			out[k] = typ
 		}
