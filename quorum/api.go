@@ -166,7 +166,17 @@ func primitives() map[Primitive]primitive {
 		SetNX: {
 			acquire: (*Engine).lockAcquire,
 			release: func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
-				return e.deleteHeld(ctx, l.resource(), l.Token)
+				// Each resource on its own (deleteHeld's two rounds are
+				// per key): held only if every one was.
+				all := true
+				for _, r := range l.Resources {
+					held, err := e.deleteHeld(ctx, r, l.Token)
+					if err != nil {
+						return false, err
+					}
+					all = all && held
+				}
+				return all, nil
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
 				return e.extend(ctx, l.Resources, l.Token, ttl, true)

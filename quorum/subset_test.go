@@ -573,9 +573,7 @@ func (c *cluster) quiesce() {
 //   - after a grant, once every request landed (slow masters' included):
 //     the grant holds on at least a quorum, the lease has the expected
 //     shape (first fences 1), Extend answers the new validity, and
-//     Release answers held and leaves nothing of it on any master (a
-//     SetNX lease over several resources, which Release refuses, is
-//     given back with Abandon);
+//     Release answers held and leaves nothing of it on any master;
 //   - after a refusal or no quorum, once every request landed (late
 //     acquires to slow masters and their rollbacks included): every
 //     master holds exactly what it held before the attempt (the other
@@ -742,15 +740,6 @@ func checkSubset(t *testing.T, row subsetRow, states []masterState, mode tokenMo
 			t.Errorf("%s: extend = %v, %v; want a validity above the first ttl", name, v, err)
 		}
 		c.quiesce()
-		if l.Primitive == SetNX && len(l.Resources) > 1 {
-			// A SetNX release deletes the one key a quorum holds
-			// (drop-in locks one key; over a set it is a bad request):
-			// Abandon gives the grant back, and what it leaves is
-			// checked below.
-			what = "an abandoned grant"
-			c.eng.Abandon(ctx, l)
-			break
-		}
 		what = "a released grant"
 		if held, err := c.eng.Release(ctx, l); !held || err != nil {
 			t.Errorf("%s: release = %v, %v; want held", name, held, err)
