@@ -149,6 +149,7 @@ type faultSpan struct {
 type chaosCounts struct {
 	grants, waitRanOut, noQuorum, connErr  int
 	hangUps                                int // acquisitions whose client hung up mid-wait
+	orphans                                int // of which granted all the same (locks, not readers or permits)
 	released, releaseLost, releaseNoQuorum int
 }
 
@@ -321,9 +322,16 @@ func (r *chaosRun) work(ctx context.Context, w chaosWorker) {
 		c := w.clients[via]
 		actx, cancel := context.Background(), context.CancelFunc(func() {})
 		args := a.args
+		tok := ""
 		if w.hangUp {
 			args = slices.Clone(args)
 			args[slices.Index(args, any("WAIT"))+1] = 5000
+			if k := slices.Index(args, any("TOKEN")); k >= 0 {
+				tok = fmt.Sprint(args[k+1])
+			} else {
+				tok = fmt.Sprintf("%s-%d", w.name, i)
+				args = append(args, "TOKEN", tok)
+			}
 			actx, cancel = context.WithTimeout(actx, time.Duration(10+rand.IntN(190))*time.Millisecond)
 		}
 		sent := r.since()
@@ -337,6 +345,15 @@ func (r *chaosRun) work(ctx context.Context, w chaosWorker) {
 		if w.hangUp && actx.Err() != nil && err != nil && !isReply(err) {
 			// The client closed its connection in the middle of the wait.
 			r.count(a.row, func(n *chaosCounts) { n.hangUps++ })
+			if a.kind != "RRLOCK" && a.kind != "RSEMACQUIRE" {
+				// Was it granted all the same (its reply crossing the
+				// hang-up)? Then nobody holds the lock until its ttl.
+				time.Sleep(100 * time.Millisecond)
+				if r.cl.holders(a.resources[0], tok) >= 3 {
+					r.count(a.row, func(n *chaosCounts) { n.orphans++ })
+					r.t.Logf("%s hung up %v into %v, and its token holds %s on a quorum 100 ms later", w.name, got-sent, a.args[:2], a.resources[0])
+				}
+			}
 			continue
 		}
 		if err != nil {
@@ -573,8 +590,8 @@ func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
 func (r *chaosRun) logCounts(avail map[string]chaosAvail) {
 	for _, row := range chaosRows {
 		c := r.counts[row]
-		r.t.Logf("%-13s %s; %d grants, %d WAIT ran out, %d NOQUORUM, %d broken connections, %d hang-ups; releases: %d ok, %d lost (0), %d NOQUORUM",
-			row, avail[row], c.grants, c.waitRanOut, c.noQuorum, c.connErr, c.hangUps, c.released, c.releaseLost, c.releaseNoQuorum)
+		r.t.Logf("%-13s %s; %d grants, %d WAIT ran out, %d NOQUORUM, %d broken connections, %d hang-ups (%d granted all the same); releases: %d ok, %d lost (0), %d NOQUORUM",
+			row, avail[row], c.grants, c.waitRanOut, c.noQuorum, c.connErr, c.hangUps, c.orphans, c.released, c.releaseLost, c.releaseNoQuorum)
 	}
 	// How much the fair-order rule had to judge: fair grants asked for
 	// after another granted waiter was seen queued.
