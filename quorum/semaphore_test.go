@@ -412,3 +412,47 @@ func TestSemaphoreWaitersFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestSemaphoreQueueLapses: a queued waiter whose proxy died (nobody
+// renews its entry) holds its permits back only until its deadline on
+// each master: while it lives, a request that does not wait is refused
+// when the waiter's count leaves too few permits; once it passed, the
+// next try removes it, is granted, and leaves no queue behind.
+func TestSemaphoreQueueLapses(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	k, _ := c.eng.semKeys("lapse")
+	place := func(deadline time.Time) {
+		for _, f := range c.nodes {
+			f.m.ZAdd(k.queue, 1, "2:dead")
+			f.m.ZAdd(k.deadlines, float64(deadline.UnixMilli()), "2:dead")
+		}
+	}
+	req := semReqOn("lapse", 3, 2, time.Minute)
+	place(time.Now().Add(time.Minute))
+	if l, err := c.eng.semAcquire(ctx, req); l != nil || err != nil {
+		t.Fatalf("COUNT 2 of 3 granted past a live waiter for 2: %+v %v", l, err)
+	}
+	one, err := c.eng.semAcquire(ctx, semReqOn("lapse", 3, 1, time.Minute))
+	if err != nil || one == nil {
+		t.Fatalf("1 of 3 beside a waiter for 2: %+v %v", one, err)
+	}
+	place(time.Now().Add(-time.Millisecond))
+	two, err := c.eng.semAcquire(ctx, req)
+	if err != nil || two == nil {
+		t.Fatalf("COUNT 2 after the waiter's deadline: %+v %v", two, err)
+	}
+	for _, l := range []*Lease{one, two} {
+		if ok, err := c.eng.semRelease(ctx, "lapse", l.Token); !ok || err != nil {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+	}
+	c.settle()
+	for i, f := range c.nodes {
+		for _, key := range f.keys() {
+			if key != "redlock-proxy:lease-hwm" {
+				t.Errorf("master %d keeps %v", i, key)
+			}
+		}
+	}
+}
