@@ -185,7 +185,7 @@ func (e *Engine) latchWait(ctx context.Context, name string, wait time.Duration)
 	if err != nil {
 		return false, err
 	}
-	return retry(e, ctx, wait, []string{k.channel}, "", func() (bool, step, error) {
+	return retry(e, ctx, wait, []string{k.channel}, "", nil, func() (bool, step, error) {
 		left, err := e.latchCount(ctx, k)
 		switch {
 		case err == nil && left == 0:

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -140,6 +141,14 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 			args: []string{q.id, q.channel, mode}, timeout: e.releaseTimeout()}, nil, nil)
 	}()
 	w := waiting{channels: []string{k.channel},
+		// A release wakes this proxy's waiters in their order on the
+		// masters; one not queued (no ticket yet) comes last.
+		rank: func() uint64 {
+			if q.ticket == 0 {
+				return math.MaxUint64
+			}
+			return q.ticket
+		},
 		gaveBack: func() { gaveBack = true },
 		refused: func(err error) error {
 			if err == nil && q.ticket == 0 && req.Wait > 0 && time.Since(t0) < req.Wait {

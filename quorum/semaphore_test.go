@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -267,6 +268,40 @@ func TestWakeupsCounted(t *testing.T) {
 	w.Notify("other", "3:c")
 	if got := woken(); len(got) != 0 {
 		t.Fatalf("another channel woke %v", got)
+	}
+}
+
+// TestWakeupsRanked: a counted release wakes the local waiters with the
+// lowest rank (a semaphore waiter's ticket) first, whatever order they
+// began waiting in; equal ranks go oldest first.
+func TestWakeupsRanked(t *testing.T) {
+	w := NewWakeups()
+	ranks := []uint64{5, 3, math.MaxUint64, 4, 3}
+	var ws []*watch
+	for _, r := range ranks {
+		wt := w.watch([]string{"ch"}, nil, "", 1)
+		wt.setRank(r)
+		ws = append(ws, wt)
+	}
+	for _, tc := range []struct {
+		msg  string
+		want []int
+	}{
+		// Woken so far (a waiter not yet running is not woken twice).
+		{"1:a", []int{1}},
+		{"2:b", []int{1, 3, 4}},
+		{"2:c", []int{0, 1, 2, 3, 4}},
+	} {
+		w.Notify("ch", tc.msg)
+		var got []int
+		for i, wt := range ws {
+			if len(wt.c) == 1 {
+				got = append(got, i)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Fatalf("%s woke %v, want %v", tc.msg, got, tc.want)
+		}
 	}
 }
 

@@ -37,9 +37,10 @@ const seenFor = 2 * time.Second
 // local waiter of channel. A hand-off ("h:<token>", from a resource with
 // fair waiters) wakes the plain waiters and, of the fair waiters, only
 // the one queued with token: the head of the queue, wherever it waits.
-// A counted release ("<k>:<id>", from semaphores) wakes the k
-// longest-waiting local waiters not already woken, once per id however
-// many masters announce it. It never blocks.
+// A counted release ("<k>:<id>", from semaphores) wakes the k first local
+// waiters not already woken, once per id however many masters announce
+// it: first by rank (a semaphore waiter's ticket, its place on the
+// masters), then longest-waiting. It never blocks.
 func (w *Wakeups) Notify(channel, message string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -90,7 +91,7 @@ func (w *Wakeups) Notify(channel, message string) {
 	for wt := range set {
 		order = append(order, wt)
 	}
-	slices.SortFunc(order, func(a, b *watch) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(order, func(a, b *watch) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.seq, b.seq)) })
 	for _, wt := range order {
 		if n == 0 {
 			break
@@ -107,8 +108,11 @@ type watch struct {
 	channels []string
 	nodes    []Node
 	seq      uint64
-	fair     string // a fair waiter's token; "" for others
-	all      bool   // woken by every message (an election's observer)
+	// rank orders the waiters a counted release wakes, before seq: a
+	// semaphore waiter's ticket (see setRank). Under w.mu.
+	rank uint64
+	fair string // a fair waiter's token; "" for others
+	all  bool   // woken by every message (an election's observer)
 	// A fair waiter tries once need masters announced its hand-off (a
 	// quorum: the release is through), or handOffGrace after the first
 	// announcement; heard counts them. Both under w.mu.
@@ -242,6 +246,13 @@ func (wt *watch) gather(ctx context.Context) error {
 	}
 }
 
+// setRank sets the waiter's rank.
+func (wt *watch) setRank(r uint64) {
+	wt.w.mu.Lock()
+	wt.rank = r
+	wt.w.mu.Unlock()
+}
+
 func (wt *watch) close() {
 	w := wt.w
 	w.mu.Lock()
@@ -281,8 +292,9 @@ const (
 //
 // fair, if not "", makes the waiter a fair-lock waiter queued with that
 // token: a hand-off wakes it only when it is the head of the queue, and it
-// retries at once, without jitter.
-func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels []string, fair string, try func() (T, step, error)) (T, error) {
+// retries at once, without jitter. rank, if not nil, is read after every
+// try and orders the waiters a counted release wakes (Notify).
+func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels []string, fair string, rank func() uint64, try func() (T, step, error)) (T, error) {
 	deadline := time.Now().Add(wait)
 	var w *watch
 	defer func() {
@@ -307,8 +319,14 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			// failed try and the subscription is not missed: the next try
 			// runs at once and sees it.
 			w = e.wake.watch(channels, e.nodes, fair, e.quorum)
+			if rank != nil {
+				w.setRank(rank())
+			}
 			w.ready(ctx, e.opts.MasterTimeout)
 			continue
+		}
+		if rank != nil {
+			w.setRank(rank())
 		}
 		if err := w.sleep(ctx, min(e.retryDelay(), time.Until(deadline))); err != nil {
 			var zero T
@@ -323,12 +341,13 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 type attemptFunc func(token string, tainted []bool, fixed bool) (*Lease, func(), error)
 
 // waiting is what a primitive adds to the acquire loop: its wake-up
-// channels, a fair waiter's id, and hooks run when a try is refused
-// (the fair queue takes a place) or a grant is given back because the
-// caller left.
+// channels, a fair waiter's id, a semaphore waiter's rank among the
+// local waiters (its ticket), and hooks run when a try is refused (the
+// queue takes a place) or a grant is given back because the caller left.
 type waiting struct {
 	channels []string
 	fair     string
+	rank     func() uint64
 	refused  func(err error) error
 	gaveBack func()
 }
@@ -343,7 +362,7 @@ type waiting struct {
 func (e *Engine) acquireLoop(ctx context.Context, req Request, w waiting, try attemptFunc) (*Lease, error) {
 	fixed := req.Token != ""
 	tainted := make([]bool, len(e.nodes))
-	return retry(e, ctx, req.Wait, w.channels, w.fair, func() (*Lease, step, error) {
+	return retry(e, ctx, req.Wait, w.channels, w.fair, w.rank, func() (*Lease, step, error) {
 		token := req.Token
 		if !fixed {
 			token = NewToken()
