@@ -367,8 +367,8 @@
 // deleted by the release that frees its last slot: a semaphore not in use
 // leaves nothing on the masters, and users who pass another limit while it
 // is in use are refused (LimitError). A release announces how many permits
-// it freed, and each proxy wakes only that many of its waiters, oldest
-// first.
+// it freed, and each proxy wakes only that many of its waiters, first in
+// their queue order below (lowest ticket), then oldest first.
 //
 // Waiters first. Who may take a free slot is a second rule, checked by
 // sem_acquire in the same script as the slots on each master, and it
