@@ -327,7 +327,8 @@ func (o *observers) unobserve(sess *proxy.Session, election string) bool {
 // connection never sees a term go back (quorum/doc.go, "Leader
 // election"): a leader is pushed only with a term above the last one
 // pushed, or the same term (not reported ended) with another value;
-// "none" only for the last term pushed, once. The first read is always
+// "none" only for the last term pushed, once (before the leader of a
+// newer term if no read saw the last one end). The first read is always
 // pushed (the state when the observation began: "none <election> 0" when
 // nobody leads).
 type pusher struct {
@@ -343,6 +344,11 @@ func (p *pusher) see(info *quorum.Info) {
 	if info.Held {
 		if p.started && (info.Fence < p.term || info.Fence == p.term && (p.ended || info.Value == p.value)) {
 			return
+		}
+		if p.started && !p.ended && p.term != 0 && info.Fence > p.term {
+			// A newer term: the last one ended, though no read saw it
+			// end (a lapse the next campaign followed at once).
+			p.push("none", p.election, strconv.FormatUint(p.term, 10))
 		}
 		p.started, p.term, p.value, p.ended = true, info.Fence, info.Value, false
 		p.push("leader", p.election, info.Value, strconv.FormatUint(info.Fence, 10))

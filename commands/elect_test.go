@@ -89,7 +89,9 @@ func TestElectCommandReplies(t *testing.T) {
 // TestElectObserve: an observer is pushed the state when it began, then
 // every change, and never a term that goes back: the watch's reads (a
 // repeat, a new value, an older term read late, the end, the end again,
-// the ended term read late, a new term) become exactly the pushes below;
+// the ended term read late, a new term, a newer one with no end read
+// between: its predecessor's end is pushed first) become exactly the
+// pushes below;
 // UNOBSERVE stops them, and observing twice is one observation.
 func TestElectObserve(t *testing.T) {
 	held := func(term uint64, value string) answer {
@@ -98,7 +100,7 @@ func TestElectObserve(t *testing.T) {
 	ended := answer{v: &quorum.Info{}, delay: 5 * ms}
 	eng := newFakeEngine().on("WatchElection",
 		held(5, "a"), held(5, "a"), held(5, "b"), held(3, "old"), answer{err: noQuorum, delay: 5 * ms},
-		ended, ended, held(5, "b"), held(9, "c"))
+		ended, ended, held(5, "b"), held(9, "c"), held(12, "d"))
 	h := newHarness(t, eng, harnessLimits)
 	if got := h.dial(t, 2).do("RELECT", "OBSERVE", "e"); got != "-ERR RELECT OBSERVE needs RESP3 (HELLO 3); RESP2 clients use RELECT WAITCHANGE" {
 		t.Fatalf("OBSERVE on RESP2: %q", got)
@@ -113,6 +115,8 @@ func TestElectObserve(t *testing.T) {
 		">4 $6 leader $1 e $1 b $1 5",
 		">3 $4 none $1 e $1 5",
 		">4 $6 leader $1 e $1 c $1 9",
+		">3 $4 none $1 e $1 9",
+		">4 $6 leader $1 e $1 d $2 12",
 	}
 	var pushes []string
 	replied := false

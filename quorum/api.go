@@ -242,7 +242,7 @@ func primitives() map[Primitive]primitive {
 			info:    (*Engine).electLeader,
 			single:  true,
 			ops:     [4]string{"campaign", "resign", "elect_extend", "leader"},
-			scripts: []*scripts.Script{scripts.ElectCampaign, scripts.LockFence, scripts.ElectProclaim, scripts.ElectExtend, scripts.ElectResign, scripts.ElectLeader, scripts.BusPublish},
+			scripts: []*scripts.Script{scripts.ElectCampaign, scripts.LockFence, scripts.ElectProclaim, scripts.ElectExtend, scripts.ElectResign, scripts.ElectLeader, scripts.ElectTerm, scripts.BusPublish},
 			doc:     "Leader election",
 		},
 		Latch: {

@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
@@ -38,7 +39,8 @@ func (ls *lockSet) resign(token string, announce bool) *op {
 	if announce {
 		args = append(args, ls.channels...)
 	}
-	return &op{name: "resign", script: scripts.ElectResign, keys: append(ls.releaseKeys(), ls.advert), args: args}
+	keys := append(append(make([]string, 0, 4), ls.releaseKeys()...), ls.advert)
+	return &op{name: "resign", script: scripts.ElectResign, keys: keys, args: args}
 }
 
 // electAcquire is a campaign: the election's lock, advertising req.Value,
@@ -58,7 +60,28 @@ func (e *Engine) electAcquire(ctx context.Context, req Request) (*Lease, error) 
 	}
 	ls.value = req.Value
 	lease, err := e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
-		return e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
+		l, rollback, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
+		if l == nil {
+			return l, rollback, err
+		}
+		// The term is the lease's fence; masters may hold other fences
+		// (a straggler's own), so the term itself is recorded in the
+		// advertisement, on a quorum, before the campaign is won: every
+		// reader then reports this very term.
+		r := e.send(ctx, &op{name: "campaign", script: scripts.ElectTerm, keys: []string{ls.keys[0], ls.advert},
+			args: []string{token, strconv.FormatUint(l.Fences[0], 10)}}, nil)
+		t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
+		if t.verdict != decidedYes {
+			rollback()
+			return nil, nil, t.err(e, "campaign")
+		}
+		l.Validity = e.validity(req.TTL, l.Start, time.Now())
+		l.Decided = time.Now()
+		if l.Validity <= 0 {
+			rollback()
+			return nil, nil, nil
+		}
+		return l, rollback, nil
 	})
 	if lease != nil {
 		e.announce(ctx, ls)
@@ -130,14 +153,14 @@ func (e *Engine) electLeader(ctx context.Context, name string) (*Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := e.send(ctx, &op{name: "leader", script: scripts.ElectLeader, keys: []string{ls.keys[0], ls.keys[1], ls.advert}}, nil)
+	r := e.send(ctx, &op{name: "leader", script: scripts.ElectLeader, keys: []string{ls.keys[0], ls.advert}}, nil)
 	type view struct {
 		n     int
 		ttl   time.Duration
 		fence uint64
 	}
-	views := map[[2]string]*view{}
-	var agreed *[2]string
+	views := map[[3]string]*view{}
+	var agreed *[3]string
 	yes := func(_ int, v any) bool {
 		arr, ok := v.([]any)
 		if !ok || len(arr) != 4 {
@@ -145,14 +168,16 @@ func (e *Engine) electLeader(ctx context.Context, name string) (*Info, error) {
 		}
 		holder, held := arr[0].(string)
 		value, _ := arr[3].(string)
+		term, _ := arr[2].(int64)
 		if !held {
 			value = ""
-		} else if _, ok := arr[3].(string); !ok {
-			// Held, but the advertisement is missing or another
-			// token's: this master's view is no leader's whole.
+		} else if _, ok := arr[3].(string); !ok || term <= 0 {
+			// Held, but the advertisement is missing, another
+			// token's, or without its term yet: this master's view is
+			// no leader's whole.
 			value = "\x00"
 		}
-		k := [2]string{holder, value}
+		k := [3]string{holder, value, strconv.FormatInt(term, 10)}
 		vw := views[k]
 		if vw == nil {
 			vw = &view{ttl: -1}
@@ -165,9 +190,7 @@ func (e *Engine) electLeader(ctx context.Context, name string) (*Info, error) {
 			if vw.ttl < 0 || d < vw.ttl {
 				vw.ttl = d
 			}
-			if f, ok := arr[2].(int64); ok {
-				vw.fence = max(vw.fence, uint64(f))
-			}
+			vw.fence = uint64(term)
 		}
 		if vw.n >= e.quorum && agreed == nil && (!held || value != "\x00") {
 			agreed = &k
@@ -253,7 +276,10 @@ func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Inf
 		if ctx.Err() == nil && f(info, err) {
 			return nil
 		}
-		next := e.retryDelay()
+		// A read without a quorum of agreeing answers is usually a change
+		// in flight (a proclamation half applied, keys expiring one
+		// master after another): read again soon.
+		next := max(e.opts.MasterTimeout/5, time.Millisecond)
 		if err == nil {
 			next = time.Second
 			if info.Held {
@@ -266,9 +292,7 @@ func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Inf
 		timer.Reset(next)
 		select {
 		case <-wt.c:
-			if !timer.Stop() {
-				<-timer.C
-			}
+			timer.Stop()
 		case <-timer.C:
 		case <-ctx.Done():
 			return ctx.Err()

@@ -17,11 +17,15 @@ var (
 		[]Field{Each("lock"), Each("fence"), One("lease"), One("advert")},
 		[]Field{One("token"), One("ttl"), One("lagms")})
 	// ElectLeader reads an election's leader, term and value on a master.
-	ElectLeader = define("elect_leader", []Field{One("lock"), One("fence"), One("advert")}, nil)
+	ElectLeader = define("elect_leader", []Field{One("lock"), One("advert")}, nil)
 	// ElectProclaim changes the leader's advertised value.
 	ElectProclaim = define("elect_proclaim",
 		[]Field{One("lock"), One("advert")},
 		[]Field{One("token"), One("value")})
+	// ElectTerm records a leadership's term in its advertisement.
+	ElectTerm = define("elect_term",
+		[]Field{One("lock"), One("advert")},
+		[]Field{One("token"), One("term")})
 	// ElectResign releases a leadership (and rolls back a campaign).
 	ElectResign = define("elect_resign",
 		[]Field{Each("lock"), Each("fence"), One("lag"), One("advert")},
@@ -150,7 +154,7 @@ var (
 // All returns every script's descriptor, in a fixed order.
 func All() []*Script {
 	return []*Script{
-		BusPublish, ElectCampaign, ElectExtend, ElectLeader, ElectProclaim, ElectResign,
+		BusPublish, ElectCampaign, ElectExtend, ElectLeader, ElectProclaim, ElectResign, ElectTerm,
 		FairDequeue, FairEnqueue, FairTicket, FenceFloor, FenceHighwater, LeaseLeft,
 		LatchCreate, LatchDown, LatchCount,
 		LockAcquire, LockAcquireWait, LockAcquireFair, LockAcquireNX, LockUnacquireNX, LockFence,
