@@ -378,8 +378,9 @@
 // fence sequence, same enqueue and dequeue scripts, so one order on every
 // master): member "<count>:<id>" by ticket, and by deadline on the
 // master's clock. A call that will wait (WAIT) and is refused takes a
-// ticket once; each of its tries re-places it at its ticket and pushes
-// its deadline ahead. On each master, a request for n permits is granted
+// ticket once (if fewer than a quorum answer, it asks again at its next
+// refusal, and until then has every waiter ahead of it); each of its
+// tries re-places it at its ticket and pushes its deadline ahead. On each master, a request for n permits is granted
 // only if the slots it holds or finds free, less the permits asked by the
 // live waiters queued ahead of it, are at least n; a request not queued
 // (one that does not wait, or a waiting call's first try) has every
