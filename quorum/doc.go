@@ -610,9 +610,14 @@
 // lock_acquire plus the advertisement in the same script; resignation,
 // rollback and abandon are elect_resign (lock_release's delete, fence
 // folded into fence-lag, plus the token's advertisement); extension is
-// lock_extend plus the advertisement. Nothing else is new on the masters:
-// the term is the lock's fence, written back by lock_fence as for any
-// lock.
+// lock_extend plus the advertisement. The term is the lock's fence,
+// written back by lock_fence as for any lock; once the grant is decided,
+// elect_term records it in the advertisement, and the campaign is won
+// only when a quorum recorded it (else it is rolled back as a failed
+// attempt). Recording it is needed because the fence keys of the
+// masters that hold the token may differ: a straggler that granted late
+// kept its own, higher fence, so "the highest fence among the holders"
+// is not the campaign's term.
 //
 // Never two leaders with overlapping validity. A leadership is a lock
 // grant, and "What a grant means" applies unchanged: a campaign is
@@ -649,10 +654,10 @@
 // quorum of "free": two quorums share a master, so at most one view can
 // reach a quorum among the answers of one read; a minority slow or down
 // does not delay it. A master whose key is held but whose advertisement is
-// another token's or missing agrees with no view. The term reported is
-// the highest fence of that quorum, which is the leader's term: the
-// fence's write-back quorum shares a master with it, and a fence key only
-// rises while its grant lives. Once a proclamation was decided, a quorum
+// another token's, missing or without its term agrees with no view. The
+// term reported is the one recorded in the advertisement, which is part
+// of the view: a quorum agree on it, and it is the campaign's own. Once
+// a proclamation was decided, a quorum
 // holds the new value, so no read that starts after it can see a quorum
 // of the old one; a read while one is half applied may find no view with
 // a quorum and answers no quorum.
@@ -667,8 +672,11 @@
 // leader's ttl runs out (a lapse is never announced), and at least every
 // second (an announcement lost with a connection); so a change decided
 // through any proxy is read within one round after its announcement
-// arrives. Reads are not monotonic by themselves: two reads near a
-// lapse, or on different quorums, may disagree. The proxy therefore keeps,
+// arrives. An observer's read does not wait out a silent master when a
+// quorum answered without agreeing (a change in flight): it gives up
+// master_timeout/5 later and reads again. Reads are not monotonic by
+// themselves: two reads near a lapse, or on different quorums, may
+// disagree. The proxy therefore keeps,
 // per connection and election, the last term it pushed and whether that
 // term was reported ended, and pushes a leader only with a higher term
 // (or the same term, not ended, with another value), and "none" only for

@@ -149,6 +149,15 @@ func (e *Engine) electAbandon(ctx context.Context, l *Lease) {
 // a *QuorumError. Info.Holder is the leader's token, Fence its term,
 // Value its value and TTL the shortest remaining ttl of that quorum.
 func (e *Engine) electLeader(ctx context.Context, name string) (*Info, error) {
+	return e.readLeader(ctx, name, -1)
+}
+
+// readLeader is electLeader; with patience >= 0 it gives up (no quorum)
+// once a quorum answered without agreeing and patience passed since, not
+// waiting out a silent master's timeout: an observer reads again at once
+// instead, so that a change in flight while a master is paused does not
+// hold its next read up for master_timeout.
+func (e *Engine) readLeader(ctx context.Context, name string, patience time.Duration) (*Info, error) {
 	ls, err := e.electSet(name)
 	if err != nil {
 		return nil, err
@@ -206,7 +215,12 @@ func (e *Engine) electLeader(ctx context.Context, name string) (*Info, error) {
 		}
 		return undecided
 	}
-	t := r.count(rule, yes, -1)
+	var t *tally
+	if patience < 0 {
+		t = r.count(rule, yes, -1)
+	} else {
+		t = r.countPatient(rule, yes, patience)
+	}
 	if t.verdict != decidedYes {
 		if t.answered() >= e.quorum {
 			// Enough answers, no quorum of them agree: Got is the
@@ -272,7 +286,7 @@ func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Inf
 	defer timer.Stop()
 	<-timer.C
 	for {
-		info, err := e.Info(ctx, Election, election)
+		info, err := e.readLeader(ctx, election, max(e.opts.MasterTimeout/5, time.Millisecond))
 		if ctx.Err() == nil && f(info, err) {
 			return nil
 		}
@@ -298,4 +312,46 @@ func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Inf
 			return ctx.Err()
 		}
 	}
+}
+
+// countPatient is count (no settling) for a read that gives up early: once
+// a quorum answered and the rule has not decided, it waits at most
+// patience more for the other answers, then decides as at the deadline.
+func (r *round) countPatient(rl rule, yes func(i int, v any) bool, patience time.Duration) *tally {
+	e := r.e
+	n := len(e.nodes)
+	t := &tally{pending: n, counted: make([]bool, n)}
+	deadline := time.NewTimer(e.opts.MasterTimeout + roundGrace)
+	defer deadline.Stop()
+	impatient := false
+	for t.pending > 0 {
+		var i int
+		select {
+		case i = <-r.in:
+		case <-deadline.C:
+			t.errs = append(t.errs, timedOut(t.pending))
+			t.pending = 0
+			continue
+		}
+		t.pending--
+		switch a := r.ans[i]; {
+		case a.err != nil:
+			t.failed++
+			t.errs = append(t.errs, fmt.Errorf("%s: %w", e.nodes[i].Addr(), a.err))
+		case yes(i, a.val):
+			t.yes++
+			t.counted[i] = true
+		default:
+			t.no++
+		}
+		if t.verdict = rl(e.quorum, n, t, false); t.verdict != undecided {
+			return t
+		}
+		if !impatient && t.answered() >= e.quorum {
+			impatient = true
+			deadline.Reset(patience)
+		}
+	}
+	t.verdict = rl(e.quorum, n, t, true)
+	return t
 }
