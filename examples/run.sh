@@ -29,6 +29,7 @@ run() {
 }
 if [ -n "$python" ]; then
   run "$python" python/locks.py "$port"
+  run "$python" python/election.py "$port"
 else
   echo "!! FAILED: no python3 imports redis-py (pip install redis, or apt-get install python3-redis)"
   failed=1
@@ -36,4 +37,5 @@ fi
 if [ ! -d node/node_modules/ioredis ]; then (cd node && npm install --no-audit --no-fund --no-package-lock >/dev/null); fi
 run node node/locks.js "$port"
 (cd go && run $GO run . "$port")
+(cd go && run $GO run ./election "$port")
 exit $failed
