@@ -217,7 +217,9 @@ func electCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 		return sub == "WAITCHANGE" || sub == "CAMPAIGN"
 	}
 	return []*proxy.Command{{
-		Name: "relect", Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 2, LastKey: 2, Step: 1,
+		// One Result for every subcommand: a null reply (no campaign won,
+		// nobody leads) reads as not granted, any other as granted.
+		Name: "relect", Result: proxy.ResultNull, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 2, LastKey: 2, Step: 1,
 		Blocks: blocks,
 		Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
 			sub := strings.ToUpper(string(args[0]))

@@ -21,6 +21,7 @@ func TestResultKinds(t *testing.T) {
 		"rlatchwait": proxy.ResultZero,
 		"rlockinfo":  proxy.ResultOK, "rsemcount": proxy.ResultOK, "rlatch": proxy.ResultOK, "rlatchdown": proxy.ResultOK,
 		"rlatchcount": proxy.ResultOK, "get": proxy.ResultOK,
+		"relect": proxy.ResultNull,
 	}
 	cmds, _ := AllWithInfo(nil, Limits{MaxTTL: time.Hour, MaxWait: time.Minute, MaxLatchCount: 1024, DropIn: true})
 	seen := map[string]bool{}

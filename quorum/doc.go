@@ -107,8 +107,9 @@
 //     must also record any new Request field; its operation name, if it
 //     reports one, goes in Operations' extra list (the metrics). A
 //     command with subcommands (RELECT) is one entry of the table:
-//     COMMAND DOCS and the arity check see only its top level, so its
-//     table tests must cover each subcommand's arity.
+//     COMMAND DOCS, the arity check and the metrics' Result
+//     (TestResultKinds) see only its top level, so its table tests must
+//     cover each subcommand's arity, and one Result serves them all.
 //  7. The contract and the docs: its section in docs/PROTOCOL.md, the
 //     README's command list, the CHANGELOG; an integration test against
 //     real masters in tests/.
