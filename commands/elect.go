@@ -205,10 +205,6 @@ func electCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			return nil, werr
 		}},
 	}
-	names := make([]string, 0, len(subs))
-	for n := range subs {
-		names = append(names, n)
-	}
 	blocks := func(args [][]byte) bool {
 		if len(args) < 2 {
 			return false
