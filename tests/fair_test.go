@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,13 +56,6 @@ func masterWide(k string) bool {
 	return k == "redlock-proxy:fence-hwm" || k == "redlock-proxy:fence-lag" || k == "redlock-proxy:lease-hwm"
 }
 
-// releaseMark reports whether k is a release's mark
-// (<meta_prefix>released:<resource>:<token>, see "Extensions re-enrol
-// masters" in quorum/doc.go): it lives the released grant's remaining ttl
-// at most, so that a keeper still extending the lease never revives it;
-// the callers accept it only while it has a ttl.
-func releaseMark(k string) bool { return strings.HasPrefix(k, "redlock-proxy:released:") }
-
 // expectOnlyFences fails unless every master holds nothing but the
 // master-wide keys: no lock, no fence record, no queue.
 func (c *cluster) expectOnlyFences(t testing.TB) {
@@ -83,9 +75,8 @@ func (c *cluster) expectOnlyFencesWithin(t testing.TB, d time.Duration) {
 		left = left[:0]
 		for i, rc := range c.direct {
 			for _, k := range rc.Keys(context.Background(), "*").Val() {
-				ttl := rc.PTTL(context.Background(), k).Val()
-				if !masterWide(k) && !(releaseMark(k) && ttl > 0) {
-					left = append(left, fmt.Sprintf("master%d:%s (ttl %v)", i, k, ttl))
+				if !masterWide(k) {
+					left = append(left, fmt.Sprintf("master%d:%s (ttl %v)", i, k, rc.PTTL(context.Background(), k).Val()))
 				}
 			}
 		}
