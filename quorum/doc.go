@@ -250,11 +250,8 @@
 // writer; a writer, for a reader; another token on a semaphore slot) it
 // takes nothing there, and that master does not count. A master counts
 // when, after its script, it holds every key of the lease with the token,
-// kept or taken again; the counting rules are the same (strictRule,
-// confirm), but a master that answered "not held" is asked again while
-// the extension may still decide: another holder's key there may be a
-// refused try's, rolled back a moment later (a competitor asking for the
-// resource all the time must not keep a live lease from re-enrolling). Without this a long lease shrinks to the masters that
+// kept or taken again; the counting rules (strictRule, confirm) are
+// unchanged. Without this a long lease shrinks to the masters that
 // answered every one of its extensions, and once it is down to a quorum,
 // one master paused or slow past master_timeout loses it.
 //
