@@ -26,29 +26,24 @@ import (
 // earlier request to that master may have run after its deadline and
 // released it. So with ambiguousNo (releases) a resent "not held" counts
 // as no answer, never as a no: a release never reports "not held"
-// because of its own late request. An extension that takes the lease
-// again where it is absent (noAskAgain) asks a master that said "not
-// held" again too: another holder's key there may be a refused try's,
-// rolled back a moment later. The earlier request's own answer, when
+// because of its own late request. The earlier request's own answer, when
 // it comes after its round's deadline (op.keepLate), settles it if it
 // found the token held. Extensions (ambiguousNo false) never delete, so
 // their resent answers are definite.
-func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any) (string, bool), nos noAnswers, opName string, until time.Time) (bool, error) {
+func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any) (string, bool), ambiguousNo bool, opName string, until time.Time) (bool, error) {
 	n := len(e.nodes)
-	ambiguousNo := nos == noAmbiguous
 	const (
 		open int8 = iota // no definite answer yet
 		yes
 		no
-		unsure  // a resent "not held" (ambiguousNo)
-		refused // a "not held" asked again (noAskAgain)
+		unsure // a resent "not held" (ambiguousNo)
 	)
 	st := make([]int8, n)
 	groups := make([]string, n)
 	var errs []error
 	rounds := []*round{r}
 	read := func(cur *round, resent bool, i int, asked []bool) {
-		if !asked[i] || (st[i] != open && st[i] != refused) {
+		if !asked[i] || st[i] != open {
 			return
 		}
 		a := cur.ans[i]
@@ -58,8 +53,6 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 			errs = append(errs, a.err) // still open: asked again
 		case ok:
 			st[i], groups[i] = yes, g
-		case nos == noAskAgain:
-			st[i] = refused
 		case resent && ambiguousNo:
 			st[i] = unsure
 		default:
@@ -73,7 +66,7 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 	absorbLate := func() {
 		for _, rr := range rounds {
 			for i := range rr.late {
-				if st[i] != open && st[i] != unsure && st[i] != refused {
+				if st[i] != open && st[i] != unsure {
 					continue
 				}
 				if l := rr.late[i].Load(); l != nil && l.err == nil {
@@ -141,7 +134,7 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 		if v == decidedYes || v == decidedNo {
 			return v == decidedYes, nil
 		}
-		again := slices.Index(st, open) >= 0 || slices.Index(st, refused) >= 0
+		again := slices.Index(st, open) >= 0
 		left := time.Until(until)
 		if !again || left <= 0 || ctx.Err() != nil {
 			break
@@ -156,7 +149,7 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 		t.Stop()
 		asked = make([]bool, n)
 		for i := range n {
-			asked[i] = st[i] == open || st[i] == refused
+			asked[i] = st[i] == open
 		}
 		skip := answer{}
 		prevAsked := asked
@@ -170,27 +163,12 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 	}
 	got := 0
 	for i := range n {
-		if st[i] == yes || st[i] == no || st[i] == refused {
+		if st[i] == yes || st[i] == no {
 			got++
 		}
 	}
 	return false, &QuorumError{Op: opName, Got: got, Need: e.quorum, Total: n, Errs: errs}
 }
-
-// noAnswers is how confirm reads a "not held" answer.
-type noAnswers int8
-
-const (
-	// noFinal: a "not held" is definite (extensions that take nothing
-	// again: they delete nothing either).
-	noFinal noAnswers = iota
-	// noAmbiguous: a resent "not held" counts as no answer (releases).
-	noAmbiguous
-	// noAskAgain: a "not held" is asked again (extensions of a live
-	// lease: another holder's key there may be a refused try's, rolled
-	// back a moment later, and the lease may take the master again).
-	noAskAgain
-)
 
 // lockGroup is the group of a lock, read lock or multi-resource lock
 // release or extension answer: held when it counts every key (want).

@@ -414,7 +414,7 @@ func (e *Engine) lockRelease(ctx context.Context, resources []string, token stri
 	// paused master is not worth a whole MasterTimeout on every release.
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, e.straggleGrace())
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, lockGroup(int64(ls.n)), noAmbiguous, "unlock", t0.Add(e.opts.ReleaseRetry))
+		return e.confirm(ctx, r, lockGroup(int64(ls.n)), true, "unlock", t0.Add(e.opts.ReleaseRetry))
 	}
 	return t.verdict == decidedYes, t.err(e, "unlock")
 }
@@ -487,7 +487,7 @@ func (e *Engine) extendRound(ctx context.Context, ls *lockSet, token string, ttl
 	r := e.send(ctx, o, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, -1)
 	if t.verdict == noQuorum && e.retryReleases() {
-		if ok, err := e.confirm(ctx, r, lockGroup(int64(ls.n)), extensionNos(live), "extend", e.extendDeadline(t0, ttl, live, until)); !ok {
+		if ok, err := e.confirm(ctx, r, lockGroup(int64(ls.n)), false, "extend", e.extendDeadline(t0, ttl, live, until)); !ok {
 			return 0, err
 		}
 	} else if t.verdict != decidedYes {

@@ -56,14 +56,3 @@ func (e *Engine) lapsed(op string, live bool, until time.Time) error {
 // grant again where it finds it, so that a lease released through another
 // connection or proxy is not revived by the keeper that still extends it.
 func tombstone(channel, token string) string { return channel + ":" + token }
-
-// extensionNos is how an extension's confirm reads a "not held": asked
-// again when the extension takes the lease again (live), as another
-// holder's key there may be a refused try's, soon rolled back; final
-// otherwise.
-func extensionNos(live bool) noAnswers {
-	if live {
-		return noAskAgain
-	}
-	return noFinal
-}

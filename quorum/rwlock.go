@@ -148,7 +148,7 @@ func (e *Engine) readRelease(ctx context.Context, resource, token string) (held 
 		args: []string{token, k.channel}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, e.straggleGrace())
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, lockGroup(1), noAmbiguous, "read_unlock", t0.Add(e.opts.ReleaseRetry))
+		return e.confirm(ctx, r, lockGroup(1), true, "read_unlock", t0.Add(e.opts.ReleaseRetry))
 	}
 	return t.verdict == decidedYes, t.err(e, "read_unlock")
 }
@@ -173,7 +173,7 @@ func (e *Engine) readExtend(ctx context.Context, l *Lease, ttl time.Duration) (v
 		args: []string{token, ms(ttl), liveFlag(live)}, keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
 	if t.verdict == noQuorum && e.retryReleases() {
-		if ok, err := e.confirm(ctx, r, lockGroup(1), extensionNos(live), "read_extend", e.extendDeadline(t0, ttl, live, until)); !ok {
+		if ok, err := e.confirm(ctx, r, lockGroup(1), false, "read_extend", e.extendDeadline(t0, ttl, live, until)); !ok {
 			return 0, err
 		}
 	} else if t.verdict != decidedYes {

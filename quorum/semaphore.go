@@ -343,8 +343,8 @@ func (e *Engine) semAbandon(ctx context.Context, l *Lease) {
 // otherwise the answers decide nothing and it is a *QuorumError.
 //
 // With until set, a round the answers within MasterTimeout left undecided
-// asks again (confirm) until then, reading "not held" answers as nos says.
-func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settle time.Duration, until *time.Time, nos noAnswers) (bool, error) {
+// asks again (confirm) until then.
+func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settle time.Duration, until *time.Time) (bool, error) {
 	groups := map[string]int{}
 	best := 0
 	yes := func(_ int, v any) bool {
@@ -369,7 +369,7 @@ func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settl
 	}
 	t := r.count(rule, yes, settle)
 	if t.verdict == noQuorum && until != nil && e.retryReleases() {
-		return e.confirm(ctx, r, semGroup, nos, opName, *until)
+		return e.confirm(ctx, r, semGroup, opName == "sem_release", opName, *until)
 	}
 	return t.verdict == decidedYes, t.err(e, opName)
 }
@@ -393,7 +393,7 @@ func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool,
 	r := e.send(ctx, &op{name: "sem_release", script: scripts.SemRelease, keys: k.releaseKeys(token),
 		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	until := t0.Add(e.opts.ReleaseRetry)
-	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), &until, noAmbiguous)
+	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), &until)
 }
 
 // semExtend resets the ttl of the permits l holds and, for a lease known
@@ -422,7 +422,7 @@ func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (va
 	}
 	r := e.send(ctx, &op{name: "sem_extend", script: scripts.SemExtend, keys: append(k.keys(token), tombstone(k.channel, token)), args: args, keepLate: true}, nil)
 	deadline := e.extendDeadline(t0, ttl, live, until)
-	held, err := e.recordRound(ctx, r, "sem_extend", -1, &deadline, extensionNos(live))
+	held, err := e.recordRound(ctx, r, "sem_extend", -1, &deadline)
 	if !held {
 		return 0, err
 	}
