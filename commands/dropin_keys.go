@@ -180,7 +180,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 					if !ok {
 						return nil
 					}
-					k.keepIf(sess, sa.kept, lease, sa.ttl, v)
+					k.keepIf(sess, sa.kept, kindDropin, lease.Resources, lease.Token, sa.ttl, v)
 					return proxy.OK
 				}), nil
 			},

@@ -48,8 +48,8 @@ const (
 
 // autoLease is one AUTOEXTEND grant, kept alive by its own goroutine
 // until its connection closes, it is released, or it is lost. Its lease
-// (the engine's grant: primitive, resources, token, fences, slots) is
-// what the engine extends and releases; it does not change.
+// (primitive, resources, token) is what the engine extends and releases;
+// it does not change.
 type autoLease struct {
 	lease quorum.Lease
 	key   string
@@ -61,13 +61,9 @@ type autoLease struct {
 }
 
 // extend extends l on a quorum of masters for ttl and returns the
-// validity (0: known not held by a quorum). The engine is told the
-// validity known so far, so that it takes the lease again on masters that
-// lost it (quorum/doc.go, "Extensions re-enrol masters").
+// validity (0: known not held by a quorum).
 func (l *autoLease) extend(ctx context.Context, eng Engine, ttl time.Duration) (time.Duration, error) {
 	lease := l.lease // the engine's own copy: releases may run beside
-	now := time.Now()
-	lease.Decided, lease.Validity = now, l.validUntil().Sub(now)
 	return eng.Extend(ctx, &lease, ttl)
 }
 
@@ -182,24 +178,20 @@ func (k *keeper) admitIf(sess *proxy.Session, auto bool) error {
 
 // keepIf is keep for a command with AUTOEXTEND; v is the validity in ms
 // just given to the client.
-func (k *keeper) keepIf(sess *proxy.Session, auto bool, lease *quorum.Lease, ttl time.Duration, v int64) {
+func (k *keeper) keepIf(sess *proxy.Session, auto bool, kind quorum.Primitive, resources []string, token string, ttl time.Duration, v int64) {
 	if auto {
-		k.keep(sess, lease, ttl, time.Now().Add(time.Duration(v)*time.Millisecond))
+		k.keep(sess, kind, resources, token, ttl, time.Now().Add(time.Duration(v)*time.Millisecond))
 	}
 }
 
 // keep starts extending a grant whose validity ends at end.
-func (k *keeper) keep(sess *proxy.Session, grant *quorum.Lease, ttl time.Duration, end time.Time) {
-	lease := *grant
-	lease.Resources = slices.Clone(grant.Resources)
-	lease.Fences, lease.Slots = slices.Clone(grant.Fences), slices.Clone(grant.Slots)
-	if lease.Primitive == quorum.Fair {
+func (k *keeper) keep(sess *proxy.Session, kind quorum.Primitive, resources []string, token string, ttl time.Duration, end time.Time) {
+	if kind == quorum.Fair {
 		// Released and extended like a lock, by RUNLOCK and REXTEND: kept
 		// as one.
-		lease.Primitive = kindLock
+		kind = kindLock
 	}
-	kind, resources, token := lease.Primitive, lease.Resources, lease.Token
-	l := &autoLease{lease: lease, ttl: ttl, end: end,
+	l := &autoLease{lease: quorum.Lease{Primitive: kind, Resources: slices.Clone(resources), Token: token}, ttl: ttl, end: end,
 		key: leaseKey(kind, resources, token), stop: make(chan struct{})}
 	cl := k.leasesOf(sess)
 	cl.mu.Lock()

@@ -40,7 +40,7 @@ func acquireHandler(eng Engine, k *keeper, parse func(args [][]byte) (acquireCal
 			if !ok {
 				return nil
 			}
-			k.keepIf(sess, c.auto, lease, c.req.TTL, v)
+			k.keepIf(sess, c.auto, lease.Primitive, lease.Resources, lease.Token, c.req.TTL, v)
 			return reply(lease, v)
 		}), nil
 	}

@@ -98,10 +98,6 @@ type Lease struct {
 	Fences []uint64
 	// Count is the number of permits of a Semaphore grant.
 	Count int
-	// Limit is the semaphore's limit of a Semaphore grant (its
-	// extensions need it to take the slots again on a master that lost
-	// them).
-	Limit int
 	// Slots are the semaphore's slots the permits hold, each on a quorum.
 	Slots []int
 	// Validity is how long the grant may be relied on, as computed at
@@ -154,7 +150,7 @@ func primitives() map[Primitive]primitive {
 		return e.lockRelease(ctx, l.Resources, l.Token)
 	}
 	lockExtend := func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
-		return e.extend(ctx, l, ttl, false)
+		return e.extend(ctx, l.Resources, l.Token, ttl, false)
 	}
 	return map[Primitive]primitive{
 		Lock: {
@@ -183,7 +179,7 @@ func primitives() map[Primitive]primitive {
 				return all, nil
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
-				return e.extend(ctx, l, ttl, true)
+				return e.extend(ctx, l.Resources, l.Token, ttl, true)
 			},
 			abandon: (*Engine).lockAbandon,
 			info:    lockInfo,
@@ -208,7 +204,7 @@ func primitives() map[Primitive]primitive {
 				return e.readRelease(ctx, l.resource(), l.Token)
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
-				return e.readExtend(ctx, l, ttl)
+				return e.readExtend(ctx, l.resource(), l.Token, ttl)
 			},
 			abandon: (*Engine).readAbandon,
 			info:    lockInfo,
@@ -223,7 +219,7 @@ func primitives() map[Primitive]primitive {
 				return e.semRelease(ctx, l.resource(), l.Token)
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
-				return e.semExtend(ctx, l, ttl)
+				return e.semExtend(ctx, l.resource(), l.Token, ttl)
 			},
 			abandon: (*Engine).semAbandon,
 			info: func(e *Engine, ctx context.Context, name string) (*Info, error) {
@@ -344,16 +340,6 @@ func (e *Engine) Release(ctx context.Context, l *Lease) (held bool, err error) {
 // validity; 0 when the lease is known not to be extended on a quorum (it
 // is lost); a *QuorumError when the answers that came in time decide
 // neither. The fences do not change.
-//
-// A lease the engine knows to be valid when the extension starts (its
-// Validity and Decided, from the grant or the latest extension, have not
-// run out) is also taken again on the masters where its keys are absent,
-// as an acquire would take them, and those masters count: leases do not
-// erode to the masters that answered every extension (see "Extensions
-// re-enrol masters" in the package doc). Such an extension must reach its
-// quorum before that validity ends, or it is a *QuorumError. A lease
-// built from a client's arguments (no Decided) is extended only where it
-// is held. On success l's Validity and Decided become the extension's.
 func (e *Engine) Extend(ctx context.Context, l *Lease, ttl time.Duration) (validity time.Duration, err error) {
 	pr, err := e.prim(l.Primitive, "extend", l.Resources)
 	if err != nil {
@@ -361,9 +347,6 @@ func (e *Engine) Extend(ctx context.Context, l *Lease, ttl time.Duration) (valid
 	}
 	defer e.observe(pr.ops[2], time.Now(), func() bool { return validity > 0 }, &err)
 	validity, err = pr.extend(e, ctx, l, ttl)
-	if err == nil && validity > 0 {
-		l.Validity, l.Decided = validity, time.Now()
-	}
 	return validity, err
 }
 

@@ -285,19 +285,6 @@
 //     retries stop then, and a quorum reached later is not trusted (no
 //     quorum), as the re-taken masters may be what made it.
 //
-// A release ends a lease as surely as the end of its validity, and the
-// keeper that extends it may not know (a release through another
-// connection or proxy). So every announced release (and drop-in DEL)
-// leaves, on each master where it deleted the grant, the token's
-// tombstone (<release channel>:<token>), living as long as the deleted
-// key had to, so at least to the end of any validity its holder was told;
-// a re-take takes nothing where it finds one. After a release that held
-// (a quorum deleted the grant), every quorum has a master with the
-// tombstone, where the extension neither keeps nor takes anything: it
-// cannot reach a quorum, and the lease is lost. Rollbacks and abandons
-// leave none (nobody was told of those grants); a tombstone outlives no
-// grant's ttl, so what the masters keep stays bounded by what is live.
-//
 // Then, at every instant from the grant to the end of the validity an
 // extension reports, a quorum held the token: the previous validity's
 // quorum up to the extension's decision, the extension's quorum from

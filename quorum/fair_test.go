@@ -162,8 +162,7 @@ func TestFairLockOrder(t *testing.T) {
 
 // expectOnlyFences fails unless every master keeps only the master-wide
 // keys (fences, the lease high-water mark) and writer-waiting marks that expire within writerMark (a waiter
-// granted by a quorum leaves its mark on a master that refused it), and
-// releases' tombstones, which expire with the grant released.
+// granted by a quorum leaves its mark on a master that refused it).
 func (c *cluster) expectOnlyFences(t *testing.T) {
 	t.Helper()
 	for i, f := range c.nodes {
@@ -171,7 +170,6 @@ func (c *cluster) expectOnlyFences(t *testing.T) {
 			switch {
 			case strings.HasSuffix(k, "fence-hwm"), strings.HasSuffix(k, "fence-lag"), strings.HasSuffix(k, "lease-hwm"):
 			case strings.HasPrefix(k, "redlock-proxy:rw-w:") && f.m.TTL(k) > 0 && f.m.TTL(k) <= c.eng.writerMark():
-			case isTombstone(c, k) && f.m.TTL(k) > 0:
 			default:
 				t.Errorf("master %d keeps %s", i, k)
 			}

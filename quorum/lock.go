@@ -419,82 +419,48 @@ func (e *Engine) lockRelease(ctx context.Context, resources []string, token stri
 	return t.verdict == decidedYes, t.err(e, "unlock")
 }
 
-// extend resets the ttl of the resources l holds and, for a lease known
-// to be live, takes them again where they are absent (see "Extensions
-// re-enrol masters"). It returns the new validity; 0 when the lease is
-// known not to be extended on a quorum (at least N - quorum + 1 masters
-// said so: it is lost); a *QuorumError when the answers that came in
-// time decide neither, or came after the validity of a re-taking
-// extension. owned (drop-in mode's locks) also keeps the owner nonces of
-// an Exclusive grant alive with its keys, so that deleteHeld can tell the
-// grant from a later one with the same value however long it is
-// extended.
-func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned bool) (validity time.Duration, err error) {
-	t0 := time.Now()
-	ls, err := e.lockSet(l.Resources)
+// extend resets the ttl of the resources held with token. It returns the
+// new validity; 0 when the lease is known not to be extended on a quorum
+// (at least N - quorum + 1 masters said so: it is lost); a *QuorumError
+// when the answers that came in time decide neither. owned (drop-in
+// mode's locks) also keeps the owner nonces of an Exclusive grant alive
+// with its keys, so that deleteHeld can tell the grant from a later one
+// with the same value however long it is extended.
+func (e *Engine) extend(ctx context.Context, resources []string, token string, ttl time.Duration, owned bool) (validity time.Duration, err error) {
+	ls, err := e.lockSet(resources)
 	if err != nil {
 		return 0, err
 	}
-	token := l.Token
 	if ttl <= 0 || token == "" {
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
-	until, live := liveUntil(l, t0)
-	_, seq := e.fenceKeys()
-	keys := append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey(), seq)
+	keys := append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey())
 	script := scripts.LockExtend
-	args := []string{token, ms(ttl), ms(e.opts.FenceLag), ""}
 	if owned {
 		script = scripts.LockExtendOwned
 		keys = append(keys, ls.ownerKeys(e)...)
-		args = append(args, l.owner)
-		live = live && l.owner != ""
 	}
-	for _, ch := range ls.channels {
-		keys = append(keys, tombstone(ch, token))
-	}
-	args[3] = liveFlag(live)
-	if live && len(l.Fences) == ls.n {
-		// The lease's fences, in the keys' (sorted) order.
-		vals := make([]string, ls.n)
-		for i, p := range ls.pos {
-			vals[p] = strconv.FormatUint(l.Fences[i], 10)
-		}
-		args = append(args, vals...)
-	}
-	return e.extendRound(ctx, ls, token, ttl, t0, &op{name: "extend", script: script, keys: keys, args: args, keepLate: true}, live, until)
+	return e.extendWith(ctx, ls, token, ttl, script, keys)
 }
 
 // extendWith runs an extension of the lock set ls with token: script (a
-// lock_extend-like script taking token, ttl and the lag period, answering
-// how many lock keys it extended) on keys, counted by the extension's
-// rule. It takes nothing again where the keys are absent.
+// lock_extend variant, answering how many lock keys it extended) on keys,
+// counted by the extension's rule.
 func (e *Engine) extendWith(ctx context.Context, ls *lockSet, token string, ttl time.Duration, script *scripts.Script, keys []string) (validity time.Duration, err error) {
 	t0 := time.Now()
 	if ttl <= 0 || token == "" {
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
-	o := &op{name: "extend", script: script, keys: keys, args: []string{token, ms(ttl), ms(e.opts.FenceLag)}, keepLate: true}
-	return e.extendRound(ctx, ls, token, ttl, t0, o, false, time.Time{})
-}
-
-// extendRound sends the extension o of the lock set ls, started at t0,
-// and counts it: yes where every lock key holds the token after it. A
-// re-taking extension (live) stops asking when the lease's validity
-// (until) ends, and is not trusted if it decides after.
-func (e *Engine) extendRound(ctx context.Context, ls *lockSet, token string, ttl time.Duration, t0 time.Time, o *op, live bool, until time.Time) (time.Duration, error) {
 	e.awaitAcquires(token)
-	r := e.send(ctx, o, nil)
+	r := e.send(ctx, &op{name: "extend", script: script, keys: keys,
+		args: []string{token, ms(ttl), ms(e.opts.FenceLag)}, keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, -1)
 	if t.verdict == noQuorum && e.retryReleases() {
-		if ok, err := e.confirm(ctx, r, lockGroup(int64(ls.n)), false, "extend", e.extendDeadline(t0, ttl, live, until)); !ok {
+		if ok, err := e.confirm(ctx, r, lockGroup(int64(ls.n)), false, "extend", e.extendUntil(t0, ttl)); !ok {
 			return 0, err
 		}
 	} else if t.verdict != decidedYes {
 		return 0, t.err(e, "extend")
-	}
-	if err := e.lapsed("extend", live, until); err != nil {
-		return 0, err
 	}
 	return max(e.validity(ttl, t0, time.Now()), 0), nil
 }

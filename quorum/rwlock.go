@@ -153,13 +153,10 @@ func (e *Engine) readRelease(ctx context.Context, resource, token string) (held 
 	return t.verdict == decidedYes, t.err(e, "read_unlock")
 }
 
-// readExtend resets the ttl of a read lock and, for a lease known to be
-// live, records the reader again where it is gone and no writer holds
-// the key (see "Extensions re-enrol masters"); its answers are those of
+// readExtend resets the ttl of a read lock; its answers are those of
 // Extend.
-func (e *Engine) readExtend(ctx context.Context, l *Lease, ttl time.Duration) (validity time.Duration, err error) {
+func (e *Engine) readExtend(ctx context.Context, resource, token string, ttl time.Duration) (validity time.Duration, err error) {
 	t0 := time.Now()
-	resource, token := l.resource(), l.Token
 	if _, err := e.lockSet([]string{resource}); err != nil {
 		return 0, err
 	}
@@ -168,19 +165,14 @@ func (e *Engine) readExtend(ctx context.Context, l *Lease, ttl time.Duration) (v
 	}
 	k := e.rwKeys(resource)
 	e.awaitAcquires(token)
-	until, live := liveUntil(l, t0)
-	r := e.send(ctx, &op{name: "read_extend", script: scripts.RWExtend, keys: []string{k.lock, k.readers, k.lease, tombstone(k.channel, token)},
-		args: []string{token, ms(ttl), liveFlag(live)}, keepLate: true}, nil)
+	r := e.send(ctx, &op{name: "read_extend", script: scripts.RWExtend, keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}, keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
 	if t.verdict == noQuorum && e.retryReleases() {
-		if ok, err := e.confirm(ctx, r, lockGroup(1), false, "read_extend", e.extendDeadline(t0, ttl, live, until)); !ok {
+		if ok, err := e.confirm(ctx, r, lockGroup(1), false, "read_extend", e.extendUntil(t0, ttl)); !ok {
 			return 0, err
 		}
 	} else if t.verdict != decidedYes {
 		return 0, t.err(e, "read_extend")
-	}
-	if err := e.lapsed("read_extend", live, until); err != nil {
-		return 0, err
 	}
 	return max(e.validity(ttl, t0, time.Now()), 0), nil
 }

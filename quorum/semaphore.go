@@ -276,7 +276,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	if last == r {
 		e.semConverge(ctx, r, keys, base, slots, reply)
 	}
-	return &Lease{Primitive: Semaphore, Resources: []string{k.name}, Count: req.Count, Limit: req.Limit, Token: token, Slots: slots, Validity: validity, Start: start, Decided: decided}, rollback, nil
+	return &Lease{Primitive: Semaphore, Resources: []string{k.name}, Count: req.Count, Token: token, Slots: slots, Validity: validity, Start: start, Decided: decided}, rollback, nil
 }
 
 // semConverge makes the masters that gave the token other slots in round
@@ -396,13 +396,10 @@ func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool,
 	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), &until)
 }
 
-// semExtend resets the ttl of the permits l holds and, for a lease known
-// to be live, takes its slots again where they are free (see "Extensions
-// re-enrol masters"); see Extend.
-func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (validity time.Duration, err error) {
+// semExtend resets the ttl of the permits held with token; see Extend.
+func (e *Engine) semExtend(ctx context.Context, name, token string, ttl time.Duration) (validity time.Duration, err error) {
 	t0 := time.Now()
-	token := l.Token
-	k, err := e.semKeys(l.resource())
+	k, err := e.semKeys(name)
 	if err != nil {
 		return 0, err
 	}
@@ -410,23 +407,10 @@ func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (va
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
 	e.awaitAcquires(token)
-	until, live := liveUntil(l, t0)
-	live = live && l.Limit > 0 && len(l.Slots) > 0
-	args := []string{token, ms(ttl), liveFlag(live), strconv.Itoa(l.Limit)}
-	if live {
-		slots := slices.Clone(l.Slots)
-		slices.Sort(slots)
-		for _, s := range slots {
-			args = append(args, strconv.Itoa(s))
-		}
-	}
-	r := e.send(ctx, &op{name: "sem_extend", script: scripts.SemExtend, keys: append(k.keys(token), tombstone(k.channel, token)), args: args, keepLate: true}, nil)
-	deadline := e.extendDeadline(t0, ttl, live, until)
-	held, err := e.recordRound(ctx, r, "sem_extend", -1, &deadline)
+	r := e.send(ctx, &op{name: "sem_extend", script: scripts.SemExtend, keys: k.keys(token), args: []string{token, ms(ttl)}, keepLate: true}, nil)
+	until := e.extendUntil(t0, ttl)
+	held, err := e.recordRound(ctx, r, "sem_extend", -1, &until)
 	if !held {
-		return 0, err
-	}
-	if err := e.lapsed("sem_extend", live, until); err != nil {
 		return 0, err
 	}
 	return max(e.validity(ttl, t0, time.Now()), 0), nil

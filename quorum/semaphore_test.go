@@ -45,7 +45,7 @@ func TestSemaphoreBasics(t *testing.T) {
 	if held, err := c.eng.semRelease(ctx, "api", "nope"); held || err != nil {
 		t.Fatalf("release with a wrong token = %v, %v", held, err)
 	}
-	if v, err := c.eng.semExtend(ctx, &Lease{Resources: []string{"api"}, Token: leases[0].Token}, 20*time.Second); v < 10*time.Second || err != nil {
+	if v, err := c.eng.semExtend(ctx, "api", leases[0].Token, 20*time.Second); v < 10*time.Second || err != nil {
 		t.Fatalf("extend = %v, %v", v, err)
 	}
 	if held, err := c.eng.semRelease(ctx, "api", leases[0].Token); !held || err != nil {
@@ -77,14 +77,10 @@ func TestSemaphoreBasics(t *testing.T) {
 	}
 	// Nothing is left: not the slots, not the records, not the limit;
 	// only the master-wide lease high-water mark, which expires with the
-	// longest permit granted (20 s here), and the releases' tombstones,
-	// which expire with the permits released.
+	// longest permit granted (20 s here).
 	c.settle()
 	for i, f := range c.nodes {
 		for _, k := range f.keys() {
-			if isTombstone(c, k) && f.m.TTL(k) > 0 && f.m.TTL(k) <= 20*time.Second {
-				continue
-			}
 			if k != "redlock-proxy:lease-hwm" || f.m.TTL(k) > 20*time.Second {
 				t.Errorf("master %d keeps %v", i, k)
 			}
@@ -439,12 +435,11 @@ func TestSemaphoreWaitersFirst(t *testing.T) {
 			}
 			// Nothing is left but the master-wide marks: the lease
 			// high-water mark, and the fence sequence, which the
-			// waiter's ticket raised; and the releases' tombstones,
-			// which expire with the permits released.
+			// waiter's ticket raised.
 			c.settle()
 			for i, f := range c.nodes {
 				for _, k := range f.keys() {
-					if k != "redlock-proxy:lease-hwm" && k != "redlock-proxy:fence-hwm" && !(isTombstone(c, k) && f.m.TTL(k) > 0) {
+					if k != "redlock-proxy:lease-hwm" && k != "redlock-proxy:fence-hwm" {
 						t.Errorf("master %d keeps %v", i, k)
 					}
 				}
@@ -490,7 +485,7 @@ func TestSemaphoreQueueLapses(t *testing.T) {
 	c.settle()
 	for i, f := range c.nodes {
 		for _, key := range f.keys() {
-			if key != "redlock-proxy:lease-hwm" && !(isTombstone(c, key) && f.m.TTL(key) > 0) {
+			if key != "redlock-proxy:lease-hwm" {
 				t.Errorf("master %d keeps %v", i, key)
 			}
 		}

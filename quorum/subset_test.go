@@ -759,7 +759,6 @@ func checkSubset(t *testing.T, row subsetRow, states []masterState, mode tokenMo
 			case v == before[i][k]:
 			case k == lag || k == seq:
 			case k == hwm && f.m.TTL(k) > 0:
-			case what == "a released grant" && isTombstone(c, k) && f.m.TTL(k) > 0:
 			case row.mayChange != nil && row.mayChange(c, states[i], k):
 			case before[i][k] != "":
 				t.Errorf("%s: master %d: %s changed %q from %s to %s", name, i, what, k, before[i][k], v)
@@ -773,11 +772,4 @@ func checkSubset(t *testing.T, row subsetRow, states []masterState, mode tokenMo
 			}
 		}
 	}
-}
-
-// isTombstone reports whether key is a release's tombstone (see
-// tombstone), which lives as long as the released grant had to.
-func isTombstone(c *cluster, key string) bool {
-	rest, ok := strings.CutPrefix(key, c.eng.opts.MetaPrefix)
-	return ok && (strings.HasPrefix(rest, "released:") || strings.HasPrefix(rest, "semreleased:"))
 }

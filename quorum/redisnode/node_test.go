@@ -136,7 +136,7 @@ func TestScripts(t *testing.T) {
 	}
 	// Extend: the lock keys and their fence keys.
 	extend := func(token string, ttl string) int64 {
-		v, err := n.Eval(ctx, "lock_extend", append(lockKeys(0, "a", "b"), "meta:lease-hwm", "meta:fence-hwm", "meta:released:a:"+token, "meta:released:b:"+token), []string{token, ttl, lagMS, "0"})
+		v, err := n.Eval(ctx, "lock_extend", append(lockKeys(0, "a", "b"), "meta:lease-hwm"), []string{token, ttl, lagMS})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,31 +151,6 @@ func TestScripts(t *testing.T) {
 	if c := extend("other", "3600000"); c != 0 {
 		t.Fatalf("extend with wrong token = %d", c)
 	}
-	// A live lease takes its absent keys again, with its fence (the max
-	// with a fence key that lives), never where another token holds one
-	// (quorum/doc.go, "Extensions re-enrol masters").
-	retake := func(token string, rs ...string) int64 {
-		args := []string{token, "7200000", lagMS, "1"}
-		for range rs {
-			args = append(args, "5")
-		}
-		keys := append(lockKeys(0, rs...), "meta:lease-hwm", "meta:fence-hwm")
-		for _, r := range rs {
-			keys = append(keys, "meta:released:"+r+":"+token)
-		}
-		v, err := n.Eval(ctx, "lock_extend", keys, args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.(int64)
-	}
-	if c := retake("t2", "a", "d"); c != 0 || rc.Exists(ctx, "d", "meta:fence:d").Val() != 0 {
-		t.Fatalf("re-take beside another token's key = %d, d exists %d", c, rc.Exists(ctx, "d").Val())
-	}
-	if c := retake("t1", "a", "c"); c != 2 || rc.Get(ctx, "c").Val() != "t1" || rc.Get(ctx, "meta:fence:c").Val() != "5" || rc.Get(ctx, "meta:fence:a").Val() != "9" {
-		t.Fatalf("re-take = %d: c %q fence:c %q fence:a %q", c, rc.Get(ctx, "c").Val(), rc.Get(ctx, "meta:fence:c").Val(), rc.Get(ctx, "meta:fence:a").Val())
-	}
-	release(t, n, "t1", "c")
 	// Release: token-checked; leaves no key of the resource behind.
 	if c := release(t, n, "other", "a", "b"); c != 0 {
 		t.Fatalf("release with wrong token = %d", c)

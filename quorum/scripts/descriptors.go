@@ -90,12 +90,12 @@ var (
 		[]Field{One("token"), EachOpt("channel")})
 	// LockExtend resets the ttl of the lock keys that hold a token.
 	LockExtend = define("lock_extend",
-		[]Field{Each("lock"), Each("fence"), One("lease"), One("seq"), Each("gone")},
-		[]Field{One("token"), One("ttl"), One("lagms"), One("live"), EachOpt("value")})
+		[]Field{Each("lock"), Each("fence"), One("lease")},
+		[]Field{One("token"), One("ttl"), One("lagms")})
 	// LockExtendOwned is LockExtend for drop-in mode's locks (owner keys).
 	LockExtendOwned = define("lock_extend_owned",
-		[]Field{Each("lock"), Each("fence"), One("lease"), One("seq"), Each("owner"), Each("gone")},
-		[]Field{One("token"), One("ttl"), One("lagms"), One("live"), One("nonce"), EachOpt("value")})
+		[]Field{Each("lock"), Each("fence"), One("lease"), Each("owner")},
+		[]Field{One("token"), One("ttl"), One("lagms")})
 	// LockDelete deletes lock keys whatever they hold (drop-in DEL).
 	LockDelete = define("lock_delete",
 		[]Field{Each("lock"), Each("fence"), One("lag")},
@@ -115,8 +115,8 @@ var (
 		[]Field{One("token"), One("ttl"), One("id"), One("life")})
 	// RWExtend extends a read lock.
 	RWExtend = define("rw_extend",
-		[]Field{One("lock"), One("readers"), One("lease"), One("gone")},
-		[]Field{One("token"), One("ttl"), One("live")})
+		[]Field{One("lock"), One("readers"), One("lease")},
+		[]Field{One("token"), One("ttl")})
 	// RWLeave takes a waiting reader out of the readers next and after.
 	RWLeave = define("rw_leave",
 		[]Field{One("rnext"), One("rafter"), One("lock")},
@@ -135,8 +135,8 @@ var (
 	SemCount = define("sem_count", []Field{One("sem")}, nil)
 	// SemExtend resets the ttl of a token's permits.
 	SemExtend = define("sem_extend",
-		[]Field{One("sem"), One("record"), One("lease"), One("gone")},
-		[]Field{One("token"), One("ttl"), One("live"), One("limit"), Rest("slot")})
+		[]Field{One("sem"), One("record"), One("lease")},
+		[]Field{One("token"), One("ttl")})
 	// SemRelease releases a token's permits.
 	SemRelease = define("sem_release",
 		[]Field{One("sem"), One("record")},

@@ -2,8 +2,7 @@
 -- their fence keys: lock the lock keys, fence their fence keys, lag the
 -- master's lagging bound; channel the release channels (one per lock
 -- key). As lock_release: a deleted fence key's value is folded into the
--- lagging bound first (see drop), and the deletion is announced, leaving
--- the deleted value's tombstone (see tombstone). Returns,
+-- lagging bound first (see drop), and the deletion is announced. Returns,
 -- per lock key, 1 if it existed, else 0.
 local n = (#KEYS - 1) / 2
 local lock, fence = 0, n
@@ -15,12 +14,8 @@ local out = {}
 for i = 1, n do
   out[i] = 0
   if redis.call('EXISTS', KEYS[lock + i]) == 1 then
-    local v, left = redis.call('GET', KEYS[lock + i]), redis.call('PTTL', KEYS[lock + i])
     bound = drop(KEYS[lock + i], KEYS[fence + i], lag, bound)
     if ARGV[channel + i] then
-      if v and v ~= '' then
-        tombstone(ARGV[channel + i] .. ':' .. v, left)
-      end
       redis.call('PUBLISH', ARGV[channel + i], '1')
     end
     out[i] = 1

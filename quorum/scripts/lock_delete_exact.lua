@@ -7,8 +7,7 @@
 -- owner its owner key; value, channel the release channel ("" for none),
 -- then the owner nonces seen.
 -- As lock_release: the fence is folded into the lagging bound (see drop),
--- the release announced, the value's tombstone left (see tombstone).
--- Returns 1 if it deleted the key, else 0.
+-- the release announced. Returns 1 if it deleted the key, else 0.
 local lock, fence, lag, owner = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local value, channel, nonce = ARGV[1], ARGV[2], 2
 
@@ -28,10 +27,8 @@ end
 if o ~= '' then
   redis.call('DEL', owner)
 end
-local left = redis.call('PTTL', lock)
 drop(lock, fence, lag, redis.call('GET', lag))
 if channel ~= '' then
-  tombstone(channel .. ':' .. value, left)
   redis.call('PUBLISH', channel, '1')
 end
 return 1

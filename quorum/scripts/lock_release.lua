@@ -7,9 +7,7 @@
 -- The announcement is "1", or "h:<id>" when the resource has fair
 -- waiters: the head of the queue is the one fair waiter to wake.
 -- A deleted fence key's value is folded into the lagging bound first (see
--- drop). An announced release leaves the token's tombstone (see
--- tombstone) for as long as the key had to live. Returns how many lock
--- keys it deleted.
+-- drop). Returns how many lock keys it deleted.
 local n = math.floor((#KEYS - 1) / 2)
 local lock, fence = 0, n
 local lag, queue = KEYS[2 * n + 1], KEYS[2 * n + 2]
@@ -20,10 +18,8 @@ local bound = redis.call('GET', lag)
 local c = 0
 for i = 1, n do
   if redis.call('GET', KEYS[lock + i]) == token then
-    local left = redis.call('PTTL', KEYS[lock + i])
     bound = drop(KEYS[lock + i], KEYS[fence + i], lag, bound)
     if ARGV[channel + i] then
-      tombstone(ARGV[channel + i] .. ':' .. token, left)
       local msg = '1'
       if queue then
         local head = redis.call('ZRANGE', queue, 0, 0)[1]

@@ -21,16 +21,6 @@ local function raise(key, ttl)
   end
 end
 
--- tombstone marks key (a release's channel .. ':' .. token) for ms ms (at
--- least): the token's grant was released here, so that an extension does
--- not take it again while its holder may still believe it live
--- (quorum/doc.go, "Extensions re-enrol masters").
-local function tombstone(key, ms)
-  if ms > 0 and redis.call('PTTL', key) < ms then
-    redis.call('SET', key, '1', 'PX', ms)
-  end
-end
-
 -- grant sets the lock keys KEYS[lock + i] (i = 1..n) to token for ttl ms
 -- and gives each resource its fence: max(proposal, its fence key
 -- KEYS[fence + i] + 1, the lagging bound + 1), kept in the fence key for
@@ -165,59 +155,6 @@ local function extend(lock, fence, owner, n, leasekey, token, ttl, lagms)
     raise(leasekey, tonumber(ttl))
   end
   return c
-end
-
--- retake is extend for a lease known to be live (quorum/doc.go,
--- "Extensions re-enrol masters"): when every lock key KEYS[lock + i]
--- (i = 1..n) holds token or is free, it extends the held ones as extend
--- does and takes the free ones as an acquire would: the token for ttl ms,
--- given owner the owner key KEYS[owner + i] := nonce, and, when the
--- lease's fences ARGV[value + i] are given, the fence key KEYS[fence + i]
--- raised to at least that fence for ttl + lagms ms, with the sequence
--- (seqkey); then raises the lease high-water mark. Where a key holds
--- another value, or a free key's tombstone KEYS[gone + i] says the token
--- released it here, it takes nothing and does what extend does. Returns
--- how many lock keys hold the token after it.
-local function retake(lock, fence, owner, gone, n, leasekey, seqkey, token, ttl, lagms, nonce, value)
-  for i = 1, n do
-    local v = redis.call('GET', KEYS[lock + i])
-    if (v and v ~= token) or (not v and redis.call('EXISTS', KEYS[gone + i]) == 1) then
-      return extend(lock, fence, owner, n, leasekey, token, ttl, lagms)
-    end
-  end
-  local high = tonumber(redis.call('GET', seqkey) or '0')
-  local top = high
-  local keep = tonumber(ttl) + tonumber(lagms)
-  for i = 1, n do
-    if redis.call('GET', KEYS[lock + i]) == token then
-      redis.call('PEXPIRE', KEYS[lock + i], ttl)
-      redis.call('PEXPIRE', KEYS[fence + i], keep)
-      if owner then
-        redis.call('PEXPIRE', KEYS[owner + i], ttl)
-      end
-    else
-      redis.call('SET', KEYS[lock + i], token, 'PX', ttl)
-      if owner then
-        redis.call('SET', KEYS[owner + i], nonce, 'PX', ttl)
-      end
-      if ARGV[value + i] then
-        local f = tonumber(ARGV[value + i])
-        local cur = redis.call('GET', KEYS[fence + i])
-        if cur and tonumber(cur) > f then
-          f = tonumber(cur)
-        end
-        redis.call('SET', KEYS[fence + i], string.format('%d', f), 'PX', keep)
-        top = math.max(top, f)
-      else
-        redis.call('PEXPIRE', KEYS[fence + i], keep)
-      end
-    end
-  end
-  if top > high then
-    redis.call('SET', seqkey, string.format('%d', top))
-  end
-  raise(leasekey, tonumber(ttl))
-  return n
 end
 
 -- fair_clean takes out of a fair lock's queue (queue: tokens by ticket)

@@ -10,9 +10,6 @@ local token, channel = ARGV[1], ARGV[2]
 local now = time_ms()
 local was = redis.call('ZSCORE', readers, token)
 local held = was and tonumber(was) > now
-if held and channel then
-  tombstone(channel .. ':' .. token, tonumber(was) - now)
-end
 redis.call('ZREM', readers, token)
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 local shared = redis.call('GET', lock) == ''

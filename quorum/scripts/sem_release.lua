@@ -17,11 +17,10 @@ if not stored then
   return 0
 end
 local base = sem .. ':s:'
-local mine, live, left = {}, 0, 0
+local mine, live = {}, 0
 for i = 0, tonumber(stored) - 1 do
   local v = redis.call('GET', base .. i)
   if v == token then
-    left = math.max(left, redis.call('PTTL', base .. i))
     redis.call('DEL', base .. i)
     mine[#mine + 1] = tostring(i)
   elseif v then
@@ -32,7 +31,6 @@ if live == 0 then
   redis.call('DEL', sem)
 end
 if #mine > 0 and channel then
-  tombstone(channel .. ':' .. token, left)
   redis.call('PUBLISH', channel, #mine .. ':' .. id)
 end
 if rec and rec == table.concat(mine, ',') then
