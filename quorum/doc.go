@@ -138,9 +138,7 @@
 // Release of a lock reports held only with a quorum of masters that released every
 // key, and not held only when N - quorum + 1 masters said so (then no
 // quorum can have held it up to the release); otherwise it is an error, as
-// the answers decide nothing. Extend follows the same rule, and also
-// takes the keys again where they are absent (see "Extensions re-enrol
-// masters").
+// the answers decide nothing. Extend follows the same rule.
 //
 // Releases ask again (confirm.go). A release whose answers within
 // MasterTimeout decide nothing (a busy machine's answers arrive late, a
@@ -184,12 +182,10 @@
 // more than FenceLag, and fences of different resources are comparable.
 //
 // On one master, once F was stored in fence:<r>, every later acquisition
-// of r there gets c > F. If the key that stored F still lives at that
-// acquisition, it holds at least F (stored values only rise while a key
-// lives: every script that writes one takes the max). Otherwise that key
-// ended, and whatever fence:<r> holds now (nothing, or a key created
-// since by an acquisition or by an extension that re-took the resource,
-// see "Extensions re-enrol masters"), fence-lag covers F:
+// of r there gets c > F. If fence:<r> is present at that acquisition, it
+// holds at least F (stored values only rise while the key lives, and a key
+// re-created since was created by a later acquisition, which by induction
+// got more than F). If it is absent, the key holding F (or more) ended:
 //
 //   - by a release: that release raised fence-lag to at least F if it
 //     existed; a fence-lag created later is created from the sequence,
@@ -237,107 +233,6 @@
 // release of their resource; they are harmless and may be deleted by hand
 // once every proxy runs 1.1. Proxies before and after 1.1 must not serve
 // the same masters at once: an old proxy ignores fence-lag.
-//
-// # Extensions re-enrol masters
-//
-// An extension is sent to every master. Where the lease's keys hold its
-// token it resets their ttl; where they are absent (expired while the
-// master was paused or slow, never set because the acquire met the
-// previous holder's key there or the master down, lost in a restart) it
-// takes them again, as an acquire would: set if absent, with the lease's
-// token and ttl, the lease mark (lease-hwm) and, for a lock, the lease's
-// fence. Where another holder has a key (another token; readers, for a
-// writer; a writer, for a reader; another token on a semaphore slot) it
-// takes nothing there, and that master does not count. A master counts
-// when, after its script, it holds every key of the lease with the token,
-// kept or taken again; the counting rules (strictRule, confirm) are
-// unchanged. Without this a long lease shrinks to the masters that
-// answered every one of its extensions, and once it is down to a quorum,
-// one master paused or slow past master_timeout loses it.
-//
-// Why this is the same as acquiring there. On one master the re-take is
-// the acquire script's own step for keys that are free or already the
-// token's: atomic, token-checked, idempotent (a resend finds the keys the
-// token's and only extends them). A re-taken key expires ttl after its
-// script ran, which is after the extension started. So at its decision
-// the extension has what an acquire attempt with the lease's token,
-// started when the extension started, would have: a quorum of masters
-// holding every key with the token, each until at least start + ttl on
-// its own clock. Exclusion is the acquire's intersection argument: a live
-// grant of another holder keeps its keys on a quorum, where the extension
-// neither takes nor counts anything, and two quorums share a master.
-//
-// Only a live lease re-enrols. An acquire may give a free resource to
-// anyone; an extension must not give it back to a holder whose lease
-// lapsed, or a holder that lost the lease while another client held the
-// resource and released it would take it again with its old fence, and
-// a successful extension would no longer mean that nobody else held the
-// resource since the grant. (Extending only the keys that still hold the
-// token does mean that: they held it throughout, and they are a quorum,
-// which every other grant needs one master of.) So:
-//
-//   - the engine re-takes only for a lease it knows is valid when the
-//     extension starts: Lease.Decided and Validity are those of the grant
-//     or of the latest extension (Extend updates them on the lease it is
-//     given; the AUTOEXTEND keeper passes the grant with the validity it
-//     knows);
-//   - a re-taking extension must decide before that validity ends: its
-//     retries stop then, and a quorum reached later is not trusted (no
-//     quorum), as the re-taken masters may be what made it.
-//
-// Then, at every instant from the grant to the end of the validity an
-// extension reports, a quorum held the token: the previous validity's
-// quorum up to the extension's decision, the extension's quorum from
-// then on. A lease built from a client's arguments (REXTEND, RREXTEND,
-// RSEMEXTEND, drop-in PEXPIRE) carries no validity: the proxy cannot tell
-// a live lease from a lapsed one, and extends it only where it is held,
-// as before.
-//
-// Fences. A re-taken master holds the lease's fence F: the re-take raises
-// the resource's fence key there to at least F (living ttl + FenceLag, as
-// an acquire writes it) and the sequence with it. This is not what keeps
-// fences increasing: that is the acquire's fence quorum (see Fencing). A
-// quorum held F when the lease was granted, and each of those masters
-// keeps F or more for good, in the fence key, fence-lag or the sequence
-// (a restarted one gets it back from a quorum of the others), so every
-// later grant meets one of them and gets more than F. Writing F on the
-// re-taken masters makes RLOCKINFO and a TOKEN retry of the holder
-// (which keeps the fence its keys hold) answer the lease's own fence;
-// and it keeps the per-master argument of Fencing: the re-take takes the
-// max with a fence key that lives, and a fence key it creates covers
-// nothing older (fences of a key that ended are covered by fence-lag and
-// the sequence, which every acquire reads). A fresh fence, as an acquire
-// gives, would be as safe but would have RLOCKINFO answer a fence the
-// holder never saw. The old fence is right because the lease is live
-// throughout: no other grant falls between two of its extensions, so
-// the holders of a resource, in time order, still have strictly
-// increasing fences.
-//
-// Restarted masters. A restarted master lost the lease's keys, and its
-// quarantine is what keeps a second client from counting it; an extension
-// is no exception: the re-take runs there (so the keys are back when the
-// quarantine ends), but its vote does not count until the master votes
-// again, as for every request. The quarantine's length stays right: each
-// master that counts in an extension, kept or re-taken, raised its lease
-// mark to the extension's expiry, so a grant or extension that counted
-// the restarted master is still bounded by the mark of a master in every
-// quorum of the others.
-//
-// The validity an extension reports is measured from its start, as
-// before: ttl - (decided - start) - drift. Every key it counted was set
-// or extended after the start, with the ttl.
-//
-// Per primitive. A multi-resource lock re-takes on a master only when
-// every key is the token's or free, all in one script. A drop-in lock
-// writes its owner nonce beside a re-taken key. A semaphore's extension
-// re-takes the lease's slots (Lease.Slots, with its Limit): on a master
-// where each is the token's or free it holds exactly them again (its
-// record names them; the token's other slots there are let go) and
-// answers the slot list; where one is another token's it changes nothing
-// and answers 0. A reader is recorded again where the lock key is free or
-// held by readers, never where a writer holds it; a writer's mark does
-// not refuse it (a mark keeps new readers out, and this one holds a
-// quorum already).
 //
 // # Semaphores
 //
@@ -755,13 +650,6 @@
 // from its raised sequence, so every fence it gives is above F.
 //
 // # What is NOT guaranteed
-//
-// An extension whose request to a slow master lands after the lease was
-// released takes the keys again there, counted by nobody: that master
-// keeps the released token until the ttl ends (the same as a late
-// acquire whose rollback has not landed yet). Requests on one connection
-// run in order, so this takes a request that outlives master_timeout and
-// a release through another connection or proxy.
 //
 // Redlock's safety rests on timing assumptions: bounded clock drift between
 // proxy and masters, and process pauses shorter than the validity margin.
