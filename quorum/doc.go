@@ -585,8 +585,8 @@
 // misses no announcement (each master announces to each subscribed
 // proxy; one is enough). A master restarted empty has no leader and no
 // advertisement; until its quarantine ends its answers do not count.
-// Not guaranteed: an extension re-takes nothing yet where the key is gone
-// (see "Extensions re-enrol masters" for locks); a master whose key
+// Not guaranteed: an extension re-takes nothing where the key is gone (no
+// extension does yet, see "What is NOT guaranteed"); a master whose key
 // expired and which voted in no later grant then simply agrees with no
 // view until the leadership ends.
 //
@@ -661,6 +661,14 @@
 // counts its vote at once. Other proxies that were running at the time do
 // quarantine it. Run masters with persistence, or start a new proxy more
 // than max_ttl after any master restarted.
+//
+// An extension extends a lease only on the masters where its key still
+// holds the token: a master whose copy expired while it was paused, or
+// that the acquire did not reach, is not enrolled again, so a long
+// AUTOEXTEND lease can shrink to the masters that stayed reachable and be
+// lost when one more fails (issue 29's re-enrolment is not built: a first
+// version left a mark per release, which kept keys for resources no longer
+// held, and was withdrawn).
 //
 // A master that loses its data silently (same run_id, e.g. FLUSHALL, or a
 // failover to a replica behind it) is not noticed. If a quorum of masters
