@@ -101,11 +101,7 @@ func electCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 		"CAMPAIGN": {-3, acquireHandler(eng, k, campaignCall(lim), lockReply)},
 		"PROCLAIM": {3, func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
 			a := proxy.NewArgs(args)
-			name, err := electionName(a)
-			if err != nil {
-				return nil, err
-			}
-			tok, err := token(a)
+			l, err := electionLease(a)
 			if err != nil {
 				return nil, err
 			}
@@ -113,23 +109,13 @@ func electCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			if err != nil {
 				return nil, err
 			}
-			ok, err := eng.Proclaim(ctx, name, tok, v)
+			ok, err := eng.Proclaim(ctx, l.Resources[0], l.Token, v)
 			if err != nil {
 				return nil, err
 			}
 			return boolInt(ok), nil
 		}},
-		"RESIGN": {2, releaseHandler(eng, k, func(a *proxy.Args) (*quorum.Lease, error) {
-			name, err := electionName(a)
-			if err != nil {
-				return nil, err
-			}
-			tok, err := token(a)
-			if err != nil {
-				return nil, err
-			}
-			return &quorum.Lease{Primitive: quorum.Election, Resources: []string{name}, Token: tok}, nil
-		})},
+		"RESIGN": {2, releaseHandler(eng, k, electionLease)},
 		"LEADER": {1, func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
 			name, err := electionName(proxy.NewArgs(args))
 			if err != nil {
@@ -357,4 +343,17 @@ func (p *pusher) see(info *quorum.Info) {
 	}
 	p.started, p.ended = true, true
 	p.push("none", p.election, strconv.FormatUint(p.term, 10))
+}
+
+// electionLease reads "election token" into the leadership they name.
+func electionLease(a *proxy.Args) (*quorum.Lease, error) {
+	name, err := electionName(a)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := token(a)
+	if err != nil {
+		return nil, err
+	}
+	return &quorum.Lease{Primitive: quorum.Election, Resources: []string{name}, Token: tok}, nil
 }

@@ -16,14 +16,8 @@ local lag, seq, lease = KEYS[2 * n + 1], KEYS[2 * n + 2], KEYS[2 * n + 3]
 local token, ttl, proposal, lagms = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 local high = tonumber(redis.call('GET', seq) or '0')
-local mine = true
-for i = 1, n do
-  local v = redis.call('GET', KEYS[lock + i])
-  if v ~= token then
-    if v then
-      return {0, high}
-    end
-    mine = false
-  end
+local mine = free_or_mine(lock, n, token)
+if mine == nil then
+  return {0, high}
 end
 return grant(lock, fence, n, lag, seq, lease, high, token, ttl, proposal, lagms, mine)

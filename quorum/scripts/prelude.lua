@@ -21,6 +21,23 @@ local function raise(key, ttl)
   end
 end
 
+-- free_or_mine reads the lock keys KEYS[lock + i] (i = 1..n): nil when
+-- another token holds one of them, else whether token holds them all (a
+-- TOKEN retry of the same grant).
+local function free_or_mine(lock, n, token)
+  local mine = true
+  for i = 1, n do
+    local v = redis.call('GET', KEYS[lock + i])
+    if v ~= token then
+      if v then
+        return nil
+      end
+      mine = false
+    end
+  end
+  return mine
+end
+
 -- grant sets the lock keys KEYS[lock + i] (i = 1..n) to token for ttl ms
 -- and gives each resource its fence: max(proposal, its fence key
 -- KEYS[fence + i] + 1, the lagging bound + 1), kept in the fence key for
