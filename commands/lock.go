@@ -193,22 +193,10 @@ func always([][]byte) bool { return true }
 // lockCommands are RLOCK, RFAIRLOCK, RUNLOCK and REXTEND.
 func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	cmds := []*proxy.Command{
-		{
-			Name: "rlock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: acquireHandler(eng, k, lockCall(quorum.Lock, "rlock", lim), lockReply),
-			Doc: proxy.Doc{
-				Summary: "Acquires an exclusive lock on a quorum of masters. Returns [token, validity, fence], or nil if held.",
-				Args:    lockArgDocs(),
-			},
-		},
-		{
-			Name: "rfairlock", Result: proxy.ResultNull, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: acquireHandler(eng, k, lockCall(quorum.Fair, "rfairlock", lim), lockReply),
-			Doc: proxy.Doc{
-				Summary: "Acquires a lock like RLOCK, but waiters are granted in arrival order across every proxy. Returns [token, validity, fence], or nil if held.",
-				Args:    lockArgDocs(),
-			},
-		},
+		lockLike(eng, k, lim, quorum.Lock, "rlock", plainAcquire, lockReply,
+			"Acquires an exclusive lock on a quorum of masters. Returns [token, validity, fence], or nil if held."),
+		lockLike(eng, k, lim, quorum.Fair, "rfairlock", nil, lockReply,
+			"Acquires a lock like RLOCK, but waiters are granted in arrival order across every proxy. Returns [token, validity, fence], or nil if held."),
 		{
 			Name: "rlockinfo", Concurrent: always, Arity: -2, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {

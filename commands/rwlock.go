@@ -8,14 +8,8 @@ import (
 // rwLockCommands are RRLOCK, RRUNLOCK and RREXTEND.
 func rwLockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	cmds := []*proxy.Command{
-		{
-			Name: "rrlock", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
-			Handler: acquireHandler(eng, k, lockCall(quorum.Read, "rrlock", lim), sharedReply),
-			Doc: proxy.Doc{
-				Summary: "Acquires a shared (read) lock on a quorum of masters: readers share, writers exclude. Returns [token, validity], or nil if a writer holds or waits.",
-				Args:    lockArgDocs(),
-			},
-		},
+		lockLike(eng, k, lim, quorum.Read, "rrlock", plainAcquire, sharedReply,
+			"Acquires a shared (read) lock on a quorum of masters: readers share, writers exclude. Returns [token, validity], or nil if a writer holds or waits."),
 	}
 	return append(cmds, releaseExtend(eng, k, lim, quorum.Read, "rrunlock", "rrextend", "a read lock")...)
 }

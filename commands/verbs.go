@@ -149,3 +149,15 @@ func releaseExtend(eng Engine, k *keeper, lim Limits, p quorum.Primitive, releas
 		},
 	}
 }
+
+// lockLike is an RLOCK-like acquire command (resource ttl [WAIT wait]
+// [TOKEN token] [AUTOEXTEND]) of primitive p: RLOCK, RFAIRLOCK, RRLOCK.
+// concurrent may let invocations run beside the connection's other
+// pipelined commands (proxy.Command.Concurrent).
+func lockLike(eng Engine, k *keeper, lim Limits, p quorum.Primitive, name string, concurrent func([][]byte) bool, reply func(l *quorum.Lease, v int64) any, summary string) *proxy.Command {
+	return &proxy.Command{
+		Name: name, Result: proxy.ResultNull, Concurrent: concurrent, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
+		Handler: acquireHandler(eng, k, lockCall(p, name, lim), reply),
+		Doc:     proxy.Doc{Summary: summary, Args: lockArgDocs()},
+	}
+}
