@@ -2,10 +2,12 @@ package redisnode
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -44,7 +46,9 @@ type request struct {
 // meanwhile, until nothing is pending; others only append. So commands
 // issued while a write is in progress go out together in the next one,
 // with no timer and no goroutine hand-off, and a lone caller writes at
-// once. One reader goroutine parses the replies and completes the queue
+// once. A write that would block (a master that stops reading) is handed
+// to a goroutine of the pipe's after callerWrite, so that no caller waits
+// on one master (see flushLocked). One reader goroutine parses the replies and completes the queue
 // in order, on its own goroutine (completions must not block).
 type pipe struct {
 	nc net.Conn
@@ -53,9 +57,15 @@ type pipe struct {
 	mu      sync.Mutex
 	out     []byte // encoded commands not yet written
 	spare   []byte // the buffer of the previous write, for reuse
-	writing bool   // a caller is writing
-	queue   []request
-	head    int // queue[head:] wait for replies
+	writing bool   // a caller, or writeBehind, is writing
+	// tls is set when nc is a TLS connection, whose writes cannot be
+	// resumed after a deadline: they are all made by writeBehind.
+	tls bool
+	// deadline is the write deadline last set on nc; only the writer
+	// uses it.
+	deadline time.Time
+	queue    []request
+	head     int // queue[head:] wait for replies
 	// open gathers consecutive requests for one script while a write is
 	// in progress; it is encoded (as one batch if it holds several) when
 	// the next write takes the pending output, or when a request for
@@ -84,6 +94,7 @@ func newPipe(nc net.Conn, flushDelay time.Duration, onFail func(*pipe, error)) *
 		onFail:     onFail,
 		readerDone: make(chan struct{}),
 	}
+	_, p.tls = nc.(*tls.Conn)
 	go p.readLoop()
 	return p
 }
@@ -191,10 +202,10 @@ func (p *pipe) encodeBatch(r request) {
 	p.queue = append(p.queue, r)
 }
 
-// command sends a plain command (PING, SCRIPT...).
 // lockOpen takes p.mu and reports true while the connection has not
-// failed; once it has, it releases the lock, answers done with the
-// failure and reports false.
+// failed and the master reads what is written to it; otherwise it
+// releases the lock, answers done with the failure (or errNotReading)
+// and reports false.
 func (p *pipe) lockOpen(done func(any, error)) bool {
 	p.mu.Lock()
 	if p.err != nil {
@@ -203,9 +214,15 @@ func (p *pipe) lockOpen(done func(any, error)) bool {
 		done(nil, err)
 		return false
 	}
+	if len(p.out) > maxPendingOut {
+		p.mu.Unlock()
+		done(nil, errNotReading)
+		return false
+	}
 	return true
 }
 
+// command sends a plain command (PING, SCRIPT...).
 func (p *pipe) command(args []string, done func(any, error)) {
 	if !p.lockOpen(done) {
 		return
@@ -216,14 +233,77 @@ func (p *pipe) command(args []string, done func(any, error)) {
 	p.flushLocked()
 }
 
+// callerWrite bounds how long a caller may spend in a write before the
+// rest of it is handed to a goroutine of the pipe's own. A master that
+// stops reading (paused, or too slow) fills the socket's buffers and
+// then blocks every write to it: a caller blocked there would hold up the
+// request it is sending for every other master too (the engine sends a
+// request to the masters one after another), and so the whole quorum
+// decision, for as long as the stall lasts (up to StallTimeout). Writes
+// to a master that reads go through at once, and pay nothing but a clock
+// read.
+const callerWrite = 2 * time.Millisecond
+
+// maxPendingOut bounds the encoded commands that may wait for a master
+// that does not read: past it a request fails at once (errNotReading)
+// rather than the proxy's memory growing with the stall.
+const maxPendingOut = 16 << 20
+
+// errNotReading fails a request while maxPendingOut bytes already wait.
+var errNotReading = errors.New("redisnode: master is not reading (16 MiB of commands wait to be written)")
+
 // flushLocked writes the pending output unless a write is in progress;
-// p.mu is held and is released.
+// p.mu is held and is released. The caller writes itself (no goroutine
+// hand-off for a lone request), for at most callerWrite; a write that
+// would block longer is finished by a goroutine of the pipe's, which also
+// writes whatever arrives meanwhile, so that callers only append until
+// the master reads again or the connection is closed. Over TLS a write
+// that times out cannot be resumed (crypto/tls), so every write there is
+// made on that goroutine.
 func (p *pipe) flushLocked() {
 	if p.writing {
 		p.mu.Unlock()
 		return
 	}
 	p.writing = true
+	if p.tls {
+		p.mu.Unlock()
+		go p.writeBehind(nil)
+		return
+	}
+	p.flushLoop(true)
+}
+
+// writeBehind finishes rest (what a caller's bounded write left) and then
+// writes as flushLoop does, without a deadline; p.writing is set.
+func (p *pipe) writeBehind(rest []byte) {
+	if !p.tls {
+		p.nc.SetWriteDeadline(time.Time{})
+		p.deadline = time.Time{}
+	}
+	if len(rest) > 0 {
+		if _, err := p.nc.Write(rest); err != nil {
+			p.mu.Lock()
+			p.writing = false
+			p.mu.Unlock()
+			p.fail(fmt.Errorf("write: %w", err))
+			return
+		}
+	}
+	p.mu.Lock()
+	if (len(p.out) == 0 && len(p.open) == 0) || p.err != nil {
+		p.writing = false
+		p.mu.Unlock()
+		return
+	}
+	p.flushLoop(false)
+}
+
+// flushLoop writes the pending output until none is left; p.mu is held
+// and p.writing set; it releases both. bounded is set on a caller's
+// goroutine: a write then blocks for at most callerWrite before
+// writeBehind takes over.
+func (p *pipe) flushLoop(bounded bool) {
 	for {
 		if inFlight := len(p.queue) - p.head + len(p.open); inFlight > batchInFlight {
 			for range batchYields {
@@ -243,7 +323,25 @@ func (p *pipe) flushLocked() {
 		buf := p.out
 		p.out, p.spare = p.spare[:0], nil
 		p.mu.Unlock()
-		_, err := p.nc.Write(buf)
+		var n int
+		var err error
+		if bounded {
+			// The deadline is moved only when less than half of
+			// callerWrite is left, not at every write.
+			if now := time.Now(); p.deadline.Sub(now) < callerWrite/2 {
+				p.deadline = now.Add(callerWrite)
+				p.nc.SetWriteDeadline(p.deadline)
+			}
+			n, err = p.nc.Write(buf)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// buf is not given back for reuse: writeBehind
+				// still writes from it.
+				go p.writeBehind(buf[n:])
+				return
+			}
+		} else {
+			_, err = p.nc.Write(buf)
+		}
 		p.mu.Lock()
 		if cap(buf) <= 64<<10 {
 			p.spare = buf[:0]

@@ -2,6 +2,7 @@ package redisnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+	"github.com/redlock-proxy/redlock-proxy/internal/testcert"
 )
 
 // stepConn lets the test run each write: Write announces itself on
@@ -308,4 +310,86 @@ func TestBatchAfterScriptFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch("b") // EVALSHA: NOSCRIPT, then in full
+}
+
+// TestPausedMasterDoesNotBlockCallers: a master that stops reading
+// (SIGSTOP) fills the socket's buffers; a caller must still return from
+// Send at once, since the engine sends each request to the masters one
+// after another and a blocked caller would hold up the live masters too
+// (node-redlock's drop-in row saw acquisitions take the whole stall). Past
+// maxPendingOut, requests fail at once with errNotReading. Once the master
+// resumes, every request that was not refused is answered. Over plain TCP
+// (a caller's bounded write, then the pipe's goroutine) and over TLS
+// (every write on the pipe's goroutine).
+func TestPausedMasterDoesNotBlockCallers(t *testing.T) {
+	certs := testcert.Generate(t, t.TempDir())
+	for _, tc := range []struct {
+		name string
+		tls  bool
+	}{{"tcp", false}, {"tls", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var srv *redistest.Server
+			opts := Options{StallTimeout: time.Minute}
+			if tc.tls {
+				opts.TLS = certs.ClientConfig(false)
+				srv = redistest.StartTLS(t, opts.TLS, certs.ServerCert, certs.ServerKey, certs.CA, false)
+			} else {
+				srv = redistest.Start(t)
+			}
+			opts.Addr = srv.Addr
+			n, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			srv.Pause()
+			resumed := false
+			defer func() {
+				if !resumed {
+					srv.Resume()
+				}
+			}()
+			// 64 KiB per request: 48 MiB in all, well past the
+			// socket buffers and maxPendingOut.
+			pad := strings.Repeat("p", 64<<10)
+			const requests = 768
+			var mu sync.Mutex
+			var refused, answered, other int
+			var wg sync.WaitGroup
+			for i := range requests {
+				wg.Add(1)
+				n.Send("lock_acquire", lockKeys(3, "r"+strconv.Itoa(i)), acquireArgs("t"+pad, "60000", "1"), func(_ any, err error) {
+					defer wg.Done()
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						answered++
+					case errors.Is(err, errNotReading):
+						refused++
+					default:
+						other++
+						t.Errorf("request failed: %v", err)
+					}
+				})
+			}
+			// Every Send returned while the master is still stopped
+			// (a blocked one would return only when the stall timeout,
+			// a minute, closed the connection, failing the requests).
+			mu.Lock()
+			if refused == 0 || other != 0 || answered != 0 {
+				t.Errorf("while stopped: %d refused, %d failed otherwise, %d answered; want some refused, none other", refused, other, answered)
+			}
+			mu.Unlock()
+			srv.Resume()
+			resumed = true
+			wg.Wait()
+			if answered+refused != requests || answered == 0 {
+				t.Fatalf("after resuming: %d answered, %d refused of %d", answered, refused, requests)
+			}
+			if _, err := n.Eval(context.Background(), "lock_acquire", lockKeys(3, "after"), acquireArgs("t", "60000", "1")); err != nil {
+				t.Fatalf("a request after resuming: %v", err)
+			}
+		})
+	}
 }
