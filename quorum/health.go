@@ -50,8 +50,11 @@ type NodeStatus struct {
 }
 
 type nodeHealth struct {
-	mu        sync.Mutex
-	up        bool
+	mu sync.Mutex
+	up bool
+	// failing is set while the last request failed or timed out (unlike
+	// up, false before the first request).
+	failing   bool
 	latency   time.Duration
 	lastErr   string
 	lastErrAt time.Time
@@ -77,6 +80,7 @@ func (h *nodeHealth) record(d time.Duration, err error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.failing = err != nil
 	if err != nil {
 		h.up = false
 		h.lastErr = err.Error()
@@ -89,6 +93,19 @@ func (h *nodeHealth) record(d time.Duration, err error) {
 	}
 	h.up = true
 	h.latency = d
+}
+
+// downAt reports, for each master, whether it is down now: its last
+// request failed or timed out (a master never asked yet is not down).
+func (e *Engine) downAt() []bool {
+	down := make([]bool, len(e.nodes))
+	for i := range e.health {
+		h := &e.health[i]
+		h.mu.Lock()
+		down[i] = h.failing
+		h.mu.Unlock()
+	}
+	return down
 }
 
 // votes reports whether node i's answers count. It first checks the run_id

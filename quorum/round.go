@@ -289,6 +289,10 @@ const (
 // tally is a round's count of answers.
 type tally struct {
 	yes, no, failed, pending int
+	// stalled is how many of the pending answers are from masters that
+	// were down when the count began (their last request failed or timed
+	// out: paused, cut off, too slow): a refusal need not wait for them.
+	stalled int
 	// counted[i] is true when master i's answer counted as yes.
 	counted []bool
 	errs    []error
@@ -307,11 +311,19 @@ type rule func(q, n int, t *tally, final bool) verdict
 // than a quorum of answers, no quorum. While fewer than a quorum answered
 // it waits for every master (each bounded by its timeout), so that the
 // NOQUORUM error reports exactly how many answered.
+//
+// A refusal does not wait for masters that were down when the count began
+// (stalled): with two of five paused, a split vote among the three live
+// ones used to keep its keys there for the whole master_timeout, waiting
+// for answers that do not come, and every other try collided with them
+// (node-redlock's drop-in row saw no grant for 10 s). Refusing early is
+// always safe: a grant still needs a quorum of yes, and the rollback
+// reaches a stalled master after its acquire, on the same connection.
 func grantRule(q, _ int, t *tally, final bool) verdict {
 	switch {
 	case t.yes >= q:
 		return decidedYes
-	case t.answered() >= q && (final || t.yes+t.pending < q):
+	case t.answered() >= q && (final || t.yes+t.pending-t.stalled < q):
 		return decidedNo
 	case final:
 		return noQuorum
@@ -344,6 +356,12 @@ func (r *round) count(rl rule, yes func(i int, v any) bool, settle time.Duration
 	e := r.e
 	n := len(e.nodes)
 	t := &tally{pending: n, counted: make([]bool, n)}
+	down := e.downAt()
+	for _, d := range down {
+		if d {
+			t.stalled++
+		}
+	}
 	deadline := time.NewTimer(e.opts.MasterTimeout + roundGrace)
 	defer deadline.Stop()
 	for t.pending > 0 {
@@ -354,10 +372,13 @@ func (r *round) count(rl rule, yes func(i int, v any) bool, settle time.Duration
 			if t.verdict == undecided {
 				t.errs = append(t.errs, timedOut(t.pending))
 			}
-			t.pending = 0
+			t.pending, t.stalled = 0, 0
 			continue
 		}
 		t.pending--
+		if down[i] {
+			t.stalled--
+		}
 		a := r.ans[i]
 		switch {
 		case a.err != nil:
