@@ -108,7 +108,7 @@ func (e *Engine) electRelease(ctx context.Context, l *Lease) (bool, error) {
 	if l.Token == "" {
 		return false, fmt.Errorf("%w: empty token", ErrBadRequest)
 	}
-	e.awaitAcquires(l.Token)
+	e.awaitForRelease(l.Token)
 	o := ls.resign(l.Token, true)
 	o.timeout, o.keepLate = e.releaseTimeout(), true
 	r := e.send(ctx, o, nil)
@@ -136,7 +136,7 @@ func (e *Engine) electAbandon(ctx context.Context, l *Lease) {
 	if err != nil {
 		return
 	}
-	e.awaitAcquires(l.Token)
+	e.awaitForRelease(l.Token)
 	u := ls.resign(l.Token, false)
 	u.timeout = e.releaseTimeout()
 	e.send(ctx, u, nil)
@@ -281,7 +281,7 @@ func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Inf
 	}
 	wt := e.wake.watchAll(ls.channels, e.nodes)
 	defer wt.close()
-	wt.ready(ctx, e.opts.MasterTimeout)
+	wt.ready(ctx, e.opts.MasterTimeout, 0)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C

@@ -103,7 +103,7 @@ func (e *Engine) fairAbandon(ctx context.Context, l *Lease) {
 	if err != nil || ls.n != 1 {
 		return
 	}
-	e.awaitAcquires(l.Token)
+	e.awaitForRelease(l.Token)
 	fk := e.fairKeys(ls.given[0])
 	r := e.send(ctx, &op{name: "unlock", script: scripts.LockRelease, keys: ls.releaseKeys(), args: []string{l.Token},
 		timeout: e.releaseTimeout()}, nil)

@@ -345,7 +345,7 @@ func (e *Engine) lockAbandon(ctx context.Context, l *Lease) {
 	if err != nil {
 		return
 	}
-	e.awaitAcquires(l.Token)
+	e.awaitForRelease(l.Token)
 	// No notification: nobody saw this grant, and waking every waiter for
 	// it would only make them collide.
 	u := &op{name: "unlock", script: scripts.LockRelease, keys: ls.releaseKeys(), args: []string{l.Token}}
@@ -395,7 +395,7 @@ func (e *Engine) lockRelease(ctx context.Context, resources []string, token stri
 	if token == "" {
 		return false, fmt.Errorf("%w: empty token", ErrBadRequest)
 	}
-	e.awaitAcquires(token)
+	e.awaitForRelease(token)
 	args := make([]string, 0, 1+ls.n)
 	args = append(args, token)
 	args = append(args, ls.channels...)

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -231,6 +232,24 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 					return
 				}
 			}
+			if fl != nil {
+				// Under the flight's lock: a release with the token
+				// either comes after this request on the master's
+				// ordered connection, or stops it being sent.
+				fl.mu.Lock()
+				if fl.released {
+					fl.mu.Unlock()
+					issued()
+					if r.claimed[i].CompareAndSwap(false, true) {
+						r.settle(i, answer{err: errReleasedFirst})
+					}
+					return
+				}
+				r.issue(i)
+				fl.mu.Unlock()
+				issued()
+				return
+			}
 			issued()
 			r.issue(i)
 		}
@@ -444,9 +463,25 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 	if !fixed {
 		return
 	}
-	ur.wait()
-	for i, a := range ur.ans {
-		if a.err != nil {
+	// A master that is down now (its last request failed or timed out)
+	// is tainted at once rather than waited for: its acknowledgement
+	// could only come after the acquire's own deadline and the undo's,
+	// and tainting is always safe (its votes just do not count in this
+	// call's later tries). With two of five masters paused, waiting cost
+	// every refused try of a fixed token two master_timeouts.
+	down := e.downAt()
+	var wg sync.WaitGroup
+	for i := range e.nodes {
+		if down[i] {
+			tainted[i] = true
+			continue
+		}
+		wg.Add(1)
+		ur.onSettled(i, wg.Done)
+	}
+	wg.Wait()
+	for i := range e.nodes {
+		if !down[i] && ur.ans[i].err != nil {
 			tainted[i] = true
 		}
 	}
@@ -457,10 +492,24 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 type flight struct {
 	token            string
 	issued, returned chan struct{}
-	// released is set by a release with the token: follow-ups of the
-	// flight not yet sent (see semConverge) are then not sent at all.
-	released atomic.Bool
+	// released is set by a release with the token: requests of the
+	// flight not yet sent (a follow-up waiting for the request before it
+	// on a slow master, see follow and semConverge) are then not sent at
+	// all. Under mu, which also covers each request's send.
+	mu       sync.Mutex
+	released bool
 }
+
+// isReleased reports whether a release with the flight's token came.
+func (fl *flight) isReleased() bool {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.released
+}
+
+// errReleasedFirst answers for a request of a flight that was not sent
+// because a release with its token came first.
+var errReleasedFirst = errors.New("not sent: released first")
 
 // track registers a flight as the latest acquire with token, until its
 // requests returned.
@@ -475,7 +524,33 @@ func (e *Engine) track(token string) *flight {
 // release.
 func (e *Engine) releaseFlight(token string) {
 	if v, ok := e.inflight.Load(token); ok {
-		v.(*flight).released.Store(true)
+		fl := v.(*flight)
+		fl.mu.Lock()
+		fl.released = true
+		fl.mu.Unlock()
+	}
+}
+
+// awaitForRelease makes a release through this engine come after the
+// acquires of the latest try with the same token on every master: the
+// requests already sent are ahead of it on each master's ordered
+// connection, and those not sent yet (a fair try following an earlier
+// request on a paused master) never will be (releaseFlight). It then
+// waits for them to return only for the straggle grace. Unlike
+// awaitAcquires it never waits for a request to be sent: with two
+// masters paused, that wait held every release of a fair lock for
+// master_timeout.
+func (e *Engine) awaitForRelease(token string) {
+	v, ok := e.inflight.Load(token)
+	if !ok {
+		return
+	}
+	e.releaseFlight(token)
+	t := time.NewTimer(e.straggleGrace())
+	defer t.Stop()
+	select {
+	case <-v.(*flight).returned:
+	case <-t.C:
 	}
 }
 

@@ -127,7 +127,7 @@ func (e *Engine) readAbandon(ctx context.Context, l *Lease) {
 		return
 	}
 	k := e.rwKeys(l.Resources[0])
-	e.awaitAcquires(l.Token)
+	e.awaitForRelease(l.Token)
 	e.send(ctx, &op{name: "read_unlock", script: scripts.RWRelease, keys: []string{k.lock, k.readers}, args: []string{l.Token, k.channel},
 		timeout: e.releaseTimeout()}, nil)
 }
@@ -143,7 +143,7 @@ func (e *Engine) readRelease(ctx context.Context, resource, token string) (held 
 		return false, fmt.Errorf("%w: empty token", ErrBadRequest)
 	}
 	k := e.rwKeys(resource)
-	e.awaitAcquires(token)
+	e.awaitForRelease(token)
 	r := e.send(ctx, &op{name: "read_unlock", script: scripts.RWRelease, keys: []string{k.lock, k.readers},
 		args: []string{token, k.channel}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, e.straggleGrace())

@@ -297,7 +297,7 @@ func (e *Engine) semConverge(ctx context.Context, r *round, keys, base []string,
 	fl := e.track(base[0])
 	e.follow(ctx, r, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: args, timeout: e.releaseTimeout()}, fl,
 		func(i int) (answer, bool) {
-			if fl.released.Load() {
+			if fl.isReleased() {
 				return skip, true
 			}
 			a, ok := reply(r, i)
@@ -329,7 +329,7 @@ func (e *Engine) semAbandon(ctx context.Context, l *Lease) {
 	if err != nil {
 		return
 	}
-	e.awaitAcquires(l.Token)
+	e.awaitForRelease(l.Token)
 	e.send(ctx, &op{name: "sem_release", script: scripts.SemRelease, keys: k.releaseKeys(l.Token), args: []string{l.Token},
 		timeout: e.releaseTimeout()}, nil)
 }
@@ -388,8 +388,7 @@ func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool,
 	if token == "" {
 		return false, fmt.Errorf("%w: empty token", ErrBadRequest)
 	}
-	e.releaseFlight(token)
-	e.awaitAcquires(token)
+	e.awaitForRelease(token)
 	r := e.send(ctx, &op{name: "sem_release", script: scripts.SemRelease, keys: k.releaseKeys(token),
 		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	until := t0.Add(e.opts.ReleaseRetry)

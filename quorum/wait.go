@@ -161,25 +161,37 @@ func (w *Wakeups) add(wt *watch) *watch {
 	return wt
 }
 
-// ready waits, at most timeout, until the nodes confirm the subscriptions.
-// Masters that do not confirm in time are not waited for: the retry timer
-// still bounds the wait.
-func (wt *watch) ready(ctx context.Context, timeout time.Duration) {
+// ready waits, at most timeout, until enough of the nodes (all of them
+// when enough is 0) confirm the subscriptions. Masters that do not confirm
+// in time are not waited for: the retry timer still bounds the wait. A
+// waiter needs a quorum: a release that deleted on a quorum was announced
+// by at least one master of any other quorum; a paused master used to
+// hold every first wait for the whole timeout.
+func (wt *watch) ready(ctx context.Context, timeout time.Duration, enough int) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var wg sync.WaitGroup
+	if enough <= 0 || enough > len(wt.nodes) {
+		enough = len(wt.nodes)
+	}
+	confirmed := make(chan bool, len(wt.nodes))
 	for _, nd := range wt.nodes {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			for _, ch := range wt.channels {
 				if nd.Subscribed(ctx, ch) != nil {
+					confirmed <- false
 					return
 				}
 			}
+			confirmed <- true
 		}()
 	}
-	wg.Wait()
+	for range wt.nodes {
+		if <-confirmed {
+			if enough--; enough == 0 {
+				return
+			}
+		}
+	}
 }
 
 // wakeJitter spreads the retries of waiters woken by the same release, so
@@ -322,7 +334,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			if rank != nil {
 				w.setRank(rank())
 			}
-			w.ready(ctx, e.opts.MasterTimeout)
+			w.ready(ctx, e.opts.MasterTimeout, e.quorum)
 			continue
 		}
 		if rank != nil {
