@@ -649,6 +649,44 @@
 // sequence is at least F; the restarted master's next fence-lag comes
 // from its raised sequence, so every fence it gives is above F.
 //
+// # Availability under faults
+//
+// With a minority of masters paused, slowed or dead, a quorum still
+// answers, so the service should answer as if nothing happened. Where it
+// did not (issue 29, measured with make chaos), and what was done:
+//
+//   - A caller blocked in a write to a master that stopped reading
+//     (paused: its socket buffers full) held up the same request to every
+//     other master until the stall timeout, 10 s. A caller's write is now
+//     bounded and the pipe's own goroutine finishes it (redisnode).
+//   - A split vote among the live masters waited master_timeout for the
+//     paused ones before refusing, holding its keys there meanwhile; every
+//     other try collided with them, a livelock that lasted as long as the
+//     pause under contention. A refusal no longer waits for masters that
+//     were down when the count began (grantRule's stalled answers); a
+//     grant still needs a quorum of yes.
+//   - A refused try with a caller's token waited for its rollback's
+//     acknowledgement from paused masters (two master_timeouts per try); a
+//     master down at the time is now tainted at once instead.
+//   - A release waited for its token's acquires to be sent to every
+//     master, and a fair lock's tries, which follow the call's previous
+//     request on each master, are sent to a paused master only after that
+//     request's deadline: each release of a fair lock waited
+//     master_timeout. A release now marks its token's requests not yet sent
+//     as never to be sent (under the flight's lock, which also covers each
+//     send, so the release is after every request that was sent on each
+//     master's ordered connection) and does not wait (awaitForRelease).
+//   - A waiter's first wait needed every master to confirm its
+//     subscription; a quorum is enough (a release that deleted on a quorum
+//     is announced by one of them).
+//
+// Known limits: a fair-lock waiter whose proxy died keeps its place at the
+// head of the queue until fair.stale_after (10 s by the contract), and the
+// waiters behind it wait that long; a master that resumes processes its
+// backlog before it answers in time again, so a fault on two other masters
+// just after a resume leaves fewer than a quorum answering for a few
+// hundred milliseconds.
+//
 // # What is NOT guaranteed
 //
 // Redlock's safety rests on timing assumptions: bounded clock drift between
@@ -680,7 +718,8 @@
 // every retry. The engine never counts, in a later attempt, the vote of a
 // master whose rollback from an earlier attempt of the same call was not
 // acknowledged, and it waits for that rollback before answering a failed
-// TOKEN call. A rollback still in flight on a master that is slower than
+// TOKEN call (except on a master that is down at the time: its vote is not
+// counted for the rest of the call, without waiting). A rollback still in flight on a master that is slower than
 // master_timeout can, however, land after a new call with the same token
 // reached that master; a client that retries with TOKEN should wait
 // master_timeout after a failure.
