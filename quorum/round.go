@@ -264,9 +264,6 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 	return r
 }
 
-// wait blocks until every master's request in the round returned.
-func (r *round) wait() { <-r.all }
-
 // answered reports whether master i's answer is recorded (r.ans[i] may be
 // read).
 func (r *round) answered(i int) bool {
