@@ -679,6 +679,11 @@
 //   - A waiter's first wait needed every master to confirm its
 //     subscription; a quorum is enough (a release that deleted on a quorum
 //     is announced by one of them).
+//   - A master slowed past master_timeout (300 ms in the fault run) was
+//     down after each timed-out round and up again whenever a request with
+//     a longer timeout (a release, a rollback) was answered, so rounds kept
+//     waiting for it. An answer slower than master_timeout now keeps it
+//     down; one in time brings it back.
 //
 // Known limits: a fair-lock waiter whose proxy died keeps its place at the
 // head of the queue until fair.stale_after (10 s by the contract), and the

@@ -52,8 +52,9 @@ type NodeStatus struct {
 type nodeHealth struct {
 	mu sync.Mutex
 	up bool
-	// failing is set while the last request failed or timed out (unlike
-	// up, false before the first request).
+	// failing is set while the last request failed, timed out or took
+	// longer than master_timeout (unlike up, false before the first
+	// request).
 	failing   bool
 	latency   time.Duration
 	lastErr   string
@@ -74,13 +75,16 @@ type nodeHealth struct {
 	why string
 }
 
-func (h *nodeHealth) record(d time.Duration, err error) {
+// record notes one request's latency d and error; slow says d was longer
+// than master_timeout (a request with a longer timeout, a release say,
+// answered: the master is up, but too slow for a round to wait for).
+func (h *nodeHealth) record(d time.Duration, err error, slow bool) {
 	if errors.Is(err, context.Canceled) {
 		return // the caller left; says nothing about the master
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.failing = err != nil
+	h.failing = err != nil || slow
 	if err != nil {
 		h.up = false
 		h.lastErr = err.Error()
@@ -96,7 +100,10 @@ func (h *nodeHealth) record(d time.Duration, err error) {
 }
 
 // downAt reports, for each master, whether it is down now: its last
-// request failed or timed out (a master never asked yet is not down).
+// request failed, timed out or took longer than master_timeout (a master
+// never asked yet is not down). A master slowed past master_timeout
+// otherwise flapped between down and up as answers to requests with
+// longer timeouts (releases, rollbacks) came in.
 func (e *Engine) downAt() []bool {
 	down := make([]bool, len(e.nodes))
 	for i := range e.health {

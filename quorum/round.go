@@ -286,7 +286,7 @@ func (e *Engine) call(ctx context.Context, i int, o *op) (any, error) {
 
 // record notes one request to master i for its health and the observer.
 func (e *Engine) record(i int, d time.Duration, err error) {
-	e.health[i].record(d, err)
+	e.health[i].record(d, err, d > e.opts.MasterTimeout)
 	if e.opts.Observer != nil {
 		e.opts.Observer.MasterCall(e.nodes[i].Addr(), d, err)
 	}

@@ -1,6 +1,11 @@
 package quorum
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
 
 // TestGrantRule: a grant needs a quorum of yes; a refusal needs a quorum
 // of answers and waits for every master that could still make the yes a
@@ -26,6 +31,41 @@ func TestGrantRule(t *testing.T) {
 			ty := &tally{yes: tc.yes, no: tc.no, failed: tc.failed, pending: tc.pending, stalled: tc.stalled}
 			if got := grantRule(3, 5, ty, tc.final); got != tc.want {
 				t.Fatalf("grantRule = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDownAfterSlowOrFailed: a master counts as down (its pending answers
+// stalled) after a failed or timed-out request, and after an answer slower
+// than master_timeout; an answer in time brings it back; a caller that
+// left says nothing about the master.
+func TestDownAfterSlowOrFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seq  []func(h *nodeHealth)
+		want bool
+	}{
+		{"never asked", nil, false},
+		{"answered in time", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, nil, false) }}, false},
+		{"failed", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, errors.New("down"), false) }}, true},
+		{"answered late", []func(h *nodeHealth){func(h *nodeHealth) { h.record(300*time.Millisecond, nil, true) }}, true},
+		{"late, then in time", []func(h *nodeHealth){
+			func(h *nodeHealth) { h.record(300*time.Millisecond, nil, true) },
+			func(h *nodeHealth) { h.record(time.Millisecond, nil, false) },
+		}, false},
+		{"failed, then the caller left", []func(h *nodeHealth){
+			func(h *nodeHealth) { h.record(time.Millisecond, errors.New("down"), false) },
+			func(h *nodeHealth) { h.record(time.Millisecond, context.Canceled, false) },
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &Engine{nodes: make([]Node, 1), health: make([]nodeHealth, 1)}
+			for _, f := range tc.seq {
+				f(&e.health[0])
+			}
+			if got := e.downAt()[0]; got != tc.want {
+				t.Fatalf("down = %v, want %v", got, tc.want)
 			}
 		})
 	}
