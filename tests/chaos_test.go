@@ -132,10 +132,23 @@ type chaosRun struct {
 
 	mu     sync.Mutex
 	grants []chaosGrant
-	queued map[string]time.Duration
-	faults []faultSpan
-	counts map[string]*chaosCounts
-	errs   []string
+	// orphaned are grants whose client hung up as they were made: the
+	// resource was granted to someone (a quorum held the token when
+	// looked at) for the availability measure, not checked for exclusion
+	// (when exactly they began is unknown).
+	orphaned []orphanSpan
+	queued   map[string]time.Duration
+	faults   []faultSpan
+	counts   map[string]*chaosCounts
+	errs     []string
+}
+
+// orphanSpan: a row's resource was held by an orphaned grant from..to
+// (from the moment a quorum was seen holding its token to the end of its
+// ttl counted from the request).
+type orphanSpan struct {
+	row      string
+	from, to time.Duration
 }
 
 // faultSpan: from..to, masters were faulty (paused, slowed, down or in
@@ -349,8 +362,11 @@ func (r *chaosRun) work(ctx context.Context, w chaosWorker) {
 				// Was it granted all the same (its reply crossing the
 				// hang-up)? Then nobody holds the lock until its ttl.
 				time.Sleep(100 * time.Millisecond)
-				if r.cl.holders(a.resources[0], tok) >= 3 {
+				if seen := r.since(); r.cl.holders(a.resources[0], tok) >= 3 {
 					r.count(a.row, func(n *chaosCounts) { n.orphans++ })
+					r.mu.Lock()
+					r.orphaned = append(r.orphaned, orphanSpan{row: a.row, from: seen, to: sent + chaosTTL*time.Millisecond})
+					r.mu.Unlock()
 					r.t.Logf("%s hung up %v into %v, and its token holds %s on a quorum 100 ms later", w.name, got-sent, a.args[:2], a.resources[0])
 				}
 			}
@@ -544,7 +560,7 @@ func (a chaosAvail) String() string {
 
 // availability is, per row, the share of the run's 100 ms intervals with
 // at most 2 masters faulty in which a grant of the row was held (or
-// arrived).
+// arrived), an orphaned one included.
 func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
 	n := int(d / chaosPeriod)
 	faulty := make([]int, n)
@@ -560,6 +576,13 @@ func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
 	for _, g := range r.grants {
 		for k := int(g.got / chaosPeriod); k < n && time.Duration(k)*chaosPeriod <= max(g.got, g.end); k++ {
 			held[g.row][k] = true
+		}
+	}
+	// A grant whose client hung up as it was made still held the
+	// resource for someone: granted, though to nobody who used it.
+	for _, o := range r.orphaned {
+		for k := int(o.from / chaosPeriod); k < n && time.Duration(k)*chaosPeriod <= o.to; k++ {
+			held[o.row][k] = true
 		}
 	}
 	out := map[string]chaosAvail{}
