@@ -684,13 +684,22 @@
 //     a longer timeout (a release, a rollback) was answered, so rounds kept
 //     waiting for it. An answer slower than master_timeout now keeps it
 //     down; one in time brings it back.
+//   - A paused master was sent every request of the pause and, on
+//     resuming, ran that backlog (about 400 ms after 3 s) before it
+//     answered in time, while other masters' faults went on. A new
+//     acquisition's first request (op.fresh) is not sent to a master that
+//     is down, but for one probe per master_timeout (skipDown); rollbacks,
+//     releases and follow-ups of what was sent still are. Not sending is a
+//     lost request, which Redlock tolerates: a grant still needs a quorum
+//     of yes, and nothing was set there to roll back.
 //
-// Known limits: a fair-lock waiter whose proxy died keeps its place at the
+// Down means a master kept a request waiting (timed out, or answered
+// after master_timeout); one that fails at once (refused, not connected)
+// is not waited for anyway and is asked every time.
+//
+// Known limit: a fair-lock waiter whose proxy died keeps its place at the
 // head of the queue until fair.stale_after (10 s by the contract), and the
-// waiters behind it wait that long; a master that resumes processes its
-// backlog before it answers in time again, so a fault on two other masters
-// just after a resume leaves fewer than a quorum answering for a few
-// hundred milliseconds.
+// waiters behind it wait that long.
 //
 // # What is NOT guaranteed
 //

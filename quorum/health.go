@@ -52,10 +52,12 @@ type NodeStatus struct {
 type nodeHealth struct {
 	mu sync.Mutex
 	up bool
-	// failing is set while the last request failed, timed out or took
-	// longer than master_timeout (unlike up, false before the first
-	// request).
-	failing   bool
+	// failing is set while the last request timed out or took longer
+	// than master_timeout (unlike up, false before the first request).
+	failing bool
+	// probed is when the last fresh request was let through to a failing
+	// master (skipDown).
+	probed    time.Time
 	latency   time.Duration
 	lastErr   string
 	lastErrAt time.Time
@@ -84,7 +86,10 @@ func (h *nodeHealth) record(d time.Duration, err error, slow bool) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.failing = err != nil || slow
+	// Only a master that keeps requests waiting is down for the rounds: a
+	// fast failure (not connected, refused) answers at once anyway, and
+	// the master may be back by the next request.
+	h.failing = slow || errors.Is(err, context.DeadlineExceeded)
 	if err != nil {
 		h.up = false
 		h.lastErr = err.Error()
@@ -100,8 +105,9 @@ func (h *nodeHealth) record(d time.Duration, err error, slow bool) {
 }
 
 // downAt reports, for each master, whether it is down now: its last
-// request failed, timed out or took longer than master_timeout (a master
-// never asked yet is not down). A master slowed past master_timeout
+// request timed out or took longer than master_timeout (a master never
+// asked yet is not down; one that fails at once is not waited for
+// anyway). A master slowed past master_timeout
 // otherwise flapped between down and up as answers to requests with
 // longer timeouts (releases, rollbacks) came in.
 func (e *Engine) downAt() []bool {
@@ -113,6 +119,30 @@ func (e *Engine) downAt() []bool {
 		h.mu.Unlock()
 	}
 	return down
+}
+
+// skipDown reports whether a fresh request (a new acquisition's first)
+// should not be sent to master i: it is down (its last request timed out
+// or answered late), and a fresh request went to it less than a
+// master_timeout ago. One such probe per master_timeout finds it back;
+// the others fail at once. A paused master used to be sent every request
+// of the pause: on resuming it ran that backlog (400 ms after a 3 s
+// pause in the fault run) before it answered in time, while the other
+// masters' faults went on. Not sending is a lost request, which Redlock
+// tolerates; a grant still needs a quorum of yes.
+func (e *Engine) skipDown(i int) bool {
+	h := &e.health[i]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.failing {
+		return false
+	}
+	now := time.Now()
+	if now.Sub(h.probed) < e.opts.MasterTimeout {
+		return true
+	}
+	h.probed = now
+	return false
 }
 
 // votes reports whether node i's answers count. It first checks the run_id

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -232,6 +233,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		acq.script = scripts.LockAcquireWait
 		acq.args = append(acq.args, ls.markTTL(e), ls.mark)
 	}
+	acq.fresh = true
 	var r *round
 	if fq != nil {
 		r = e.follow(ctx, fq.last, acq, e.track(token), nil)
@@ -251,6 +253,9 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		return a, ok
 	}
 	mayHold := func(i int) bool {
+		if errors.Is(r.ans[i].err, errSkippedDown) {
+			return false // never sent
+		}
 		a, ok := reply(i)
 		return r.ans[i].err != nil || !ok || a.ok || fixed
 	}

@@ -27,7 +27,15 @@ type op struct {
 	// answered for them (round.late), for a release that may ask again
 	// (confirm).
 	keepLate bool
+	// fresh marks a new acquisition's first request: it is not sent to a
+	// master that is down, except as a probe (see skipDown). Releases,
+	// rollbacks and follow-ups are always sent: they clean up after
+	// requests that were.
+	fresh bool
 }
+
+// errSkippedDown answers for a fresh request not sent to a master that is down.
+var errSkippedDown = errors.New("not sent: the master is down")
 
 // answer is one master's reply in a round.
 type answer struct {
@@ -220,6 +228,13 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 				issued()
 				if r.claimed[i].CompareAndSwap(false, true) {
 					r.settle(i, answer{err: bad})
+				}
+				return
+			}
+			if o.fresh && e.skipDown(i) {
+				issued()
+				if r.claimed[i].CompareAndSwap(false, true) {
+					r.settle(i, answer{err: errSkippedDown})
 				}
 				return
 			}

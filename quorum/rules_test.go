@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -37,10 +38,12 @@ func TestGrantRule(t *testing.T) {
 }
 
 // TestDownAfterSlowOrFailed: a master counts as down (its pending answers
-// stalled) after a failed or timed-out request, and after an answer slower
-// than master_timeout; an answer in time brings it back; a caller that
-// left says nothing about the master.
+// stalled, its fresh requests skipped but for probes) after a timed-out
+// request, and after an answer slower than master_timeout, not after a
+// failure that came at once; an answer in time brings it back; a caller
+// that left says nothing about the master.
 func TestDownAfterSlowOrFailed(t *testing.T) {
+	timeout := fmt.Errorf("no answer in 50ms: %w", context.DeadlineExceeded)
 	for _, tc := range []struct {
 		name string
 		seq  []func(h *nodeHealth)
@@ -48,14 +51,15 @@ func TestDownAfterSlowOrFailed(t *testing.T) {
 	}{
 		{"never asked", nil, false},
 		{"answered in time", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, nil, false) }}, false},
-		{"failed", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, errors.New("down"), false) }}, true},
+		{"failed at once", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, errors.New("refused"), false) }}, false},
+		{"timed out", []func(h *nodeHealth){func(h *nodeHealth) { h.record(50*time.Millisecond, timeout, false) }}, true},
 		{"answered late", []func(h *nodeHealth){func(h *nodeHealth) { h.record(300*time.Millisecond, nil, true) }}, true},
 		{"late, then in time", []func(h *nodeHealth){
 			func(h *nodeHealth) { h.record(300*time.Millisecond, nil, true) },
 			func(h *nodeHealth) { h.record(time.Millisecond, nil, false) },
 		}, false},
-		{"failed, then the caller left", []func(h *nodeHealth){
-			func(h *nodeHealth) { h.record(time.Millisecond, errors.New("down"), false) },
+		{"timed out, then the caller left", []func(h *nodeHealth){
+			func(h *nodeHealth) { h.record(50*time.Millisecond, timeout, false) },
 			func(h *nodeHealth) { h.record(time.Millisecond, context.Canceled, false) },
 		}, true},
 	} {
@@ -68,5 +72,35 @@ func TestDownAfterSlowOrFailed(t *testing.T) {
 				t.Fatalf("down = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSkipDownProbes: fresh requests go to a master that is up; to one
+// that is down, one probe per master_timeout goes through and the others
+// are skipped; once it answers in time, every request goes again.
+func TestSkipDownProbes(t *testing.T) {
+	e := &Engine{nodes: make([]Node, 1), health: make([]nodeHealth, 1), opts: Options{MasterTimeout: 50 * time.Millisecond}}
+	h := &e.health[0]
+	if e.skipDown(0) {
+		t.Fatal("skipped a master never asked")
+	}
+	h.record(50*time.Millisecond, fmt.Errorf("no answer: %w", context.DeadlineExceeded), false)
+	if e.skipDown(0) {
+		t.Fatal("the first request to a down master is a probe: not skipped")
+	}
+	if !e.skipDown(0) {
+		t.Fatal("a second request within master_timeout of the probe was not skipped")
+	}
+	h.mu.Lock()
+	h.probed = h.probed.Add(-e.opts.MasterTimeout)
+	h.mu.Unlock()
+	if e.skipDown(0) {
+		t.Fatal("no probe a master_timeout after the last one")
+	}
+	h.record(time.Millisecond, nil, false)
+	for range 3 {
+		if e.skipDown(0) {
+			t.Fatal("skipped a master that answered in time")
+		}
 	}
 }

@@ -3,6 +3,7 @@ package quorum
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -98,10 +99,12 @@ func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []stri
 	start := time.Now()
 	k := rc.k
 	r := e.send(ctx, &op{name: "read_lock", script: scripts.RWAcquire, keys: []string{k.lock, k.readers, k.mark, k.lease, k.next, k.after},
-		args: []string{token, ms(ttl), rc.id, ms(e.writerMark())}}, e.track(token))
+		args: []string{token, ms(ttl), rc.id, ms(e.writerMark())}, fresh: true}, e.track(token))
 	rc.last = r
 	granted := func(i int) bool { return r.ans[i].err == nil && r.ans[i].val == int64(1) }
-	mayHold := func(i int) bool { return r.ans[i].err != nil || granted(i) || fixed }
+	mayHold := func(i int) bool {
+		return !errors.Is(r.ans[i].err, errSkippedDown) && (r.ans[i].err != nil || granted(i) || fixed)
+	}
 	rollback := func() {
 		e.undo(ctx, r, &op{name: "read_lock", script: scripts.RWRelease, keys: []string{k.lock, k.readers}, args: []string{token}},
 			mayHold, fixed, tainted)

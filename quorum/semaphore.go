@@ -3,6 +3,7 @@ package quorum
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -180,13 +181,16 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	}
 	base := []string{token, ms(req.TTL), strconv.Itoa(req.Limit), strconv.Itoa(req.Count), strconv.Itoa(rand.IntN(req.Limit)),
 		ms(q.stale), strconv.FormatUint(q.ticket, 10), id}
-	r := e.send(ctx, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: base}, e.track(token))
+	r := e.send(ctx, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: base, fresh: true}, e.track(token))
 	last := r
 	q.last = r
 	trusted := func(i int) bool { return !tainted[i] }
+	// sent: the try reached master i (not skipped as down); read once
+	// r's answer there is in (the rollback and the follow-up follow r).
+	sent := func(i int) bool { return !errors.Is(r.ans[i].err, errSkippedDown) }
 	rollback := func() {
 		rel := &op{name: "sem_release", script: scripts.SemRelease, keys: keys[:2], args: []string{token}}
-		e.undo(ctx, last, rel, func(int) bool { return true }, fixed, tainted)
+		e.undo(ctx, last, rel, sent, fixed, tainted)
 	}
 	reply := func(r *round, i int) (semReply, bool) {
 		if r.ans[i].err != nil {
@@ -254,7 +258,8 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 		}
 		// Tracked, so that a release through this proxy comes after it on
 		// every master, stragglers included.
-		r2 := e.follow(ctx, r, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: args}, e.track(token), nil)
+		r2 := e.follow(ctx, r, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: args}, e.track(token),
+			func(i int) (answer, bool) { return answer{err: errSkippedDown}, !sent(i) })
 		last = r2
 		q.last = r2
 		t2 := r2.count(grantRule, holds(r2), -1)
@@ -297,7 +302,7 @@ func (e *Engine) semConverge(ctx context.Context, r *round, keys, base []string,
 	fl := e.track(base[0])
 	e.follow(ctx, r, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: args, timeout: e.releaseTimeout()}, fl,
 		func(i int) (answer, bool) {
-			if fl.isReleased() {
+			if fl.isReleased() || errors.Is(r.ans[i].err, errSkippedDown) {
 				return skip, true
 			}
 			a, ok := reply(r, i)
