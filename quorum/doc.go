@@ -687,11 +687,18 @@
 //   - A paused master was sent every request of the pause and, on
 //     resuming, ran that backlog (about 400 ms after 3 s) before it
 //     answered in time, while other masters' faults went on. A new
-//     acquisition's first request (op.fresh) is not sent to a master that
-//     is down, but for one probe per master_timeout (skipDown); rollbacks,
+//     acquisition's first request (op.fresh) is not sent to a master
+//     whose last three requests in a row kept it waiting, but for one
+//     probe per master_timeout (skipDown; one late answer on a busy
+//     machine must not cost a master its votes); rollbacks,
 //     releases and follow-ups of what was sent still are. Not sending is a
 //     lost request, which Redlock tolerates: a grant still needs a quorum
 //     of yes, and nothing was set there to roll back.
+//
+//   - A reader's rolled-back try (split among the live masters) that
+//     left the reader set empty freed the key without a word, and
+//     waiting writers found out on their retry timer. Its rollback now
+//     announces as the last reader's release does.
 //
 // Down means a master kept a request waiting (timed out, or answered
 // after master_timeout); one that fails at once (refused, not connected)

@@ -55,8 +55,10 @@ type nodeHealth struct {
 	// failing is set while the last request timed out or took longer
 	// than master_timeout (unlike up, false before the first request).
 	failing bool
-	// probed is when the last fresh request was let through to a failing
-	// master (skipDown).
+	// lateRun counts the requests in a row that timed out or answered
+	// late; probed is when the last fresh request was let through to a
+	// master skipDown skips.
+	lateRun   int
 	probed    time.Time
 	latency   time.Duration
 	lastErr   string
@@ -90,6 +92,11 @@ func (h *nodeHealth) record(d time.Duration, err error, slow bool) {
 	// fast failure (not connected, refused) answers at once anyway, and
 	// the master may be back by the next request.
 	h.failing = slow || errors.Is(err, context.DeadlineExceeded)
+	if h.failing {
+		h.lateRun++
+	} else {
+		h.lateRun = 0
+	}
 	if err != nil {
 		h.up = false
 		h.lastErr = err.Error()
@@ -121,9 +128,14 @@ func (e *Engine) downAt() []bool {
 	return down
 }
 
+// skipAfter is how many requests in a row must time out or answer late
+// before fresh requests skip a master: one late answer on a busy machine
+// (a GC pause, a loaded test runner) must not cost a master its votes.
+const skipAfter = 3
+
 // skipDown reports whether a fresh request (a new acquisition's first)
-// should not be sent to master i: it is down (its last request timed out
-// or answered late), and a fresh request went to it less than a
+// should not be sent to master i: its last skipAfter requests timed out
+// or answered late, and a fresh request went to it less than a
 // master_timeout ago. One such probe per master_timeout finds it back;
 // the others fail at once. A paused master used to be sent every request
 // of the pause: on resuming it ran that backlog (400 ms after a 3 s
@@ -134,7 +146,7 @@ func (e *Engine) skipDown(i int) bool {
 	h := &e.health[i]
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.failing {
+	if h.lateRun < skipAfter {
 		return false
 	}
 	now := time.Now()

@@ -75,16 +75,22 @@ func TestDownAfterSlowOrFailed(t *testing.T) {
 	}
 }
 
-// TestSkipDownProbes: fresh requests go to a master that is up; to one
-// that is down, one probe per master_timeout goes through and the others
-// are skipped; once it answers in time, every request goes again.
+// TestSkipDownProbes: fresh requests go to a master that is up, and to one
+// with fewer than skipAfter late answers in a row; to one with more, one
+// probe per master_timeout goes through and the others are skipped; once
+// it answers in time, every request goes again.
 func TestSkipDownProbes(t *testing.T) {
 	e := &Engine{nodes: make([]Node, 1), health: make([]nodeHealth, 1), opts: Options{MasterTimeout: 50 * time.Millisecond}}
 	h := &e.health[0]
 	if e.skipDown(0) {
 		t.Fatal("skipped a master never asked")
 	}
-	h.record(50*time.Millisecond, fmt.Errorf("no answer: %w", context.DeadlineExceeded), false)
+	for k := range skipAfter {
+		if e.skipDown(0) {
+			t.Fatalf("skipped after %d late answers in a row, want %d first", k, skipAfter)
+		}
+		h.record(50*time.Millisecond, fmt.Errorf("no answer: %w", context.DeadlineExceeded), false)
+	}
 	if e.skipDown(0) {
 		t.Fatal("the first request to a down master is a probe: not skipped")
 	}

@@ -106,7 +106,11 @@ func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []stri
 		return !errors.Is(r.ans[i].err, errSkippedDown) && (r.ans[i].err != nil || granted(i) || fixed)
 	}
 	rollback := func() {
-		e.undo(ctx, r, &op{name: "read_lock", script: scripts.RWRelease, keys: []string{k.lock, k.readers}, args: []string{token}},
+		// With the channel: a rollback that leaves the reader set empty
+		// frees the key, and waiting writers must hear of it (split
+		// tries among live masters, frequent with a minority down, left
+		// them to their retry timer).
+		e.undo(ctx, r, &op{name: "read_lock", script: scripts.RWRelease, keys: []string{k.lock, k.readers}, args: []string{token, k.channel}},
 			mayHold, fixed, tainted)
 	}
 	t := r.count(grantRule, func(i int, _ any) bool { return granted(i) && !tainted[i] }, -1)
