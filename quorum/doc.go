@@ -694,7 +694,6 @@
 //     releases and follow-ups of what was sent still are. Not sending is a
 //     lost request, which Redlock tolerates: a grant still needs a quorum
 //     of yes, and nothing was set there to roll back.
-//
 //   - A reader's rolled-back try (split among the live masters) that
 //     left the reader set empty freed the key without a word, and
 //     waiting writers found out on their retry timer. Its rollback now
