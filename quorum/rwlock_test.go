@@ -386,9 +386,13 @@ func async(f func() (*Lease, error)) chan rwResult {
 // and fair writers alike); a new reader that does
 // not wait is refused by a waiting writer and waits nowhere; a waiting
 // reader that gives up leaves the sets; nothing is left. The retry delay
-// is far longer than the test: every hand-over is a release's wake-up.
+// is far longer than the test: every hand-over is a release's wake-up,
+// and each waiter's one try must reach every master, so master_timeout
+// is long enough that a loaded test runner never makes an answer late (a
+// late answer makes the engine stop waiting for, and then skip, that
+// master: see "Availability under faults").
 func TestReadWritePhases(t *testing.T) {
-	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
+	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1, MasterTimeout: 250 * time.Millisecond})
 	ctx := context.Background()
 	req := func(ttl, wait time.Duration) Request {
 		return Request{Resources: []string{"doc"}, TTL: ttl, Wait: wait}
