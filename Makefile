@@ -117,8 +117,10 @@ soak:
 # real masters, workers on every primitive, one fault schedule per
 # scenario (2 of 5 paused, one slowed 300 ms, killed and restarted empty,
 # a proxy killed, clients hanging up mid-wait), a checker over the recorded
-# grants, and the availability table. About 2 minutes; CHAOS=10 runs each
-# scenario 10 times longer. Not part of `make test` (CI runs it after).
+# grants, and the availability table; then AUTOEXTEND leases kept through
+# the same faults (TestChaosLeases). About 2 minutes; CHAOS=10 runs each
+# scenario 10 times longer, and the leases 10 runs of 2 minutes. Not part
+# of `make test` (CI runs it after).
 CHAOS ?= 1
 chaos:
 	REDLOCK_CHAOS=$(CHAOS) $(GO) test -race -count=1 -timeout 60m -v \

@@ -64,6 +64,10 @@ type autoLease struct {
 // validity (0: known not held by a quorum).
 func (l *autoLease) extend(ctx context.Context, eng Engine, ttl time.Duration) (time.Duration, error) {
 	lease := l.lease // the engine's own copy: releases may run beside
+	// The validity known so far lets the engine re-enrol masters that
+	// lost the lease before the extension's verdict.
+	lease.Decided = time.Now()
+	lease.Validity = l.validUntil().Sub(lease.Decided)
 	return eng.Extend(ctx, &lease, ttl)
 }
 
@@ -282,6 +286,23 @@ func (k *keeper) extended(sess *proxy.Session, kind quorum.Primitive, resources 
 		l.end = time.Now().Add(validity)
 		l.mu.Unlock()
 	}
+}
+
+// validUntil is when the validity of the lease this connection keeps
+// alive with kind, resources and token ends, as far as it knows (the zero
+// time when it keeps none).
+func (k *keeper) validUntil(sess *proxy.Session, kind quorum.Primitive, resources []string, token string) time.Time {
+	cl := k.peek(sess)
+	if cl == nil {
+		return time.Time{}
+	}
+	cl.mu.Lock()
+	l := cl.leases[leaseKey(kind, resources, token)]
+	cl.mu.Unlock()
+	if l == nil {
+		return time.Time{}
+	}
+	return l.validUntil()
 }
 
 // auto reports whether the connection keeps alive a lock or read lock

@@ -72,6 +72,11 @@ func extendHandler(eng Engine, k *keeper, parse func(a *proxy.Args) (*quorum.Lea
 		if err != nil {
 			return nil, err
 		}
+		if end := k.validUntil(sess, l.Primitive, l.Resources, l.Token); !end.IsZero() {
+			// A lease this connection keeps alive: its validity is known.
+			l.Decided = time.Now()
+			l.Validity = end.Sub(l.Decided)
+		}
 		v, err := eng.Extend(ctx, l, d)
 		if err != nil || v <= 0 {
 			return nil, err

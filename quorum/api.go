@@ -150,7 +150,7 @@ func primitives() map[Primitive]primitive {
 		return e.lockRelease(ctx, l.Resources, l.Token)
 	}
 	lockExtend := func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
-		return e.extend(ctx, l.Resources, l.Token, ttl, false)
+		return e.extend(ctx, l, ttl, false)
 	}
 	return map[Primitive]primitive{
 		Lock: {
@@ -179,7 +179,7 @@ func primitives() map[Primitive]primitive {
 				return all, nil
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
-				return e.extend(ctx, l.Resources, l.Token, ttl, true)
+				return e.extend(ctx, l, ttl, true)
 			},
 			abandon: (*Engine).lockAbandon,
 			info:    lockInfo,
@@ -204,13 +204,13 @@ func primitives() map[Primitive]primitive {
 				return e.readRelease(ctx, l.resource(), l.Token)
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
-				return e.readExtend(ctx, l.resource(), l.Token, ttl)
+				return e.readExtend(ctx, l, ttl)
 			},
 			abandon: (*Engine).readAbandon,
 			info:    lockInfo,
 			single:  true,
 			ops:     [4]string{"read_lock", "read_unlock", "read_extend", "lock_info"},
-			scripts: []*scripts.Script{scripts.RWAcquire, scripts.RWRelease, scripts.RWExtend, scripts.RWLeave},
+			scripts: []*scripts.Script{scripts.RWAcquire, scripts.RWRelease, scripts.RWExtend, scripts.RWReenrol, scripts.RWLeave},
 			doc:     "Read-write locks",
 		},
 		Semaphore: {
@@ -219,7 +219,7 @@ func primitives() map[Primitive]primitive {
 				return e.semRelease(ctx, l.resource(), l.Token)
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
-				return e.semExtend(ctx, l.resource(), l.Token, ttl)
+				return e.semExtend(ctx, l, ttl)
 			},
 			abandon: (*Engine).semAbandon,
 			info: func(e *Engine, ctx context.Context, name string) (*Info, error) {

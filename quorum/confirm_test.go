@@ -79,15 +79,15 @@ func TestReleaseRetry(t *testing.T) {
 	prims := []prim{
 		{"unlock", lock, func(c *cluster, tok string) (bool, error) { return c.eng.lockRelease(ctx, []string{"a"}, tok) }},
 		{"extend", lock, func(c *cluster, tok string) (bool, error) {
-			return extended(c.eng.extend(ctx, []string{"a"}, tok, 10*time.Second, false))
+			return extended(c.eng.extend(ctx, &Lease{Primitive: Lock, Resources: []string{"a"}, Token: tok}, 10*time.Second, false))
 		}},
 		{"read_unlock", read, func(c *cluster, tok string) (bool, error) { return c.eng.readRelease(ctx, "a", tok) }},
 		{"read_extend", read, func(c *cluster, tok string) (bool, error) {
-			return extended(c.eng.readExtend(ctx, "a", tok, 10*time.Second))
+			return extended(c.eng.readExtend(ctx, &Lease{Primitive: Read, Resources: []string{"a"}, Token: tok}, 10*time.Second))
 		}},
 		{"sem_release", sem, func(c *cluster, tok string) (bool, error) { return c.eng.semRelease(ctx, "s", tok) }},
 		{"sem_extend", sem, func(c *cluster, tok string) (bool, error) {
-			return extended(c.eng.semExtend(ctx, "s", tok, 10*time.Second))
+			return extended(c.eng.semExtend(ctx, &Lease{Primitive: Semaphore, Resources: []string{"s"}, Token: tok}, 10*time.Second))
 		}},
 	}
 	scenarios := []struct {

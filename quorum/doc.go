@@ -649,6 +649,69 @@
 // sequence is at least F; the restarted master's next fence-lag comes
 // from its raised sequence, so every fence it gives is above F.
 //
+// # Leases re-enrol masters
+//
+// An extension (REXTEND and the others, AUTOEXTEND's) resets the ttl where
+// the key still holds the token. A master whose copy expired while it was
+// paused, or that the acquisition never reached, would otherwise never
+// hold the lease again: a long lease shrinks to the masters that stayed
+// reachable, and one more fault loses it. So an extension also takes the
+// lease on a master that answered "not held" (extendWith, readExtend,
+// semExtend; reenrol.go), in a second round to those masters only:
+//
+//   - a lock or multi-resource lock: lock_acquire with the lease's token,
+//     as an acquisition with a fixed token (TOKEN) would take it: every
+//     key free or already the token's, else nothing; each taken key gets a
+//     fence as an acquisition's does, with the lease's fences (when known)
+//     or this proxy's proposal as the proposal;
+//   - a read lock: rw_reenrol, which adds the reader where no writer holds
+//     the key (a waiting writer's mark does not refuse it: it is not a new
+//     reader, and no writer can be granted while it holds a quorum);
+//   - a semaphore: sem_acquire for exactly the lease's slots (learnt from
+//     a master that held them, with the limit), never another slot.
+//
+// Never where another holder has it: that master refuses, as it would
+// refuse an acquisition. Taking a free key is therefore an acquisition by
+// the token on that master, and exclusion is the acquisition's argument:
+// a master votes for the token only where the key was free or the token's,
+// another grant needs a quorum holding its own token, and two quorums
+// share a master. What makes it an extension rather than a new grant is
+// when it may happen: only while the lease is known to hold a quorum, so
+// that a free key means the lease's own copy ended there, not that another
+// holder came and went:
+//
+//   - when the extension's first round found the token on a quorum: the
+//     lease is valid for the new validity from the round's start, and the
+//     masters that said "not held" are re-enrolled after the reply, for the
+//     next extension (their votes are not needed for this one);
+//   - when the caller knows the lease's validity (Lease.Validity and
+//     Decided: the keeper of an AUTOEXTEND lease, and a connection that
+//     keeps the lease it extends), before the first round decided: a taken
+//     master's vote counts only if its answer arrived before that validity
+//     ended, so the script ran while the lease still held a quorum. A lease
+//     held on two masters, with two paused and one whose copy expired, is
+//     then extended on three instead of being lost.
+//
+// Fences: the lease keeps the fences of its grant (an extension answers
+// none). A re-enrolled master stores, for the resource, a fence above every
+// fence it stored before and at least the proposal, as any acquisition
+// there; the next grant of the resource still gets a greater fence than
+// the lease's by the argument of Fencing: its quorum shares a master with
+// the quorum that held the lease's fences when it was granted, and a
+// restarted one among those rejoined with its floor raised above them.
+// This is the TOKEN retry of Fencing, which may store higher fences for
+// the same grant and never lower ones.
+//
+// Restarted masters: a master in quarantine answers ErrQuarantined, so it
+// is neither asked to re-enrol nor counted; once it rejoins (fence floor
+// raised) it is re-enrolled like any master whose key is absent, and the
+// fence it stores is above its floor. Re-enrolled keys raise the master's
+// lease mark as a grant does, so a later restart's quarantine covers them.
+//
+// Validity: counted, as for every extension, from the first round's start
+// (ttl less the time since and the drift); the keys taken later with the
+// same ttl outlive it.
+//
 // # Availability under faults
 //
 // With a minority of masters paused, slowed or dead, a quorum still
@@ -720,13 +783,12 @@
 // quarantine it. Run masters with persistence, or start a new proxy more
 // than max_ttl after any master restarted.
 //
-// An extension extends a lease only on the masters where its key still
-// holds the token: a master whose copy expired while it was paused, or
-// that the acquire did not reach, is not enrolled again, so a long
-// AUTOEXTEND lease can shrink to the masters that stayed reachable and be
-// lost when one more fails (issue 29's re-enrolment is not built: a first
-// version left a mark per release, which kept keys for resources no longer
-// held, and was withdrawn).
+// An extension re-enrols masters only while the lease is known valid (see
+// Leases re-enrol masters): a lease whose validity ended unseen (a client
+// that extends too late with REXTEND, on a connection that does not keep
+// it) is extended only where it is still held, and lost once that is
+// fewer than a quorum. Drop-in locks and elections' terms are extended
+// only where held.
 //
 // A master that loses its data silently (same run_id, e.g. FLUSHALL, or a
 // failover to a replica behind it) is not noticed. If a quorum of masters

@@ -127,7 +127,7 @@ func (e *Engine) electExtend(ctx context.Context, l *Lease, ttl time.Duration) (
 		return 0, err
 	}
 	keys := []string{ls.keys[0], ls.keys[1], e.leaseKey(), ls.advert}
-	return e.extendWith(ctx, ls, l.Token, ttl, scripts.ElectExtend, keys)
+	return e.extendWith(ctx, ls, l.Token, ttl, scripts.ElectExtend, keys, nil, time.Time{})
 }
 
 // electAbandon gives back a leadership nobody saw, unannounced.

@@ -110,7 +110,7 @@ func TestUnlockAndExtend(t *testing.T) {
 			for i, f := range c.nodes {
 				f.setDown(i < tc.down)
 			}
-			v, err := c.eng.extend(ctx, []string{"a"}, tc.token, 2*time.Second, false)
+			v, err := c.eng.extend(ctx, &Lease{Primitive: Lock, Resources: []string{"a"}, Token: tc.token}, 2*time.Second, false)
 			if (v > 0) != tc.wantV || (err != nil) != tc.wantErr {
 				t.Fatalf("Extend = %v, %v", v, err)
 			}
@@ -203,7 +203,7 @@ func TestReleaseReplyRule(t *testing.T) {
 					got = map[bool]string{true: "held", false: "not held"}[held]
 				} else {
 					var v time.Duration
-					v, err2 = c.eng.extend(ctx, []string{"a"}, lease.Token, 10*time.Second, false)
+					v, err2 = c.eng.extend(ctx, &Lease{Primitive: Lock, Resources: []string{"a"}, Token: lease.Token}, 10*time.Second, false)
 					got = map[bool]string{true: "held", false: "not held"}[v > 0]
 				}
 				if errors.Is(err2, ErrNoQuorum) {

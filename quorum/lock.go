@@ -424,34 +424,62 @@ func (e *Engine) lockRelease(ctx context.Context, resources []string, token stri
 	return t.verdict == decidedYes, t.err(e, "unlock")
 }
 
-// extend resets the ttl of the resources held with token. It returns the
-// new validity; 0 when the lease is known not to be extended on a quorum
-// (at least N - quorum + 1 masters said so: it is lost); a *QuorumError
-// when the answers that came in time decide neither. owned (drop-in
-// mode's locks) also keeps the owner nonces of an Exclusive grant alive
-// with its keys, so that deleteHeld can tell the grant from a later one
-// with the same value however long it is extended.
-func (e *Engine) extend(ctx context.Context, resources []string, token string, ttl time.Duration, owned bool) (validity time.Duration, err error) {
-	ls, err := e.lockSet(resources)
+// extend resets the ttl of the resources of lease l, held with its
+// token. It returns the new validity; 0 when the lease is known not to be
+// extended on a quorum (at least N - quorum + 1 masters said so: it is
+// lost); a *QuorumError when the answers that came in time decide
+// neither. owned (drop-in mode's locks) also keeps the owner nonces of an
+// Exclusive grant alive with its keys, so that deleteHeld can tell the
+// grant from a later one with the same value however long it is
+// extended. Other locks re-enrol the masters that lost them (package doc,
+// "Leases re-enrol masters").
+func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned bool) (validity time.Duration, err error) {
+	ls, err := e.lockSet(l.Resources)
 	if err != nil {
 		return 0, err
 	}
+	token := l.Token
 	if ttl <= 0 || token == "" {
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
 	keys := append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey())
 	script := scripts.LockExtend
+	var re *reenrolment
 	if owned {
 		script = scripts.LockExtendOwned
 		keys = append(keys, ls.ownerKeys(e)...)
+	} else {
+		re = &reenrolment{
+			token: token,
+			held:  func(_ int, v any) bool { return v == int64(ls.n) },
+			take: func(*round) *op {
+				// As a TOKEN retry of the grant: the fences the lease
+				// holds (when known) are the least each taken key gets.
+				p := e.fences.next()
+				for _, f := range l.Fences {
+					p = max(p, f)
+				}
+				return &op{name: "extend", script: scripts.LockAcquire, keys: ls.acquireKeys,
+					args: []string{token, ms(ttl), strconv.FormatUint(p, 10), ms(e.opts.FenceLag)}}
+			},
+			taken: func(v any) bool {
+				a, ok := decodeAcquire(v, ls.n)
+				if ok {
+					e.fences.learn(a.seq)
+				}
+				return ok && a.ok
+			},
+		}
 	}
-	return e.extendWith(ctx, ls, token, ttl, script, keys)
+	return e.extendWith(ctx, ls, token, ttl, script, keys, re, l.knownEnd())
 }
 
 // extendWith runs an extension of the lock set ls with token: script (a
 // lock_extend variant, answering how many lock keys it extended) on keys,
-// counted by the extension's rule.
-func (e *Engine) extendWith(ctx context.Context, ls *lockSet, token string, ttl time.Duration, script *scripts.Script, keys []string) (validity time.Duration, err error) {
+// counted by the extension's rule. With re it re-enrols the masters that
+// answered "not held": after the reply when a quorum held it, or before
+// the verdict when the lease is known valid until end (not zero).
+func (e *Engine) extendWith(ctx context.Context, ls *lockSet, token string, ttl time.Duration, script *scripts.Script, keys []string, re *reenrolment, end time.Time) (validity time.Duration, err error) {
 	t0 := time.Now()
 	if ttl <= 0 || token == "" {
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
@@ -460,12 +488,35 @@ func (e *Engine) extendWith(ctx context.Context, ls *lockSet, token string, ttl 
 	r := e.send(ctx, &op{name: "extend", script: script, keys: keys,
 		args: []string{token, ms(ttl), ms(e.opts.FenceLag)}, keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, -1)
-	if t.verdict == noQuorum && e.retryReleases() {
-		if ok, err := e.confirm(ctx, r, lockGroup(int64(ls.n)), false, "extend", e.extendUntil(t0, ttl)); !ok {
-			return 0, err
+	return e.extendVerdict(ctx, r, t, t.yes, re, end, t0, ttl, lockGroup(int64(ls.n)), "extend")
+}
+
+// extendVerdict finishes an extension whose first round r was counted
+// (t; yes the masters that held it, of one group), re-enrolling with re
+// (when not nil) and confirming an undecided round (group as confirm's)
+// until the validity it would report ends.
+func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int, re *reenrolment, end, t0 time.Time, ttl time.Duration, group func(int, any) (string, bool), opName string) (time.Duration, error) {
+	valid := func() time.Duration { return max(e.validity(ttl, t0, time.Now()), 0) }
+	switch {
+	case t.verdict == decidedYes:
+		v := valid()
+		if re != nil {
+			e.reenrolLater(ctx, r, re, time.Now().Add(v))
 		}
-	} else if t.verdict != decidedYes {
-		return 0, t.err(e, "extend")
+		return v, nil
+	case t.verdict == decidedNo:
+		return 0, nil
 	}
-	return max(e.validity(ttl, t0, time.Now()), 0), nil
+	if re != nil && !end.IsZero() && time.Now().Before(end) {
+		if yes+e.reenrolNow(ctx, r, re, end) >= e.quorum {
+			return valid(), nil
+		}
+	}
+	if !e.retryReleases() {
+		return 0, t.err(e, opName)
+	}
+	if ok, err := e.confirm(ctx, r, group, false, opName, e.extendUntil(t0, ttl)); !ok {
+		return 0, err
+	}
+	return valid(), nil
 }

@@ -110,7 +110,7 @@ func TestMaxGrantedTTL(t *testing.T) {
 	if d := c.eng.maxGrantedTTL(); d != 2*time.Second {
 		t.Fatalf("after a grant of 2s and a refusal: %v", d)
 	}
-	if v, err := c.eng.extend(ctx, []string{"a"}, l.Token, 5*time.Second, false); v <= 0 || err != nil {
+	if v, err := c.eng.extend(ctx, &Lease{Primitive: Lock, Resources: []string{"a"}, Token: l.Token}, 5*time.Second, false); v <= 0 || err != nil {
 		t.Fatalf("extend: %v %v", v, err)
 	}
 	if _, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"b"}, TTL: time.Second}); err != nil {

@@ -196,7 +196,7 @@ func TestQuarantineSizedByLeases(t *testing.T) {
 	if err != nil || b == nil {
 		t.Fatal(err)
 	}
-	if v, err := c.eng.extend(ctx, b.Resources, b.Token, 1500*time.Millisecond, false); v <= 0 || err != nil {
+	if v, err := c.eng.extend(ctx, &Lease{Primitive: Lock, Resources: b.Resources, Token: b.Token}, 1500*time.Millisecond, false); v <= 0 || err != nil {
 		t.Fatalf("extend: %v %v", v, err)
 	}
 	extended := time.Now()

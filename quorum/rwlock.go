@@ -162,8 +162,9 @@ func (e *Engine) readRelease(ctx context.Context, resource, token string) (held 
 
 // readExtend resets the ttl of a read lock; its answers are those of
 // Extend.
-func (e *Engine) readExtend(ctx context.Context, resource, token string, ttl time.Duration) (validity time.Duration, err error) {
+func (e *Engine) readExtend(ctx context.Context, l *Lease, ttl time.Duration) (validity time.Duration, err error) {
 	t0 := time.Now()
+	resource, token := l.resource(), l.Token
 	if _, err := e.lockSet([]string{resource}); err != nil {
 		return 0, err
 	}
@@ -173,13 +174,15 @@ func (e *Engine) readExtend(ctx context.Context, resource, token string, ttl tim
 	k := e.rwKeys(resource)
 	e.awaitAcquires(token)
 	r := e.send(ctx, &op{name: "read_extend", script: scripts.RWExtend, keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}, keepLate: true}, nil)
-	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
-	if t.verdict == noQuorum && e.retryReleases() {
-		if ok, err := e.confirm(ctx, r, lockGroup(1), false, "read_extend", e.extendUntil(t0, ttl)); !ok {
-			return 0, err
-		}
-	} else if t.verdict != decidedYes {
-		return 0, t.err(e, "read_extend")
+	one := func(_ int, v any) bool { return v == int64(1) }
+	t := r.count(strictRule, one, -1)
+	re := &reenrolment{
+		token: token,
+		held:  one,
+		take: func(*round) *op {
+			return &op{name: "read_extend", script: scripts.RWReenrol, keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}}
+		},
+		taken: func(v any) bool { return v == int64(1) },
 	}
-	return max(e.validity(ttl, t0, time.Now()), 0), nil
+	return e.extendVerdict(ctx, r, t, t.yes, re, l.knownEnd(), t0, ttl, lockGroup(1), "read_extend")
 }

@@ -57,7 +57,7 @@ func TestReadWriteLock(t *testing.T) {
 		t.Fatalf("new reader while a writer waits: %v %v", r, err)
 	}
 	// A reader that holds may still renew.
-	if v, err := c.eng.readExtend(ctx, "doc", r1.Token, 20*time.Second); v <= 0 || err != nil {
+	if v, err := c.eng.readExtend(ctx, r1, 20*time.Second); v <= 0 || err != nil {
 		t.Fatalf("extend a held reader: %v %v", v, err)
 	}
 	if held, err := c.eng.readRelease(ctx, "doc", r1.Token); !held || err != nil {

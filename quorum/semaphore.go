@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
@@ -350,15 +351,26 @@ func (e *Engine) semAbandon(ctx context.Context, l *Lease) {
 // With until set, a round the answers within MasterTimeout left undecided
 // asks again (confirm) until then.
 func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settle time.Duration, until *time.Time) (bool, error) {
+	t, _, _ := e.recordCount(r, settle)
+	if t.verdict == noQuorum && until != nil && e.retryReleases() {
+		return e.confirm(ctx, r, semGroup, opName == "sem_release", opName, *until)
+	}
+	return t.verdict == decidedYes, t.err(e, opName)
+}
+
+// recordCount is recordRound's count: the tally, how many masters name
+// the most named slot list, and that answer.
+func (e *Engine) recordCount(r *round, settle time.Duration) (t *tally, best int, top string) {
 	groups := map[string]int{}
-	best := 0
 	yes := func(_ int, v any) bool {
 		s, ok := v.(string)
 		if !ok || s == "" {
 			return false
 		}
 		groups[s]++
-		best = max(best, groups[s])
+		if groups[s] > best {
+			best, top = groups[s], s
+		}
 		return true
 	}
 	rule := func(q, _ int, t *tally, final bool) verdict {
@@ -372,11 +384,7 @@ func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settl
 		}
 		return undecided
 	}
-	t := r.count(rule, yes, settle)
-	if t.verdict == noQuorum && until != nil && e.retryReleases() {
-		return e.confirm(ctx, r, semGroup, opName == "sem_release", opName, *until)
-	}
-	return t.verdict == decidedYes, t.err(e, opName)
+	return r.count(rule, yes, settle), best, top
 }
 
 // semRelease releases the permits held with token. It reports true when
@@ -400,10 +408,15 @@ func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool,
 	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), &until)
 }
 
-// semExtend resets the ttl of the permits held with token; see Extend.
-func (e *Engine) semExtend(ctx context.Context, name, token string, ttl time.Duration) (validity time.Duration, err error) {
+// semExtend resets the ttl of the permits of lease l; see Extend. Its
+// masters answer "<slots>/<limit>" where they held every slot of the
+// token's record; the masters that answered "not held" are re-enrolled
+// with exactly the slots a quorum named (package doc, "Leases re-enrol
+// masters").
+func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (validity time.Duration, err error) {
 	t0 := time.Now()
-	k, err := e.semKeys(name)
+	token := l.Token
+	k, err := e.semKeys(l.resource())
 	if err != nil {
 		return 0, err
 	}
@@ -412,12 +425,24 @@ func (e *Engine) semExtend(ctx context.Context, name, token string, ttl time.Dur
 	}
 	e.awaitAcquires(token)
 	r := e.send(ctx, &op{name: "sem_extend", script: scripts.SemExtend, keys: k.keys(token), args: []string{token, ms(ttl)}, keepLate: true}, nil)
-	until := e.extendUntil(t0, ttl)
-	held, err := e.recordRound(ctx, r, "sem_extend", -1, &until)
-	if !held {
-		return 0, err
+	t, best, top := e.recordCount(r, -1)
+	re := &reenrolment{
+		token: token,
+		held:  func(i int, v any) bool { _, ok := semGroup(i, v); return ok },
+		take: func(*round) *op {
+			slots, limit, ok := strings.Cut(top, "/")
+			if !ok || slots == "" {
+				return nil
+			}
+			list := strings.Split(slots, ",")
+			// sem_acquire for exactly these slots (its search arguments
+			// unused).
+			args := append([]string{token, ms(ttl), limit, strconv.Itoa(len(list)), "0", "0", "0", ""}, list...)
+			return &op{name: "sem_extend", script: scripts.SemAcquire, keys: append(k.keys(token), k.queue, k.deadlines), args: args}
+		},
+		taken: func(v any) bool { a, ok := decodeSem(v); return ok && a.status == 1 },
 	}
-	return max(e.validity(ttl, t0, time.Now()), 0), nil
+	return e.extendVerdict(ctx, r, t, best, re, l.knownEnd(), t0, ttl, semGroup, "sem_extend")
 }
 
 // semCount returns how many permits of the semaphore have a live grant as

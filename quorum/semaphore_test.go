@@ -45,7 +45,7 @@ func TestSemaphoreBasics(t *testing.T) {
 	if held, err := c.eng.semRelease(ctx, "api", "nope"); held || err != nil {
 		t.Fatalf("release with a wrong token = %v, %v", held, err)
 	}
-	if v, err := c.eng.semExtend(ctx, "api", leases[0].Token, 20*time.Second); v < 10*time.Second || err != nil {
+	if v, err := c.eng.semExtend(ctx, leases[0], 20*time.Second); v < 10*time.Second || err != nil {
 		t.Fatalf("extend = %v, %v", v, err)
 	}
 	if held, err := c.eng.semRelease(ctx, "api", leases[0].Token); !held || err != nil {

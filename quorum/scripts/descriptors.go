@@ -117,6 +117,11 @@ var (
 	RWExtend = define("rw_extend",
 		[]Field{One("lock"), One("readers"), One("lease")},
 		[]Field{One("token"), One("ttl")})
+	// RWReenrol takes a read lock again where its reader is gone (an
+	// extension's re-enrolment).
+	RWReenrol = define("rw_reenrol",
+		[]Field{One("lock"), One("readers"), One("lease")},
+		[]Field{One("token"), One("ttl")})
 	// RWLeave takes a waiting reader out of the readers next and after.
 	RWLeave = define("rw_leave",
 		[]Field{One("rnext"), One("rafter"), One("lock")},
@@ -159,7 +164,7 @@ func All() []*Script {
 		LatchCreate, LatchDown, LatchCount,
 		LockAcquire, LockAcquireWait, LockAcquireFair, LockAcquireNX, LockUnacquireNX, LockFence,
 		LockRelease, LockExtend, LockExtendOwned, LockDelete, LockDeleteExact, LockInfo, LockOwner,
-		RWAcquire, RWExtend, RWLeave, RWRelease,
+		RWAcquire, RWExtend, RWLeave, RWReenrol, RWRelease,
 		SemAcquire, SemCount, SemExtend, SemRelease,
 	}
 }

@@ -3,7 +3,8 @@
 -- high-water mark; token, ttl in ms.
 -- Only if every slot of the record is still the token's: extends them,
 -- the record, and the limit key (which outlives every slot), and returns
--- the record (the slot list); else 0 and changes nothing.
+-- the record (the slot list) and the limit as "<slots>/<limit>"; else 0
+-- and changes nothing.
 local sem, record, lease = KEYS[1], KEYS[2], KEYS[3]
 local token, ttl = ARGV[1], ARGV[2]
 
@@ -28,4 +29,4 @@ if redis.call('PTTL', sem) < tonumber(ttl) then
   redis.call('PEXPIRE', sem, ttl)
 end
 raise(lease, tonumber(ttl))
-return rec
+return rec .. '/' .. stored
