@@ -373,11 +373,17 @@ func (e *Engine) recordCount(r *round, settle time.Duration) (t *tally, best int
 		}
 		return true
 	}
-	rule := func(q, _ int, t *tally, final bool) verdict {
+	// Not held only when the masters that could still name the most
+	// named list (every one that answered neither yes nor no: pending,
+	// failed, or timed out at the round's deadline) cannot make it a
+	// quorum. (The rule read pending and failed only, and a round's
+	// deadline zeroes pending: with two masters paused, a release that
+	// found its permits on the one other master of its quorum answered 0.)
+	rule := func(q, n int, t *tally, final bool) verdict {
 		switch {
 		case best >= q:
 			return decidedYes
-		case best+t.pending+t.failed < q:
+		case best+(n-t.yes-t.no) < q:
 			return decidedNo
 		case final:
 			return noQuorum

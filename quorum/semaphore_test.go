@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -488,6 +489,61 @@ func TestSemaphoreQueueLapses(t *testing.T) {
 			if key != "redlock-proxy:lease-hwm" {
 				t.Errorf("master %d keeps %v", i, key)
 			}
+		}
+	}
+}
+
+// TestSemaphoreSilentHolders: a semaphore release or extension whose
+// permits are held on a quorum of which two masters are silent (paused)
+// and one answers, while two masters that never held them answer "not
+// held", decides nothing: no quorum, never "not held" (it answered 0
+// when the round's deadline had zeroed its count of silent masters).
+// With three "not held" it is 0.
+func TestSemaphoreSilentHolders(t *testing.T) {
+	ctx := context.Background()
+	ops := []struct {
+		name string
+		do   func(c *cluster, l *Lease) (bool, error)
+	}{
+		{"release", func(c *cluster, l *Lease) (bool, error) { return c.eng.semRelease(ctx, "s", l.Token) }},
+		{"extend", func(c *cluster, l *Lease) (bool, error) {
+			v, err := c.eng.semExtend(ctx, &Lease{Primitive: Semaphore, Resources: []string{"s"}, Token: l.Token}, 5*time.Second)
+			return v > 0, err
+		}},
+	}
+	for _, o := range ops {
+		for _, notHeld := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%s/%d not held", o.name, notHeld), func(t *testing.T) {
+				c := newCluster(t, 5, Options{ReleaseRetry: -1})
+				l, err := c.eng.semAcquire(ctx, Request{Primitive: Semaphore, Resources: []string{"s"}, TTL: 5 * time.Second, Limit: 3, Count: 1})
+				if err != nil || l == nil {
+					t.Fatalf("acquire: %v %v", l, err)
+				}
+				c.eng.bg.Wait()
+				k, _ := c.eng.semKeys("s")
+				for i := range notHeld {
+					f := c.nodes[2+i%3]
+					if notHeld == 3 {
+						f = c.nodes[i]
+					}
+					f.del(k.base + ":s:" + strconv.Itoa(l.Slots[0]))
+					f.del(k.base + ":t:" + l.Token)
+					f.del(k.base)
+				}
+				if notHeld == 2 {
+					c.nodes[0].hold()
+					c.nodes[4].hold()
+				}
+				held, err := o.do(c, l)
+				c.nodes[0].unhold()
+				c.nodes[4].unhold()
+				switch {
+				case notHeld == 2 && (held || err == nil):
+					t.Fatalf("held on m0, m1, m4 with m0 and m4 silent: %v %v, want no quorum", held, err)
+				case notHeld == 3 && (held || err != nil):
+					t.Fatalf("not held on 3 of 5: %v %v, want not held", held, err)
+				}
+			})
 		}
 	}
 }
