@@ -74,6 +74,8 @@ func (l *autoLease) extend(ctx context.Context, eng Engine, ttl time.Duration) (
 // release gives l back on every master and wakes its waiters.
 func (l *autoLease) release(ctx context.Context, eng Engine) {
 	lease := l.lease
+	lease.Decided = time.Now()
+	lease.Validity = l.validUntil().Sub(lease.Decided)
 	eng.Release(ctx, &lease)
 }
 

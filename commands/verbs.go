@@ -55,6 +55,12 @@ func releaseHandler(eng Engine, k *keeper, parse func(a *proxy.Args) (*quorum.Le
 		if err != nil {
 			return nil, err
 		}
+		if end := k.validUntil(sess, l.Primitive, l.Resources, l.Token); !end.IsZero() {
+			// A lease this connection keeps alive: an undecided release
+			// asks again until its validity ends.
+			l.Decided = time.Now()
+			l.Validity = end.Sub(l.Decided)
+		}
 		k.forget(sess, l.Primitive, l.Resources, l.Token)
 		held, err := eng.Release(ctx, l)
 		if err != nil {

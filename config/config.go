@@ -56,10 +56,11 @@ type Config struct {
 	// client when auth is off, a client that gave auth.password
 	// otherwise; default false. Named users have their own admin flag.
 	Admin bool `yaml:"admin"`
-	// ReleaseRetry bounds how long a release or extension whose answers
+	// ReleaseRetry is how long a release or extension whose answers
 	// within master_timeout decide nothing keeps asking the masters that
-	// failed or stayed silent before answering NOQUORUM; default 1s, 0s
-	// turns it off.
+	// failed or stayed silent before answering NOQUORUM (a release also
+	// until the lock's validity ends, when that is later); default 1s,
+	// 0s turns it off.
 	ReleaseRetry time.Duration `yaml:"release_retry"`
 	// MasterDefaults apply to every master that does not set the field
 	// itself: shared ACL credentials and TLS.

@@ -147,7 +147,7 @@ type primitive struct {
 func primitives() map[Primitive]primitive {
 	lockInfo := func(e *Engine, ctx context.Context, name string) (*Info, error) { return e.lockInfo(ctx, name) }
 	lockRelease := func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
-		return e.lockRelease(ctx, l.Resources, l.Token)
+		return e.lockReleaseUntil(ctx, l.Resources, l.Token, l.knownEnd())
 	}
 	lockExtend := func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
 		return e.extend(ctx, l, ttl, false)
@@ -201,7 +201,7 @@ func primitives() map[Primitive]primitive {
 		Read: {
 			acquire: (*Engine).readAcquire,
 			release: func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
-				return e.readRelease(ctx, l.resource(), l.Token)
+				return e.readReleaseUntil(ctx, l.resource(), l.Token, l.knownEnd())
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
 				return e.readExtend(ctx, l, ttl)
@@ -216,7 +216,7 @@ func primitives() map[Primitive]primitive {
 		Semaphore: {
 			acquire: (*Engine).semAcquire,
 			release: func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
-				return e.semRelease(ctx, l.resource(), l.Token)
+				return e.semReleaseUntil(ctx, l.resource(), l.Token, l.knownEnd())
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
 				return e.semExtend(ctx, l, ttl)

@@ -11,7 +11,7 @@ import (
 // MasterTimeout): it reads the round's answers still to come (each
 // master has the op's timeout, releaseTimeout), then asks the masters
 // that failed or stayed silent again, every RetryDelay, until the
-// answers decide or ReleaseRetry since start has passed; then the
+// answers decide or until passes (releaseUntil, extendUntil); then the
 // release is a *QuorumError, as before.
 //
 // group names what a yes answer holds (the answers of one group count
@@ -193,4 +193,50 @@ func (e *Engine) retryReleases() bool { return e.opts.ReleaseRetry > 0 }
 func (e *Engine) extendUntil(t0 time.Time, ttl time.Duration) time.Time {
 	v := ttl - (time.Duration(float64(ttl)*e.opts.DriftFactor) + 2*time.Millisecond) // validity at t0
 	return t0.Add(min(e.opts.ReleaseRetry, v))
+}
+
+// releaseReply reads a release script's answer {held, ms left}: held is
+// what says whether it released (a count of keys, 1 or 0, a semaphore's
+// record), left how long what it released still had to live there.
+func releaseReply(v any) (held any, left time.Duration) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return nil, 0
+	}
+	ms, _ := a[1].(int64)
+	return a[0], time.Duration(ms) * time.Millisecond
+}
+
+// releaseGroup is group for a release's answers ({held, ms left}).
+func releaseGroup(group func(int, any) (string, bool)) func(int, any) (string, bool) {
+	return func(i int, v any) (string, bool) {
+		h, _ := releaseReply(v)
+		return group(i, h)
+	}
+}
+
+// releaseUntil is how long a release whose first answers decided nothing
+// asks again (confirm): until the validity of what it releases ends, as
+// far as it can tell, and at least ReleaseRetry after it began (t0). The
+// validity is the lease's, when its holder knows it (known), or the
+// longest ttl that a master which released it said it had left, less the
+// drift (the masters that stayed silent hold it about as long).
+func (e *Engine) releaseUntil(t0 time.Time, r *round, held func(any) bool, known time.Time) time.Time {
+	until := t0.Add(e.opts.ReleaseRetry)
+	if known.After(until) {
+		until = known
+	}
+	now := time.Now()
+	for i := range r.ans {
+		if !r.answered(i) || r.ans[i].err != nil {
+			continue
+		}
+		if h, left := releaseReply(r.ans[i].val); held(h) && left > 0 {
+			end := now.Add(left - (time.Duration(float64(left)*e.opts.DriftFactor) + 2*time.Millisecond))
+			if end.After(until) {
+				until = end
+			}
+		}
+	}
+	return until
 }

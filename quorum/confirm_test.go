@@ -1,8 +1,10 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,26 +52,26 @@ func (o *failCounter) failed(addr string) int {
 func TestReleaseRetry(t *testing.T) {
 	type prim struct {
 		name    string
-		acquire func(c *cluster) string // returns the token
+		acquire func(c *cluster, ttl time.Duration) string // returns the token
 		release func(c *cluster, token string) (bool, error)
 	}
 	ctx := context.Background()
-	lock := func(c *cluster) string {
-		l, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"a"}, TTL: 10 * time.Second})
+	lock := func(c *cluster, ttl time.Duration) string {
+		l, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"a"}, TTL: ttl})
 		if err != nil || l == nil {
 			t.Fatalf("lock: %v %v", l, err)
 		}
 		return l.Token
 	}
-	read := func(c *cluster) string {
-		l, err := c.eng.readAcquire(ctx, Request{Resources: []string{"a"}, TTL: 10 * time.Second})
+	read := func(c *cluster, ttl time.Duration) string {
+		l, err := c.eng.readAcquire(ctx, Request{Resources: []string{"a"}, TTL: ttl})
 		if err != nil || l == nil {
 			t.Fatalf("read lock: %v %v", l, err)
 		}
 		return l.Token
 	}
-	sem := func(c *cluster) string {
-		l, err := c.eng.semAcquire(ctx, Request{Resources: []string{"s"}, Limit: 3, Count: 2, TTL: 10 * time.Second})
+	sem := func(c *cluster, ttl time.Duration) string {
+		l, err := c.eng.semAcquire(ctx, Request{Resources: []string{"s"}, Limit: 3, Count: 2, TTL: ttl})
 		if err != nil || l == nil {
 			t.Fatalf("sem acquire: %v %v", l, err)
 		}
@@ -93,16 +95,17 @@ func TestReleaseRetry(t *testing.T) {
 	scenarios := []struct {
 		name  string
 		retry time.Duration
+		ttl   time.Duration // the lease's (10 s when 0)
 		// slow makes masters 3 and 4 miss the first count; after is
 		// run while the release runs, to let them answer.
 		slow  func(c *cluster)
 		after func(t *testing.T, c *cluster, obs *failCounter)
 		want  string
 	}{
-		{"late within the round", 0,
+		{"late within the round", 0, 0,
 			func(c *cluster) { c.nodes[3].setDelay(3 * testTimeout); c.nodes[4].setDelay(3 * testTimeout) },
 			func(*testing.T, *cluster, *failCounter) {}, "held"},
-		{"late past the round", 5 * time.Second,
+		{"late past the round", 5 * time.Second, 0,
 			func(c *cluster) { c.nodes[3].hold(); c.nodes[4].hold() },
 			func(t *testing.T, c *cluster, _ *failCounter) {
 				if !eventually(5*time.Second, func() bool { return c.nodes[3].queuedLen() >= 2 && c.nodes[4].queuedLen() >= 2 }) {
@@ -111,7 +114,7 @@ func TestReleaseRetry(t *testing.T) {
 				c.nodes[3].unhold()
 				c.nodes[4].unhold()
 			}, "held"},
-		{"down the first time", 5 * time.Second,
+		{"down the first time", 5 * time.Second, 0,
 			func(c *cluster) { c.nodes[3].setDown(true); c.nodes[4].setDown(true) },
 			func(t *testing.T, c *cluster, obs *failCounter) {
 				if !eventually(5*time.Second, func() bool {
@@ -122,7 +125,10 @@ func TestReleaseRetry(t *testing.T) {
 				c.nodes[3].setDown(false)
 				c.nodes[4].setDown(false)
 			}, "held"},
-		{"silent past the retry bound", 300 * time.Millisecond,
+		// A release asks until the validity of what it releases ends (the
+		// ttl the masters that released it said it had left), past the
+		// retry bound; an extension stops at the retry bound.
+		{"silent past the retry bound", 300 * time.Millisecond, 1200 * time.Millisecond,
 			func(c *cluster) { c.nodes[3].hold(); c.nodes[4].hold() },
 			func(*testing.T, *cluster, *failCounter) {}, "no quorum"},
 	}
@@ -131,7 +137,8 @@ func TestReleaseRetry(t *testing.T) {
 			t.Run(sc.name+"/"+p.name, func(t *testing.T) {
 				obs := &failCounter{fails: map[string]int{}}
 				c := newCluster(t, 5, Options{ReleaseRetry: sc.retry, RetryDelay: 20 * time.Millisecond, Observer: obs})
-				tok := p.acquire(c)
+				ttl := cmp.Or(sc.ttl, 10*time.Second)
+				tok := p.acquire(c, ttl)
 				c.eng.bg.Wait() // the acquire landed on every master
 				c.nodes[2].setDown(true)
 				sc.slow(c)
@@ -158,6 +165,9 @@ func TestReleaseRetry(t *testing.T) {
 				}
 				if sc.want == "no quorum" && time.Since(t0) < sc.retry {
 					t.Fatalf("NOQUORUM after %v, before the retry bound %v", time.Since(t0), sc.retry)
+				}
+				if release := !strings.HasSuffix(p.name, "extend"); sc.want == "no quorum" && release && time.Since(t0) < ttl*3/4 {
+					t.Fatalf("NOQUORUM after %v, before the %v lease's validity ended", time.Since(t0), ttl)
 				}
 				c.nodes[3].unhold()
 				c.nodes[4].unhold()

@@ -143,10 +143,15 @@
 // Releases ask again (confirm.go). A release whose answers within
 // MasterTimeout decide nothing (a busy machine's answers arrive late, a
 // connection broke) reads the answers still to come, then asks the
-// masters that failed or stayed silent again, every RetryDelay, for up to
-// Options.ReleaseRetry (config release_retry): a release cannot know the
-// lock's ttl, so that bound stands in for "until its validity would have
-// ended"; an extension also stops when the validity it would report ends.
+// masters that failed or stayed silent again, every RetryDelay, until the
+// validity of what it releases ends, and at least Options.ReleaseRetry
+// (config release_retry): the validity is the lease's when its holder
+// knows it (the connection that keeps it), else the longest ttl a master
+// that released it said it had left (every release script answers that
+// beside its verdict), less the drift; the silent masters were given the
+// same ttl at about the same time. Past it the lock is gone wherever it
+// was not released, and the release answers NOQUORUM. An extension
+// stops at ReleaseRetry, and when the validity it would report ends.
 // A resend is safe because every release script is token-checked and
 // idempotent on one master: it deletes only what the token holds, and a
 // second run finds nothing to delete and touches no other owner's keys.

@@ -392,6 +392,13 @@ func (ls *lockSet) unacquireNX(e *Engine, token, owner string) *op {
 // *QuorumError when the answers that came in time decide neither. Releases
 // still in flight when it returns carry on, whatever happens to ctx.
 func (e *Engine) lockRelease(ctx context.Context, resources []string, token string) (held bool, err error) {
+	return e.lockReleaseUntil(ctx, resources, token, time.Time{})
+}
+
+// lockReleaseUntil is lockRelease of a lease whose holder knows its
+// validity ends at known (zero: unknown); an undecided release asks the
+// silent masters again until then (releaseUntil).
+func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token string, known time.Time) (held bool, err error) {
 	t0 := time.Now()
 	ls, err := e.lockSet(resources)
 	if err != nil {
@@ -417,9 +424,10 @@ func (e *Engine) lockRelease(ctx context.Context, resources []string, token stri
 	// Once decided, give the other masters a short grace: a caller that
 	// locks again right after a release should not meet a straggler, but a
 	// paused master is not worth a whole MasterTimeout on every release.
-	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, e.straggleGrace())
+	all := func(h any) bool { return h == int64(ls.n) }
+	t := r.count(strictRule, func(_ int, v any) bool { h, _ := releaseReply(v); return all(h) }, e.straggleGrace())
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, lockGroup(int64(ls.n)), true, "unlock", t0.Add(e.opts.ReleaseRetry))
+		return e.confirm(ctx, r, releaseGroup(lockGroup(int64(ls.n))), true, "unlock", e.releaseUntil(t0, r, all, known))
 	}
 	return t.verdict == decidedYes, t.err(e, "unlock")
 }

@@ -142,6 +142,12 @@ func (e *Engine) readAbandon(ctx context.Context, l *Lease) {
 // readRelease releases a read lock; its answers are those of Unlock. The
 // last reader's release wakes the writers waiting on any proxy.
 func (e *Engine) readRelease(ctx context.Context, resource, token string) (held bool, err error) {
+	return e.readReleaseUntil(ctx, resource, token, time.Time{})
+}
+
+// readReleaseUntil is readRelease of a lease whose holder knows its
+// validity ends at known (zero: unknown); see releaseUntil.
+func (e *Engine) readReleaseUntil(ctx context.Context, resource, token string, known time.Time) (held bool, err error) {
 	t0 := time.Now()
 	if _, err := e.lockSet([]string{resource}); err != nil {
 		return false, err
@@ -153,9 +159,10 @@ func (e *Engine) readRelease(ctx context.Context, resource, token string) (held 
 	e.awaitForRelease(token)
 	r := e.send(ctx, &op{name: "read_unlock", script: scripts.RWRelease, keys: []string{k.lock, k.readers},
 		args: []string{token, k.channel}, timeout: e.releaseTimeout(), keepLate: true}, nil)
-	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, e.straggleGrace())
+	one := func(h any) bool { return h == int64(1) }
+	t := r.count(strictRule, func(_ int, v any) bool { h, _ := releaseReply(v); return one(h) }, e.straggleGrace())
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, lockGroup(1), true, "read_unlock", t0.Add(e.opts.ReleaseRetry))
+		return e.confirm(ctx, r, releaseGroup(lockGroup(1)), true, "read_unlock", e.releaseUntil(t0, r, one, known))
 	}
 	return t.verdict == decidedYes, t.err(e, "read_unlock")
 }

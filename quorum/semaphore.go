@@ -350,21 +350,26 @@ func (e *Engine) semAbandon(ctx context.Context, l *Lease) {
 //
 // With until set, a round the answers within MasterTimeout left undecided
 // asks again (confirm) until then.
-func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settle time.Duration, until *time.Time) (bool, error) {
-	t, _, _ := e.recordCount(r, settle)
+func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settle time.Duration, until func() time.Time) (bool, error) {
+	group := semGroup
+	if opName == "sem_release" {
+		group = releaseGroup(semGroup)
+	}
+	t, _, _ := e.recordCount(r, settle, group)
 	if t.verdict == noQuorum && until != nil && e.retryReleases() {
-		return e.confirm(ctx, r, semGroup, opName == "sem_release", opName, *until)
+		return e.confirm(ctx, r, group, opName == "sem_release", opName, until())
 	}
 	return t.verdict == decidedYes, t.err(e, opName)
 }
 
-// recordCount is recordRound's count: the tally, how many masters name
-// the most named slot list, and that answer.
-func (e *Engine) recordCount(r *round, settle time.Duration) (t *tally, best int, top string) {
+// recordCount is recordRound's count, reading each answer's slot list
+// with group: the tally, how many masters name the most named slot list,
+// and that list.
+func (e *Engine) recordCount(r *round, settle time.Duration, group func(int, any) (string, bool)) (t *tally, best int, top string) {
 	groups := map[string]int{}
-	yes := func(_ int, v any) bool {
-		s, ok := v.(string)
-		if !ok || s == "" {
+	yes := func(i int, v any) bool {
+		s, ok := group(i, v)
+		if !ok {
 			return false
 		}
 		groups[s]++
@@ -399,6 +404,12 @@ func (e *Engine) recordCount(r *round, settle time.Duration) (t *tally, best int
 // answers that came in time decide neither. Each proxy wakes as many of
 // its waiters as permits were freed.
 func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool, err error) {
+	return e.semReleaseUntil(ctx, name, token, time.Time{})
+}
+
+// semReleaseUntil is semRelease of a lease whose holder knows its
+// validity ends at known (zero: unknown); see releaseUntil.
+func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known time.Time) (held bool, err error) {
 	t0 := time.Now()
 	k, err := e.semKeys(name)
 	if err != nil {
@@ -410,8 +421,8 @@ func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool,
 	e.awaitForRelease(token)
 	r := e.send(ctx, &op{name: "sem_release", script: scripts.SemRelease, keys: k.releaseKeys(token),
 		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout(), keepLate: true}, nil)
-	until := t0.Add(e.opts.ReleaseRetry)
-	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), &until)
+	hasRecord := func(h any) bool { s, ok := h.(string); return ok && s != "" }
+	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), func() time.Time { return e.releaseUntil(t0, r, hasRecord, known) })
 }
 
 // semExtend resets the ttl of the permits of lease l; see Extend. Its
@@ -431,7 +442,7 @@ func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (va
 	}
 	e.awaitAcquires(token)
 	r := e.send(ctx, &op{name: "sem_extend", script: scripts.SemExtend, keys: k.keys(token), args: []string{token, ms(ttl)}, keepLate: true}, nil)
-	t, best, top := e.recordCount(r, -1)
+	t, best, top := e.recordCount(r, -1, semGroup)
 	re := &reenrolment{
 		token: token,
 		held:  func(i int, v any) bool { _, ok := semGroup(i, v); return ok },

@@ -7,7 +7,9 @@
 -- The announcement is "1", or "h:<id>" when the resource has fair
 -- waiters: the head of the queue is the one fair waiter to wake.
 -- A deleted fence key's value is folded into the lagging bound first (see
--- drop). Returns how many lock keys it deleted.
+-- drop). Returns {how many lock keys it deleted, the longest ttl in ms
+-- they had left} (a release that cannot decide asks again until then:
+-- quorum/confirm.go).
 local n = math.floor((#KEYS - 1) / 2)
 local lock, fence = 0, n
 local lag, queue = KEYS[2 * n + 1], KEYS[2 * n + 2]
@@ -15,9 +17,10 @@ local token = ARGV[1]
 local channel = 1
 
 local bound = redis.call('GET', lag)
-local c = 0
+local c, left = 0, 0
 for i = 1, n do
   if redis.call('GET', KEYS[lock + i]) == token then
+    left = math.max(left, redis.call('PTTL', KEYS[lock + i]))
     bound = drop(KEYS[lock + i], KEYS[fence + i], lag, bound)
     if ARGV[channel + i] then
       local msg = '1'
@@ -32,4 +35,4 @@ for i = 1, n do
     c = c + 1
   end
 end
-return c
+return {c, left}

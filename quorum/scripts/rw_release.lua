@@ -29,6 +29,6 @@ else
   end
 end
 if held then
-  return 1
+  return {1, tonumber(was) - now}
 end
-return 0
+return {0, 0}

@@ -4,9 +4,9 @@
 -- freed as "<count>:<id>", so that each proxy wakes only that many
 -- waiters, once whichever masters tell it; rollbacks of failed tries do
 -- not announce.
--- Deletes the limit key once no slot is held. Returns the record (the
--- token's slot list) if every slot in it was the token's up to the
--- release, else 0.
+-- Deletes the limit key once no slot is held. Returns {the record (the
+-- token's slot list), the ms its slots had left} if every slot in it was
+-- the token's up to the release, else {0, 0}.
 local sem, record = KEYS[1], KEYS[2]
 local token, channel, id = ARGV[1], ARGV[2], ARGV[3]
 
@@ -14,13 +14,14 @@ local stored = redis.call('GET', sem)
 local rec = redis.call('GET', record)
 redis.call('DEL', record)
 if not stored then
-  return 0
+  return {0, 0}
 end
 local base = sem .. ':s:'
-local mine, live = {}, 0
+local mine, live, left = {}, 0, 0
 for i = 0, tonumber(stored) - 1 do
   local v = redis.call('GET', base .. i)
   if v == token then
+    left = math.max(left, redis.call('PTTL', base .. i))
     redis.call('DEL', base .. i)
     mine[#mine + 1] = tostring(i)
   elseif v then
@@ -34,6 +35,6 @@ if #mine > 0 and channel then
   redis.call('PUBLISH', channel, #mine .. ':' .. id)
 end
 if rec and rec == table.concat(mine, ',') then
-  return rec
+  return {rec, left}
 end
-return 0
+return {0, 0}
