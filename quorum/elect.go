@@ -59,7 +59,7 @@ func (e *Engine) electAcquire(ctx context.Context, req Request) (*Lease, error) 
 		return nil, fmt.Errorf("%w: value longer than %d bytes", ErrBadRequest, MaxElectValue)
 	}
 	ls.value = req.Value
-	lease, err := e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+	lease, err := e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
 		l, rollback, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
 		if l == nil {
 			return l, rollback, err

@@ -483,3 +483,30 @@ func TestReleaseReachesSlowSender(t *testing.T) {
 		t.Fatalf("the lock is still held on %d masters after the release", h)
 	}
 }
+
+// TestFixedTokenTaintLifted: a master paused during a fixed-token try is
+// tainted (its rollback is not acknowledged), but only until the rollback
+// is: once the master runs its backlog, the rollback's late answer lifts
+// the taint and the call's next try counts its vote. Here the grant needs
+// it (m2 is held by another token): tainted for the rest of the call, the
+// call would wait out its WAIT.
+func TestFixedTokenTaintLifted(t *testing.T) {
+	c := newCluster(t, 3, Options{MasterTimeout: testTimeout, RetryDelay: 5 * time.Millisecond, RetryJitter: 1})
+	c.nodes[2].set("r", "other", time.Minute)
+	c.nodes[0].hold()
+	go func() {
+		// Once a second try was made (m0 tainted: the first try's
+		// rollback waits on m0), let m0's backlog land.
+		if eventually(2*time.Second, func() bool { return c.nodes[1].callsWith("lock_acquire_wait", "t") >= 2 }) {
+			c.nodes[0].unhold()
+		}
+	}()
+	lease, err := c.eng.lockAcquire(context.Background(), Request{Resources: []string{"r"}, TTL: time.Minute, Token: "t", Wait: 3 * time.Second})
+	if err != nil || lease == nil {
+		t.Fatalf("a master whose rollback was acknowledged late still does not count: %v %v", lease, err)
+	}
+	c.eng.bg.Wait()
+	if h := c.holders("r", "t"); h < 2 {
+		t.Fatalf("granted, held on %d masters", h)
+	}
+}

@@ -90,7 +90,7 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 			}
 			return err
 		}}
-	return e.acquireLoop(ctx, req, w, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+	return e.acquireLoop(ctx, req, w, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
 		return e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
 	})
 }

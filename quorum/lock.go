@@ -192,7 +192,7 @@ func (e *Engine) lockAcquire(ctx context.Context, req Request) (lease *Lease, er
 		ls.mark = NewToken()
 		ls.waitKeys(e)
 	}
-	return e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+	return e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
 		return e.attempt(ctx, ls, token, req.TTL, tainted, fixed, req.Primitive == SetNX)
 	})
 }
@@ -200,7 +200,7 @@ func (e *Engine) lockAcquire(ctx context.Context, req Request) (lease *Lease, er
 // attempt is one Redlock try: acquire on a quorum, make the fences held by
 // a quorum, check validity. On failure it has rolled back before it
 // returns; on success it returns the rollback, for a caller that left.
-func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl time.Duration, tainted []bool, fixed, exclusive bool) (*Lease, func(), error) {
+func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl time.Duration, tainted *taints, fixed, exclusive bool) (*Lease, func(), error) {
 	start := time.Now()
 	n := ls.n
 	lag := ms(e.opts.FenceLag)
@@ -259,7 +259,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		a, ok := reply(i)
 		return r.ans[i].err != nil || !ok || a.ok || fixed
 	}
-	trusted := func(i int) bool { return !tainted[i] }
+	trusted := func(i int) bool { return !tainted.has(i) }
 	rollback := func() {
 		rel := &op{name: "lock", script: scripts.LockRelease, keys: ls.releaseKeys(), args: []string{token}}
 		if exclusive {

@@ -464,9 +464,10 @@ func timedOut(n int) error {
 // waits for the answers and taints the masters that did not acknowledge,
 // so that their votes are not counted in a later try of the same call: a
 // late undo could delete what that try set.
-func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) bool, fixed bool, tainted []bool) {
+func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) bool, fixed bool, tainted *taints) {
 	if fixed {
-		u.timeout = e.opts.MasterTimeout
+		// Its late acknowledgements lift the taints (taints.refresh).
+		u.timeout, u.keepLate = e.opts.MasterTimeout, true
 	} else if u.timeout <= 0 {
 		u.timeout = e.releaseTimeout()
 	}
@@ -482,10 +483,31 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 	// call's later tries). With two of five masters paused, waiting cost
 	// every refused try of a fixed token two master_timeouts.
 	down := e.downAt()
+	// Likewise a master whose request of the try itself has not returned
+	// a straggle grace after the count (paused since the count began, or
+	// slow): its undo waits for that request, and fair tries, chained
+	// after the call's earlier requests on each master, stacked such
+	// waits (a refused fair waiter took 230 ms to roll back while its
+	// hand-off came and went, at each switch of paused masters).
+	var pending sync.WaitGroup
+	for i := range e.nodes {
+		if !down[i] && !r.answered(i) {
+			pending.Add(1)
+			r.onSettled(i, pending.Done)
+		}
+	}
+	settled := make(chan struct{})
+	go func() { pending.Wait(); close(settled) }()
+	grace := time.NewTimer(e.straggleGrace())
+	select {
+	case <-settled:
+	case <-grace.C:
+	}
+	grace.Stop()
 	var wg sync.WaitGroup
 	for i := range e.nodes {
-		if down[i] {
-			tainted[i] = true
+		if down[i] || !r.answered(i) {
+			tainted.add(i, ur)
 			continue
 		}
 		wg.Add(1)
@@ -494,7 +516,45 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 	wg.Wait()
 	for i := range e.nodes {
 		if !down[i] && ur.ans[i].err != nil {
-			tainted[i] = true
+			tainted.add(i, ur)
+		}
+	}
+}
+
+// taints are the masters whose votes a call's next try must not count:
+// an undo of an earlier try with the same (caller's) token was sent there
+// and not acknowledged, and might still run after the next try's request
+// and delete what it set.
+type taints struct {
+	bad  []bool
+	undo []*round // undo[i]: the undo round that tainted master i
+}
+
+func newTaints(n int) *taints { return &taints{bad: make([]bool, n), undo: make([]*round, n)} }
+
+// has reports whether master i's vote must not count.
+func (t *taints) has(i int) bool { return t.bad[i] }
+
+// add taints master i until undo's acknowledgement from it arrives.
+func (t *taints) add(i int, undo *round) { t.bad[i], t.undo[i] = true, undo }
+
+// refresh lifts the taint of each master whose undo has since been
+// acknowledged (in time, or late): it ran there, so every request sent
+// from now on comes after it. Called before each try, on the call's
+// goroutine. A paused master is tainted while it is paused, not for the
+// rest of the call.
+func (t *taints) refresh() {
+	for i, u := range t.undo {
+		if u == nil || !u.answered(i) {
+			continue
+		}
+		ok := u.ans[i].err == nil
+		if !ok && u.late != nil {
+			l := u.late[i].Load()
+			ok = l != nil && l.err == nil
+		}
+		if ok {
+			t.bad[i], t.undo[i] = false, nil
 		}
 	}
 }

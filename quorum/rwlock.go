@@ -78,7 +78,7 @@ func (e *Engine) readAcquire(ctx context.Context, req Request) (lease *Lease, er
 				args: []string{rc.id, rc.k.channel}, timeout: e.releaseTimeout()}, nil, granted)
 		}()
 	}
-	return e.acquireLoop(ctx, req, waiting{channels: []string{rc.k.channel}}, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+	return e.acquireLoop(ctx, req, waiting{channels: []string{rc.k.channel}}, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
 		return e.readAttempt(ctx, rc, ls.given, token, req.TTL, tainted, fixed)
 	})
 }
@@ -95,7 +95,7 @@ type readCall struct {
 
 // readAttempt is one try: a quorum of masters record the reader within
 // the validity, or it is rolled back.
-func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []string, token string, ttl time.Duration, tainted []bool, fixed bool) (*Lease, func(), error) {
+func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []string, token string, ttl time.Duration, tainted *taints, fixed bool) (*Lease, func(), error) {
 	start := time.Now()
 	k := rc.k
 	r := e.send(ctx, &op{name: "read_lock", script: scripts.RWAcquire, keys: []string{k.lock, k.readers, k.mark, k.lease, k.next, k.after},
@@ -113,7 +113,7 @@ func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []stri
 		e.undo(ctx, r, &op{name: "read_lock", script: scripts.RWRelease, keys: []string{k.lock, k.readers}, args: []string{token, k.channel}},
 			mayHold, fixed, tainted)
 	}
-	t := r.count(grantRule, func(i int, _ any) bool { return granted(i) && !tainted[i] }, -1)
+	t := r.count(grantRule, func(i int, _ any) bool { return granted(i) && !tainted.has(i) }, -1)
 	if t.verdict != decidedYes {
 		rollback()
 		return nil, nil, t.err(e, "read_lock")

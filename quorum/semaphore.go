@@ -159,7 +159,7 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 			}
 			return err
 		}}
-	return e.acquireLoop(ctx, req, w, func(token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+	return e.acquireLoop(ctx, req, w, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
 		return e.semAttempt(ctx, k, q, req, token, tainted, fixed)
 	})
 }
@@ -171,7 +171,7 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 // orders), round 2 asks every master for exactly the Count slots that the
 // most masters can give (already the token's, or free); a quorum holding
 // them is the grant. Anything else is rolled back.
-func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Request, token string, tainted []bool, fixed bool) (*Lease, func(), error) {
+func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Request, token string, tainted *taints, fixed bool) (*Lease, func(), error) {
 	start := time.Now()
 	keys := append(k.keys(token), k.queue, k.deadlines)
 	// Only a queued call names itself (and re-places itself at its
@@ -185,7 +185,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	r := e.send(ctx, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: base, fresh: true}, e.track(token))
 	last := r
 	q.last = r
-	trusted := func(i int) bool { return !tainted[i] }
+	trusted := func(i int) bool { return !tainted.has(i) }
 	// sent: the try reached master i (not skipped as down); read once
 	// r's answer there is in (the rollback and the follow-up follow r).
 	sent := func(i int) bool { return !errors.Is(r.ans[i].err, errSkippedDown) }

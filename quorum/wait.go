@@ -350,7 +350,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 // attemptFunc is one try of an acquisition with token: the grant and its
 // rollback (for a caller that left meanwhile), or nil with why not (nil:
 // refused by a quorum). tainted and fixed are as in attempt.
-type attemptFunc func(token string, tainted []bool, fixed bool) (*Lease, func(), error)
+type attemptFunc func(token string, tainted *taints, fixed bool) (*Lease, func(), error)
 
 // waiting is what a primitive adds to the acquire loop: its wake-up
 // channels, a fair waiter's id, a semaphore waiter's rank among the
@@ -370,15 +370,16 @@ type waiting struct {
 // is final; a refusal or no quorum waits in retry (release notification
 // or jittered timer, hang-up, WAIT deadline) and tries again. The votes of
 // masters whose rollback of an earlier try with the same token was not
-// acknowledged never count (tainted).
+// acknowledged yet never count (tainted).
 func (e *Engine) acquireLoop(ctx context.Context, req Request, w waiting, try attemptFunc) (*Lease, error) {
 	fixed := req.Token != ""
-	tainted := make([]bool, len(e.nodes))
+	tainted := newTaints(len(e.nodes))
 	return retry(e, ctx, req.Wait, w.channels, w.fair, w.rank, func() (*Lease, step, error) {
 		token := req.Token
 		if !fixed {
 			token = NewToken()
 		}
+		tainted.refresh()
 		lease, rb, err := try(token, tainted, fixed)
 		switch {
 		case lease != nil && ctx.Err() != nil:
