@@ -505,17 +505,19 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 	}
 	grace.Stop()
 	var wg sync.WaitGroup
+	waited := make([]bool, len(e.nodes))
 	for i := range e.nodes {
 		if down[i] || !r.answered(i) {
 			tainted.add(i, ur)
 			continue
 		}
+		waited[i] = true
 		wg.Add(1)
 		ur.onSettled(i, wg.Done)
 	}
 	wg.Wait()
 	for i := range e.nodes {
-		if !down[i] && ur.ans[i].err != nil {
+		if waited[i] && ur.ans[i].err != nil {
 			tainted.add(i, ur)
 		}
 	}
