@@ -474,8 +474,22 @@ func (k *keeper) closed(cl *connLeases) {
 			k.count(-1)
 		}()
 	}
-	wg.Wait()
+	// Wait for the releases, but not for long: this runs in the
+	// connection's close hook, and a release whose masters stay silent
+	// asks again until the lease's validity ends. The rest carry on.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
+
+// closeWait bounds how long a closing connection waits for the releases
+// of its auto-extended leases.
+const closeWait = time.Second
 
 // lostGuard wraps the handlers of commands that name resources: the first
 // command on a connection that names a resource whose auto-extended lease

@@ -101,7 +101,11 @@ type Lease struct {
 	// Slots are the semaphore's slots the permits hold, each on a quorum.
 	Slots []int
 	// Validity is how long the grant may be relied on, as computed at
-	// Decided: ttl - (Decided - Start) - drift.
+	// Decided: ttl - (Decided - Start) - drift. A caller that passes a
+	// lease to Extend or Release with Validity and Decided set vouches
+	// for them: an extension then re-enrols masters until that validity
+	// ends, which is safe only while the lease truly holds a quorum (set
+	// them only from the engine's own answers, never overstate them).
 	Validity time.Duration
 	// Start is when the successful attempt began.
 	Start time.Time

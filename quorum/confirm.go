@@ -15,8 +15,9 @@ import (
 // release is a *QuorumError, as before.
 //
 // group names what a yes answer holds (the answers of one group count
-// together: a semaphore's slot list; "1" for a lock) and says false for
-// a "not held". The verdict: held once a group has a quorum; not held once
+// together: a semaphore's slot list; "" for a lock) and says false for a
+// "not held". seed (may be nil) names masters known to hold it, by group,
+// whatever r's answers say. The verdict: held once a group has a quorum; not held once
 // no group can reach a quorum even if every master without a definite
 // answer joined it.
 //
@@ -30,7 +31,7 @@ import (
 // it comes after its round's deadline (op.keepLate), settles it if it
 // found the token held. Extensions (ambiguousNo false) never delete, so
 // their resent answers are definite.
-func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any) (string, bool), ambiguousNo bool, opName string, until time.Time) (bool, error) {
+func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any) (string, bool), ambiguousNo bool, opName string, until time.Time, seed map[int]string) (bool, error) {
 	n := len(e.nodes)
 	const (
 		open int8 = iota // no definite answer yet
@@ -110,6 +111,11 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 			read(r, false, i, asked)
 		}
 	}
+	// Masters known to hold it since (an extension's re-enrolment), in
+	// their group.
+	for i, g := range seed {
+		st[i], groups[i] = yes, g
+	}
 	for {
 		// Every answer of this round, as it arrives; the round's timer
 		// answers for the silent ones at its deadline.
@@ -171,13 +177,15 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 }
 
 // lockGroup is the group of a lock, read lock or multi-resource lock
-// release or extension answer: held when it counts every key (want).
+// extension answer (a release's, through releaseGroup): held when it
+// counts every key (want).
 func lockGroup(want int64) func(int, any) (string, bool) {
 	return func(_ int, v any) (string, bool) { return "", v == want }
 }
 
-// semGroup is the group of a semaphore release or extension answer: the
-// slot list the token held there ("" or none: not held).
+// semGroup is the group of a semaphore extension answer ("<slots>/<limit>")
+// or, through releaseGroup, of a release's (the slot list): what the token
+// held there ("" or none: not held).
 func semGroup(_ int, v any) (string, bool) {
 	s, ok := v.(string)
 	return s, ok && s != ""

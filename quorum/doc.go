@@ -147,11 +147,15 @@
 // validity of what it releases ends, and at least Options.ReleaseRetry
 // (config release_retry): the validity is the lease's when its holder
 // knows it (the connection that keeps it), else the longest ttl a master
-// that released it said it had left (every release script answers that
-// beside its verdict), less the drift; the silent masters were given the
-// same ttl at about the same time. Past it the lock is gone wherever it
-// was not released, and the release answers NOQUORUM. An extension
-// stops at ReleaseRetry, and when the validity it would report ends.
+// that released it said it had left (every release script but an
+// election's resignation answers that beside its verdict), less the
+// drift; the silent masters were given the same ttl at about the same
+// time. Past it the lock is gone wherever it was not released, and the
+// release answers NOQUORUM. So a release may wait as long as the lock's
+// ttl when a quorum stays silent (a connection's close does not wait
+// more than a second for its leases' releases, which carry on). An
+// extension stops at ReleaseRetry, and when the validity it would report
+// ends.
 // A resend is safe because every release script is token-checked and
 // idempotent on one master: it deletes only what the token holds, and a
 // second run finds nothing to delete and touches no other owner's keys.

@@ -24,10 +24,12 @@ type Options struct {
 	DriftFactor float64
 	// MasterTimeout bounds each request to each master; default 50ms.
 	MasterTimeout time.Duration
-	// ReleaseRetry bounds how long a release (or extension) whose
-	// answers within MasterTimeout decided nothing keeps asking the
-	// masters that failed or stayed silent, before it answers no quorum
-	// (see confirm); default 1s, negative: not at all.
+	// ReleaseRetry is how long a release (or extension) whose answers
+	// within MasterTimeout decided nothing keeps asking the masters that
+	// failed or stayed silent, before it answers no quorum (see
+	// confirm): at most for an extension, at least for a release, which
+	// asks until the validity of what it releases ends (releaseUntil);
+	// default 1s, negative: not at all.
 	ReleaseRetry time.Duration
 	// RetryDelay and RetryJitter space the tries of a WAIT: each sleep is
 	// RetryDelay +- a uniform RetryJitter; defaults 100ms and 50ms.

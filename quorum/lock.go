@@ -427,7 +427,7 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 	all := func(h any) bool { return h == int64(ls.n) }
 	t := r.count(strictRule, func(_ int, v any) bool { h, _ := releaseReply(v); return all(h) }, e.straggleGrace())
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, releaseGroup(lockGroup(int64(ls.n))), true, "unlock", e.releaseUntil(t0, r, all, known))
+		return e.confirm(ctx, r, releaseGroup(lockGroup(int64(ls.n))), true, "unlock", e.releaseUntil(t0, r, all, known), nil)
 	}
 	return t.verdict == decidedYes, t.err(e, "unlock")
 }
@@ -459,6 +459,7 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 	} else {
 		re = &reenrolment{
 			token: token,
+			group: func() string { return "" },
 			held:  func(_ int, v any) bool { return v == int64(ls.n) },
 			take: func(*round) *op {
 				// As a TOKEN retry of the grant: the fences the lease
@@ -493,6 +494,7 @@ func (e *Engine) extendWith(ctx context.Context, ls *lockSet, token string, ttl 
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
 	e.awaitAcquires(token)
+	re = e.track4reenrol(re)
 	r := e.send(ctx, &op{name: "extend", script: script, keys: keys,
 		args: []string{token, ms(ttl), ms(e.opts.FenceLag)}, keepLate: true}, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, -1)
@@ -513,17 +515,32 @@ func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int,
 		}
 		return v, nil
 	case t.verdict == decidedNo:
+		e.endReenrol(re)
 		return 0, nil
 	}
+	// The masters that took the lease join the holders, for the count
+	// and for confirm's.
+	var seed map[int]string
 	if re != nil && !end.IsZero() && time.Now().Before(end) {
-		if yes+e.reenrolNow(ctx, r, re, end) >= e.quorum {
+		took := e.reenrolNow(ctx, r, re, end)
+		for i, ok := range took {
+			if ok {
+				if seed == nil {
+					seed = map[int]string{}
+				}
+				seed[i] = re.group()
+			}
+		}
+		if yes+len(seed) >= e.quorum {
 			return valid(), nil
 		}
+	} else {
+		e.endReenrol(re)
 	}
 	if !e.retryReleases() {
 		return 0, t.err(e, opName)
 	}
-	if ok, err := e.confirm(ctx, r, group, false, opName, e.extendUntil(t0, ttl)); !ok {
+	if ok, err := e.confirm(ctx, r, group, false, opName, e.extendUntil(t0, ttl), seed); !ok {
 		return 0, err
 	}
 	return valid(), nil

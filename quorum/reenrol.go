@@ -11,6 +11,15 @@ import (
 // would take it there.
 type reenrolment struct {
 	token string
+	// fl is the takes' flight, registered before the extension's first
+	// round is sent (track), so that a release with the token that comes
+	// any time after it stops the takes: a take after the release would
+	// leave keys behind. Ended exactly once (end) when no take is sent.
+	fl    *flight
+	ended bool
+	// group is the group (as confirm's) that a master which took the
+	// lease joins.
+	group func() string
 	// held says whether a first-round answer found the lease.
 	held func(i int, v any) bool
 	// take is the op that takes the lease on a master, given the first
@@ -33,23 +42,44 @@ func (re *reenrolment) absent(r *round) (out []bool, any bool) {
 	return out, any
 }
 
+// track registers re's flight; nil (no re-enrolment) when an
+// acquisition with the token is in flight.
+func (e *Engine) track4reenrol(re *reenrolment) *reenrolment {
+	if re == nil {
+		return nil
+	}
+	if re.fl = e.trackIdle(re.token); re.fl == nil {
+		return nil
+	}
+	return re
+}
+
+// end ends re's flight when no take was sent.
+func (e *Engine) endReenrol(re *reenrolment) {
+	if re != nil && !re.ended {
+		re.ended = true
+		e.untrack(re.fl)
+	}
+}
+
 // reenrolSend waits for r's answers and sends the take to the masters
-// that said "not held", as the flight fl: a release with the token that
-// comes first stops it being sent (trackIdle). It returns nil, and ends
-// fl, when none did or there is nothing to take with.
-func (e *Engine) reenrolSend(ctx context.Context, r *round, re *reenrolment, fl *flight) (*round, []bool) {
+// that said "not held", as re's flight: a release with the token that
+// came first stops it being sent. It returns nil, and ends the flight,
+// when none did, there is nothing to take with, or a release came.
+func (e *Engine) reenrolSend(ctx context.Context, r *round, re *reenrolment) (*round, []bool) {
 	<-r.all
 	absent, any := re.absent(r)
 	var u *op
-	if any && !fl.isReleased() {
+	if any && !re.fl.isReleased() {
 		u = re.take(r)
 	}
 	if u == nil {
-		e.untrack(fl)
+		e.endReenrol(re)
 		return nil, nil
 	}
+	re.ended = true // the take's round ends the flight
 	skip := answer{}
-	return e.follow(ctx, r, u, fl, func(i int) (answer, bool) { return skip, !absent[i] }), absent
+	return e.follow(ctx, r, u, re.fl, func(i int) (answer, bool) { return skip, !absent[i] }), absent
 }
 
 // trackIdle registers a flight with token, as track does, unless one is
@@ -71,32 +101,26 @@ func (e *Engine) untrack(fl *flight) {
 }
 
 // reenrolNow re-enrols before an extension's verdict, while the lease is
-// known to be valid until end: it returns how many masters took the
+// known to be valid until end: it returns the masters that took the
 // lease and said so before end (a later answer may come from a script
 // that ran after the lease had lapsed, and does not count).
-func (e *Engine) reenrolNow(ctx context.Context, r *round, re *reenrolment, end time.Time) int {
-	fl := e.trackIdle(re.token)
-	if fl == nil {
-		return 0
-	}
-	u, asked := e.reenrolSend(ctx, r, re, fl)
+func (e *Engine) reenrolNow(ctx context.Context, r *round, re *reenrolment, end time.Time) []bool {
+	u, asked := e.reenrolSend(ctx, r, re)
 	if u == nil {
-		return 0
+		return nil
 	}
+	took := make([]bool, len(asked))
 	left := time.Until(end)
 	if left <= 0 {
-		return 0
+		return took
 	}
 	stop := time.NewTimer(left)
 	defer stop.Stop()
-	got := 0
 	seen := make([]bool, len(asked))
 	read := func(i int) {
 		if asked[i] && !seen[i] {
 			seen[i] = true
-			if u.ans[i].err == nil && re.taken(u.ans[i].val) && time.Now().Before(end) {
-				got++
-			}
+			took[i] = u.ans[i].err == nil && re.taken(u.ans[i].val) && time.Now().Before(end)
 		}
 	}
 	for {
@@ -107,9 +131,9 @@ func (e *Engine) reenrolNow(ctx context.Context, r *round, re *reenrolment, end 
 			for i := range asked {
 				read(i)
 			}
-			return got
+			return took
 		case <-stop.C:
-			return got
+			return took
 		}
 	}
 }
@@ -120,18 +144,13 @@ func (e *Engine) reenrolNow(ctx context.Context, r *round, re *reenrolment, end 
 // short for the take to run within it.
 func (e *Engine) reenrolLater(ctx context.Context, r *round, re *reenrolment, end time.Time) {
 	if time.Until(end) <= 2*e.opts.MasterTimeout {
-		return
-	}
-	// Tracked now, before the reply: a release that follows it stops
-	// the take (or comes after it on every master).
-	fl := e.trackIdle(re.token)
-	if fl == nil {
+		e.endReenrol(re)
 		return
 	}
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
-		e.reenrolSend(ctx, r, re, fl)
+		e.reenrolSend(ctx, r, re)
 	}()
 }
 

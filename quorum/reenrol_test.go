@@ -253,3 +253,31 @@ func TestReenrolFences(t *testing.T) {
 		t.Fatalf("fence went back: %d after %d", l2.Fences[0], l.Fences[0])
 	}
 }
+
+// TestReleaseStopsReenrolment: a release that follows an extension stops
+// the re-enrolment the extension left to do after its reply (it waits for
+// the first round's last answer, held back here on m4): the master that
+// lost the lock must not get it back once it was released.
+func TestReleaseStopsReenrolment(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 5, Options{})
+	l, err := c.eng.Acquire(ctx, Request{Primitive: Lock, Resources: []string{"a"}, TTL: 5 * time.Second})
+	if err != nil || l == nil {
+		t.Fatal(err)
+	}
+	c.eng.bg.Wait()
+	c.nodes[0].del("a")
+	c.nodes[4].hold()
+	if v, err := c.eng.Extend(ctx, &Lease{Primitive: Lock, Resources: []string{"a"}, Token: l.Token}, 5*time.Second); v <= 0 || err != nil {
+		t.Fatalf("extend held on 3 answering of 5: %v %v", v, err)
+	}
+	if held, err := c.eng.Release(ctx, l); !held || err != nil {
+		t.Fatalf("release: %v %v", held, err)
+	}
+	c.settle()
+	for i, f := range c.nodes {
+		if v, ok := f.value("a"); ok {
+			t.Errorf("master %d holds %q after the release", i, v)
+		}
+	}
+}

@@ -162,7 +162,7 @@ func (e *Engine) readReleaseUntil(ctx context.Context, resource, token string, k
 	one := func(h any) bool { return h == int64(1) }
 	t := r.count(strictRule, func(_ int, v any) bool { h, _ := releaseReply(v); return one(h) }, e.straggleGrace())
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, releaseGroup(lockGroup(1)), true, "read_unlock", e.releaseUntil(t0, r, one, known))
+		return e.confirm(ctx, r, releaseGroup(lockGroup(1)), true, "read_unlock", e.releaseUntil(t0, r, one, known), nil)
 	}
 	return t.verdict == decidedYes, t.err(e, "read_unlock")
 }
@@ -180,16 +180,17 @@ func (e *Engine) readExtend(ctx context.Context, l *Lease, ttl time.Duration) (v
 	}
 	k := e.rwKeys(resource)
 	e.awaitAcquires(token)
-	r := e.send(ctx, &op{name: "read_extend", script: scripts.RWExtend, keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}, keepLate: true}, nil)
 	one := func(_ int, v any) bool { return v == int64(1) }
-	t := r.count(strictRule, one, -1)
-	re := &reenrolment{
+	re := e.track4reenrol(&reenrolment{
 		token: token,
+		group: func() string { return "" },
 		held:  one,
 		take: func(*round) *op {
 			return &op{name: "read_extend", script: scripts.RWReenrol, keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}}
 		},
 		taken: func(v any) bool { return v == int64(1) },
-	}
+	})
+	r := e.send(ctx, &op{name: "read_extend", script: scripts.RWExtend, keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}, keepLate: true}, nil)
+	t := r.count(strictRule, one, -1)
 	return e.extendVerdict(ctx, r, t, t.yes, re, l.knownEnd(), t0, ttl, lockGroup(1), "read_extend")
 }

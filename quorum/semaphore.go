@@ -340,16 +340,18 @@ func (e *Engine) semAbandon(ctx context.Context, l *Lease) {
 		timeout: e.releaseTimeout()}, nil)
 }
 
-// recordRound counts release and extension answers: a master answers with
-// the token's slot list (its record) where it held every slot of it, else
-// 0. The permits were held only if a quorum of masters name the same
-// slots: masters that hold other slots for the token (a try they saw
-// differently) do not make a grant. They were not held only when no slot
-// list can reach a quorum whatever the masters still silent or failed say;
-// otherwise the answers decide nothing and it is a *QuorumError.
+// recordRound counts a semaphore release's answers: a master answers with
+// the token's slot list (its record) where it held every slot of it, and
+// the ms they had left ({record, ms}), else {0, 0}. The permits were held
+// only if a quorum of masters name the same slots: masters that hold
+// other slots for the token (a try they saw differently) do not make a
+// grant. They were not held only when no slot list can reach a quorum
+// whatever the masters still silent or failed say; otherwise the answers
+// decide nothing and it is a *QuorumError. (Extensions count with
+// recordCount, their answers being "<slots>/<limit>".)
 //
 // With until set, a round the answers within MasterTimeout left undecided
-// asks again (confirm) until then.
+// asks again (confirm) until until() then.
 func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settle time.Duration, until func() time.Time) (bool, error) {
 	group := semGroup
 	if opName == "sem_release" {
@@ -357,7 +359,7 @@ func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settl
 	}
 	t, _, _ := e.recordCount(r, settle, group)
 	if t.verdict == noQuorum && until != nil && e.retryReleases() {
-		return e.confirm(ctx, r, group, opName == "sem_release", opName, until())
+		return e.confirm(ctx, r, group, opName == "sem_release", opName, until(), nil)
 	}
 	return t.verdict == decidedYes, t.err(e, opName)
 }
@@ -441,10 +443,12 @@ func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (va
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
 	e.awaitAcquires(token)
-	r := e.send(ctx, &op{name: "sem_extend", script: scripts.SemExtend, keys: k.keys(token), args: []string{token, ms(ttl)}, keepLate: true}, nil)
-	t, best, top := e.recordCount(r, -1, semGroup)
-	re := &reenrolment{
+	// top: the slot list and limit the most masters named (set by the
+	// count, read by the take).
+	var top string
+	re := e.track4reenrol(&reenrolment{
 		token: token,
+		group: func() string { return top },
 		held:  func(i int, v any) bool { _, ok := semGroup(i, v); return ok },
 		take: func(*round) *op {
 			slots, limit, ok := strings.Cut(top, "/")
@@ -458,7 +462,10 @@ func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (va
 			return &op{name: "sem_extend", script: scripts.SemAcquire, keys: append(k.keys(token), k.queue, k.deadlines), args: args}
 		},
 		taken: func(v any) bool { a, ok := decodeSem(v); return ok && a.status == 1 },
-	}
+	})
+	r := e.send(ctx, &op{name: "sem_extend", script: scripts.SemExtend, keys: k.keys(token), args: []string{token, ms(ttl)}, keepLate: true}, nil)
+	t, best, named := e.recordCount(r, -1, semGroup)
+	top = named
 	return e.extendVerdict(ctx, r, t, best, re, l.knownEnd(), t0, ttl, semGroup, "sem_extend")
 }
 
