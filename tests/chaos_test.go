@@ -358,11 +358,11 @@ func (r *chaosRun) work(ctx context.Context, w chaosWorker) {
 		if w.hangUp && actx.Err() != nil && err != nil && !isReply(err) {
 			// The client closed its connection in the middle of the wait.
 			r.count(a.row, func(n *chaosCounts) { n.hangUps++ })
-			if a.kind != "RRLOCK" && a.kind != "RSEMACQUIRE" {
+			{
 				// Was it granted all the same (its reply crossing the
 				// hang-up)? Then nobody holds the lock until its ttl.
 				time.Sleep(100 * time.Millisecond)
-				if seen := r.since(); r.cl.holders(a.resources[0], tok) >= 3 {
+				if seen := r.since(); r.orphanHolders(a, tok) >= 3 {
 					r.count(a.row, func(n *chaosCounts) { n.orphans++ })
 					r.mu.Lock()
 					r.orphaned = append(r.orphaned, orphanSpan{row: a.row, from: seen, to: sent + chaosTTL*time.Millisecond})
@@ -407,6 +407,37 @@ func (r *chaosRun) work(ctx context.Context, w chaosWorker) {
 			r.unexpected(fmt.Sprintf("%s %v = %#v", w.name, a.release(g.token), rv))
 		}
 	}
+}
+
+// orphanHolders counts the masters on which the grant a asked for with
+// tok (its client hung up as it was made) holds: the lock key, the
+// reader set, or one of the semaphore's slots.
+func (r *chaosRun) orphanHolders(a chaosAsk, tok string) int {
+	ctx := context.Background()
+	res := a.resources[0]
+	n := 0
+	for _, rc := range r.cl.direct {
+		held := false
+		switch a.kind {
+		case "RRLOCK":
+			_, err := rc.ZScore(ctx, "redlock-proxy:rw:"+res, tok).Result()
+			held = err == nil
+		case "RSEMACQUIRE":
+			base := fmt.Sprintf("redlock-proxy:sem:%d:%s:s:", len(res), res)
+			for s := range chaosSemMax {
+				if v, _ := rc.Get(ctx, base+strconv.Itoa(s)).Result(); v == tok {
+					held = true
+				}
+			}
+		default:
+			v, _ := rc.Get(ctx, res).Result()
+			held = v == tok
+		}
+		if held {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *chaosRun) count(row string, f func(*chaosCounts)) {
