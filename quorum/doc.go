@@ -741,12 +741,14 @@
 //     acknowledgement from paused masters (two master_timeouts per try,
 //     more for a fair waiter, whose tries are chained on each master: one
 //     took 230 ms while its hand-off came and went). A master down at the
-//     time, or whose request of the try is still out a straggle grace
-//     after the count, is now tainted at once instead, and only until the
-//     rollback's acknowledgement arrives, late or not (taints.refresh):
-//     then the rollback ran there, and the call's next tries count its
-//     vote again. Tainted for the rest of the call, a master paused in
-//     turn with another one left too few votes for the call to finish.
+//     time is tainted at once instead, and only until the rollback's
+//     acknowledgement arrives, late or not (taints.refresh): then the
+//     rollback ran there, and the call's next tries count its vote again.
+//     Tainted for the rest of the call, a master paused in turn with
+//     another one left too few votes for the call to finish. (Tainting
+//     at once a master merely slow, a straggle grace after the count, was
+//     tried and withdrawn: a new call with the same token, as a drop-in
+//     library's retry loop makes, then met the rollback after its grant.)
 //   - A release waited for its token's acquires to be sent to every
 //     master, and a fair lock's tries, which follow the call's previous
 //     request on each master, are sent to a paused master only after that
@@ -816,8 +818,8 @@
 // every retry. The engine never counts, in a later attempt, the vote of a
 // master whose rollback from an earlier attempt of the same call was not
 // acknowledged yet, and it waits for that rollback before answering a
-// failed TOKEN call (except on a master that is down or slow at the time:
-// its vote is not counted until the rollback's answer arrives, without
+// failed TOKEN call (except on a master that is down at the time: its
+// vote is not counted until the rollback's answer arrives, without
 // waiting). A rollback still in flight on a master that is slower than
 // master_timeout can, however, land after a new call with the same token
 // reached that master; a client that retries with TOKEN should wait

@@ -483,31 +483,16 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 	// call's later tries). With two of five masters paused, waiting cost
 	// every refused try of a fixed token two master_timeouts.
 	down := e.downAt()
-	// Likewise a master whose request of the try itself has not returned
-	// a straggle grace after the count (paused since the count began, or
-	// slow): its undo waits for that request, and fair tries, chained
-	// after the call's earlier requests on each master, stacked such
-	// waits (a refused fair waiter took 230 ms to roll back while its
-	// hand-off came and went, at each switch of paused masters).
-	var pending sync.WaitGroup
-	for i := range e.nodes {
-		if !down[i] && !r.answered(i) {
-			pending.Add(1)
-			r.onSettled(i, pending.Done)
-		}
-	}
-	settled := make(chan struct{})
-	go func() { pending.Wait(); close(settled) }()
-	grace := time.NewTimer(e.straggleGrace())
-	select {
-	case <-settled:
-	case <-grace.C:
-	}
-	grace.Stop()
 	var wg sync.WaitGroup
 	waited := make([]bool, len(e.nodes))
+	// A master that is only slow is waited for: the caller may try again
+	// with the same token in a new call as soon as this one fails (a
+	// drop-in library's retry loop), and that call knows nothing of this
+	// one's rollbacks. Tainting such masters at once (tried: a straggle
+	// grace after the count) let a rollback land after the next call's
+	// grant and delete it on a live master, under load.
 	for i := range e.nodes {
-		if down[i] || !r.answered(i) {
+		if down[i] {
 			tainted.add(i, ur)
 			continue
 		}
