@@ -125,15 +125,21 @@ func TestExtendReenrols(t *testing.T) {
 		k.Decided, k.Validity = time.Now().Add(-10*time.Second), 5*time.Second
 		return k
 	}
+	// lostTwo: a lease held on masters 3 and 4 (answering), on 2 (down),
+	// lost on 0 and 1; releases and extensions do not ask again.
+	lostTwo := func(t *testing.T, p prim) (*cluster, *Lease) {
+		c := newCluster(t, 5, Options{ReleaseRetry: -1})
+		l := p.acquire(c)
+		p.lose(c, c.nodes[0], l)
+		p.lose(c, c.nodes[1], l)
+		c.nodes[2].setDown(true)
+		return c, l
+	}
 	for _, p := range prims {
 		t.Run(p.name+"/quorum held: re-enrolled after the reply", func(t *testing.T) {
 			// Held on 3 and 4 (answering), 2 down, lost on 0 and 1, of
 			// unknown validity: not re-enrolled.
-			c := newCluster(t, 5, Options{ReleaseRetry: -1})
-			l := p.acquire(c)
-			p.lose(c, c.nodes[0], l)
-			p.lose(c, c.nodes[1], l)
-			c.nodes[2].setDown(true)
+			c, l := lostTwo(t, p)
 			if v, err := c.eng.Extend(ctx, named(l), 5*time.Second); v > 0 || err == nil {
 				t.Fatalf("extend held on 2 answering, validity unknown: %v %v", v, err)
 			}
@@ -195,11 +201,7 @@ func TestExtendReenrols(t *testing.T) {
 			}
 		})
 		t.Run(p.name+"/validity ended: not re-enrolled", func(t *testing.T) {
-			c := newCluster(t, 5, Options{ReleaseRetry: -1})
-			l := p.acquire(c)
-			p.lose(c, c.nodes[0], l)
-			p.lose(c, c.nodes[1], l)
-			c.nodes[2].setDown(true)
+			c, l := lostTwo(t, p)
 			v, _ := c.eng.Extend(ctx, ended(l), 5*time.Second)
 			if v > 0 {
 				t.Fatalf("a lease whose validity ended was extended on 2 of 5 held: %v", v)
