@@ -490,6 +490,30 @@
 // Releases wake through the resource's release channel: the last
 // reader's release wakes the writers, a writer's release everyone.
 //
+// Downgrade. The writer of a resource takes its read lock with its own
+// token (RRLOCK ... TOKEN <writer's token>), then releases the write lock;
+// at no moment is neither held, and upgrade (a reader taking the write
+// lock while it reads) stays refused: two readers that both upgrade would
+// each wait for the other to leave. On a master where the lock key holds
+// the token itself, rw_acquire admits the reader (no writer mark refuses
+// it: it is not a new reader phase, it ends a writer's) and the key keeps
+// the token, living at least as long as the reader (read_hold). The key
+// then excludes other writers and other readers as the write lock did;
+// the writer's release (lock_release) and extension (lock_extend) find
+// the resource's live readers and leave the key holding "" for as long as
+// they live, or never shorten it below that. Exclusion is unchanged on
+// every master: the key is never free while a reader recorded there
+// lives, and never "" while the writer holds it, so the intersection
+// argument above holds of the write lock until its release and of the
+// read lock from its grant; a quorum that granted the read lock holds the
+// key throughout, as the writer's token and then as "". A downgrade that
+// did not reach a quorum is rolled back as any read try (rw_release: the
+// reader leaves; the key, still the writer's, is not touched), so the
+// write lock is as it was, except that on those masters its key may live
+// up to the read ttl longer. A restarted master forgets both, as it
+// forgets any lock. The cost to writers that never downgrade: one read of
+// an absent key in each release and extension.
+//
 // # Count-down latches
 //
 // A latch is, on each master, its count (a string expiring with the latch)

@@ -105,7 +105,7 @@ func (e *Engine) fairAbandon(ctx context.Context, l *Lease) {
 	}
 	e.awaitForRelease(l.Token)
 	fk := e.fairKeys(ls.given[0])
-	r := e.send(ctx, &op{name: "unlock", script: scripts.LockRelease, keys: ls.releaseKeys(), args: []string{l.Token},
+	r := e.send(ctx, &op{name: "unlock", script: scripts.LockRelease, keys: ls.unlockKeys(e), args: []string{l.Token},
 		timeout: e.releaseTimeout()}, nil)
 	e.follow(ctx, r, &op{name: "fairlock", script: scripts.FairDequeue, keys: fk[:],
 		args: []string{"", ls.channels[0], "2"}, timeout: e.releaseTimeout()}, nil, nil)

@@ -66,6 +66,22 @@ func (ls *lockSet) waitKeys(e *Engine) {
 
 func (ls *lockSet) releaseKeys() []string { return ls.keys[:2*ls.n+1] }
 
+// withReaders is the lock keys and fence keys, then each resource's
+// readers (parallel to the lock keys: a writer that downgraded leaves its
+// key to them, see "Read-write locks" in the package doc), then tail.
+func (ls *lockSet) withReaders(e *Engine, tail ...string) []string {
+	n := ls.n
+	keys := make([]string, 0, 3*n+len(tail)+1)
+	keys = append(keys, ls.keys[:2*n]...)
+	for _, k := range ls.keys[:n] {
+		keys = append(keys, e.rwKeys(strings.TrimPrefix(k, e.opts.KeyPrefix)).readers)
+	}
+	return append(keys, tail...)
+}
+
+// unlockKeys are lock_release's keys (without the optional fair queue).
+func (ls *lockSet) unlockKeys(e *Engine) []string { return ls.withReaders(e, ls.keys[2*ls.n]) }
+
 // lockSet validates resources and names their keys.
 func (e *Engine) lockSet(rs []string) (*lockSet, error) {
 	if len(rs) == 0 {
@@ -261,7 +277,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	}
 	trusted := func(i int) bool { return !tainted.has(i) }
 	rollback := func() {
-		rel := &op{name: "lock", script: scripts.LockRelease, keys: ls.releaseKeys(), args: []string{token}}
+		rel := &op{name: "lock", script: scripts.LockRelease, keys: ls.unlockKeys(e), args: []string{token}}
 		if exclusive {
 			rel = ls.unacquireNX(e, token, owner)
 		}
@@ -353,7 +369,7 @@ func (e *Engine) lockAbandon(ctx context.Context, l *Lease) {
 	e.awaitForRelease(l.Token)
 	// No notification: nobody saw this grant, and waking every waiter for
 	// it would only make them collide.
-	u := &op{name: "unlock", script: scripts.LockRelease, keys: ls.releaseKeys(), args: []string{l.Token}}
+	u := &op{name: "unlock", script: scripts.LockRelease, keys: ls.unlockKeys(e), args: []string{l.Token}}
 	if l.owner != "" {
 		u = ls.unacquireNX(e, l.Token, l.owner)
 	}
@@ -414,7 +430,7 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 	// The answers count only within MasterTimeout (the round's deadline),
 	// but the releases themselves may take releaseTimeout to be sent and
 	// answered.
-	keys := ls.releaseKeys()
+	keys := ls.unlockKeys(e)
 	if ls.n == 1 {
 		// The resource may have fair waiters: the release hands off to
 		// the head of their queue.
@@ -450,12 +466,12 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 	if ttl <= 0 || token == "" {
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
-	keys := append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey())
+	keys := ls.withReaders(e, e.leaseKey())
 	script := scripts.LockExtend
 	var re *reenrolment
 	if owned {
 		script = scripts.LockExtendOwned
-		keys = append(keys, ls.ownerKeys(e)...)
+		keys = append(append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey()), ls.ownerKeys(e)...)
 	} else {
 		re = &reenrolment{
 			token: token,

@@ -565,3 +565,118 @@ func TestReadersNextBlockWaitingWriters(t *testing.T) {
 		})
 	}
 }
+
+// TestDowngrade: a writer takes the read lock with its own token, even
+// while a writer mark keeps new readers out; until the write release no
+// other reader or writer enters; extending the write lock never shortens
+// its key below the read lock; the write release answers held and leaves
+// the key to the reader, whom other readers then join and no writer does;
+// upgrade stays refused; the last release leaves nothing behind.
+func TestDowngrade(t *testing.T) {
+	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
+	for _, f := range c.nodes {
+		f.mu.Lock()
+		f.inline = true
+		f.mu.Unlock()
+	}
+	ctx := context.Background()
+	req := func(p Primitive, ttl time.Duration, token string) Request {
+		return Request{Primitive: p, Resources: []string{"doc"}, TTL: ttl, Token: token}
+	}
+	w, err := c.eng.Acquire(ctx, req(Lock, 2*time.Second, ""))
+	if err != nil || w == nil {
+		t.Fatalf("writer: %v %v", w, err)
+	}
+	mark := c.eng.rwKeys("doc").mark
+	for _, f := range c.nodes {
+		f.set(mark, "a-waiting-writer", 10*time.Second)
+	}
+	// minTTL is the shortest ttl of the lock key among the masters, each
+	// of which must hold want (every request runs before the engine's
+	// Send returns: inline).
+	minTTL := func(want string) time.Duration {
+		least := time.Hour
+		for i, f := range c.nodes {
+			v, ok := f.value("doc")
+			if !ok || v != want {
+				t.Fatalf("master %d: the lock key holds %q (%v), want %q", i, v, ok, want)
+			}
+			least = min(least, f.m.TTL("doc"))
+		}
+		return least
+	}
+	r, err := c.eng.Acquire(ctx, req(Read, 10*time.Second, w.Token))
+	if err != nil || r == nil || r.Token != w.Token {
+		t.Fatalf("downgrade: %v %v", r, err)
+	}
+	if ttl := minTTL(w.Token); ttl < 9*time.Second {
+		t.Fatalf("the downgraded writer's key lives %v, less than its 10 s read lock", ttl)
+	}
+	for _, f := range c.nodes {
+		f.del(mark)
+	}
+	if o, err := c.eng.Acquire(ctx, req(Read, time.Second, "")); o != nil || err != nil {
+		t.Fatalf("another reader while the writer still holds: %v %v", o, err)
+	}
+	if o, err := c.eng.Acquire(ctx, req(Lock, time.Second, "")); o != nil || err != nil {
+		t.Fatalf("another writer while the writer still holds: %v %v", o, err)
+	}
+	if v, err := c.eng.Extend(ctx, w, time.Second); v <= 0 || err != nil {
+		t.Fatalf("extend the downgraded writer: %v %v", v, err)
+	}
+	if ttl := minTTL(w.Token); ttl < 8*time.Second {
+		t.Fatalf("extending the writer to 1 s left its key %v, less than the read lock", ttl)
+	}
+	if held, err := c.eng.Release(ctx, w); !held || err != nil {
+		t.Fatalf("write release after the downgrade: %v %v", held, err)
+	}
+	if ttl := minTTL(""); ttl < 8*time.Second {
+		t.Fatalf("after the write release the readers' key lives %v", ttl)
+	}
+	if o, err := c.eng.Acquire(ctx, req(Lock, time.Second, "")); o != nil || err != nil {
+		t.Fatalf("a writer beside the downgraded reader: %v %v", o, err)
+	}
+	r2, err := c.eng.Acquire(ctx, req(Read, 10*time.Second, ""))
+	if err != nil || r2 == nil {
+		t.Fatalf("a reader beside the downgraded reader: %v %v", r2, err)
+	}
+	if o, err := c.eng.Acquire(ctx, req(Lock, time.Second, r2.Token)); o != nil || err != nil {
+		t.Fatalf("upgrade granted: %v %v", o, err)
+	}
+	for _, l := range []*Lease{r, r2} {
+		if held, err := c.eng.Release(ctx, l); !held || err != nil {
+			t.Fatalf("release a reader: %v %v", held, err)
+		}
+	}
+	c.settle()
+	c.expectOnlyFences(t)
+}
+
+// TestDowngradeRefusedKeepsWriter: a downgrade that a quorum refuses (the
+// token's write lock is gone on three masters, where another writer holds
+// the key) is rolled back without touching the write lock where the token
+// still holds it.
+func TestDowngradeRefusedKeepsWriter(t *testing.T) {
+	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
+	ctx := context.Background()
+	for i, f := range c.nodes {
+		if i < 2 {
+			f.set("doc", "writer", 10*time.Second)
+		} else {
+			f.set("doc", "other", 10*time.Second)
+		}
+	}
+	r, err := c.eng.Acquire(ctx, Request{Primitive: Read, Resources: []string{"doc"}, TTL: 5 * time.Second, Token: "writer"})
+	if r != nil || err != nil {
+		t.Fatalf("downgrade granted on 2 of 5: %v %v", r, err)
+	}
+	c.settle()
+	for i, f := range c.nodes[:2] {
+		if v, ok := f.value("doc"); !ok || v != "writer" {
+			t.Fatalf("master %d: the writer's key holds %q (%v) after the rolled-back downgrade", i, v, ok)
+		}
+		if n, _ := f.m.ZMembers(c.eng.rwKeys("doc").readers); len(n) != 0 {
+			t.Fatalf("master %d keeps readers %v", i, n)
+		}
+	}
+}

@@ -543,3 +543,118 @@ func TestReadWriteFairness(t *testing.T) {
 		t.Errorf("a reader waited %v, more than the bound %v", worst, bound)
 	}
 }
+
+// TestDowngradeTwoProxies (issue 28, downgrade): a writer on one proxy
+// takes the read lock with its own token, releases the write lock, then
+// the read lock, over and over, while writers and readers on the other
+// proxy try the resource all the time and one master is paused for part
+// of the run. No writer of the other proxy ever holds while the
+// downgrading client holds either lock (from each grant's reply to the
+// sending of its release), no reader while it holds the write lock, and
+// readers of the other proxy do get in beside the downgraded reader.
+func TestDowngradeTwoProxies(t *testing.T) {
+	cl := newCluster(t, 5)
+	cfg := defaults(cl.addrs())
+	a, b := startProxy(t, cfg).Client(), startProxy(t, cfg).Client()
+	ctx := context.Background()
+	type span struct{ from, to time.Time }
+	var (
+		mu              sync.Mutex
+		writes, reads   []span // the downgrading client's holds
+		others, readers []span // the other proxy's writers' and readers' holds
+	)
+	overlaps := func(x span, ys []span) bool {
+		for _, y := range ys {
+			if x.from.Before(y.to) && y.from.Before(x.to) {
+				return true
+			}
+		}
+		return false
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for runCtx.Err() == nil {
+				if i%2 == 0 {
+					g, ok, err := tryRlock(b, "doc", 1000)
+					if err != nil || !ok {
+						continue
+					}
+					got := time.Now()
+					time.Sleep(time.Millisecond)
+					released := time.Now()
+					b.Do(ctx, "RUNLOCK", "doc", g.token)
+					mu.Lock()
+					others = append(others, span{got, released})
+					mu.Unlock()
+					continue
+				}
+				tok, ok, err := rrlock(b, "doc", 1000)
+				if err != nil || !ok {
+					continue
+				}
+				got := time.Now()
+				time.Sleep(time.Millisecond)
+				released := time.Now()
+				b.Do(ctx, "RRUNLOCK", "doc", tok)
+				mu.Lock()
+				readers = append(readers, span{got, released})
+				mu.Unlock()
+			}
+		})
+	}
+	for round := range 24 {
+		if round == 8 {
+			cl.servers[2].Pause()
+		}
+		if round == 16 {
+			cl.servers[2].Resume()
+		}
+		g, ok, err := tryRlock(a, "doc", 3000, "WAIT", 5000)
+		if err != nil || !ok {
+			t.Fatalf("round %d: the writer: %v %v", round, ok, err)
+		}
+		w := span{from: time.Now()}
+		time.Sleep(20 * time.Millisecond)
+		tok, ok, err := rrlock(a, "doc", 3000, "TOKEN", g.token)
+		if err != nil || !ok || tok != g.token {
+			t.Fatalf("round %d: the downgrade: %q %v %v", round, tok, ok, err)
+		}
+		r := span{from: time.Now()}
+		time.Sleep(20 * time.Millisecond)
+		w.to = time.Now()
+		if n, err := a.Do(ctx, "RUNLOCK", "doc", g.token).Int64(); n != 1 || err != nil {
+			t.Fatalf("round %d: RUNLOCK after the downgrade: %v %v", round, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		r.to = time.Now()
+		if n, err := a.Do(ctx, "RRUNLOCK", "doc", g.token).Int64(); n != 1 || err != nil {
+			t.Fatalf("round %d: RRUNLOCK: %v %v", round, n, err)
+		}
+		mu.Lock()
+		writes, reads = append(writes, w), append(reads, r)
+		mu.Unlock()
+	}
+	stop()
+	wg.Wait()
+	for _, o := range others {
+		if overlaps(o, writes) || overlaps(o, reads) {
+			t.Errorf("a writer on the other proxy held %v..%v beside the downgrading client", o.from, o.to)
+		}
+	}
+	joined := 0
+	for _, r := range readers {
+		if overlaps(r, writes) {
+			t.Errorf("a reader on the other proxy held %v..%v beside the write lock", r.from, r.to)
+		}
+		if overlaps(r, reads) {
+			joined++
+		}
+	}
+	if joined == 0 || len(others) == 0 {
+		t.Fatalf("the other proxy's readers joined a downgraded reader %d times, its writers held %d times", joined, len(others))
+	}
+	t.Logf("%d holds by the other proxy's writers, %d by its readers (%d beside a downgraded reader)", len(others), len(readers), joined)
+	cl.expectOnlyFences(t)
+}

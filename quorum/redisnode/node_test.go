@@ -34,6 +34,17 @@ func lockKeys(extra int, rs ...string) []string {
 	return k
 }
 
+// readerKeys are lockKeys(0, rs...) then each resource's readers, then
+// tail: lock_release's (tail the lagging bound) and lock_extend's (tail
+// the lease mark) keys.
+func readerKeys(tail string, rs ...string) []string {
+	k := lockKeys(0, rs...)
+	for _, r := range rs {
+		k = append(k, "meta:rw:"+r)
+	}
+	return append(k, tail)
+}
+
 // acquireArgs are lock_acquire's arguments for a writer that does not wait
 // (no writer-waiting mark).
 func acquireArgs(token, ttl, proposal string) []string {
@@ -54,7 +65,7 @@ func acquire(t *testing.T, n *Node, token string, ttl time.Duration, proposal ui
 
 func release(t *testing.T, n *Node, token string, rs ...string) int64 {
 	t.Helper()
-	v, err := n.Eval(context.Background(), "lock_release", lockKeys(1, rs...), []string{token})
+	v, err := n.Eval(context.Background(), "lock_release", readerKeys("meta:fence-lag", rs...), []string{token})
 	if err != nil {
 		t.Fatalf("release: %v", err)
 	}
@@ -136,7 +147,7 @@ func TestScripts(t *testing.T) {
 	}
 	// Extend: the lock keys and their fence keys.
 	extend := func(token string, ttl string) int64 {
-		v, err := n.Eval(ctx, "lock_extend", append(lockKeys(0, "a", "b"), "meta:lease-hwm"), []string{token, ttl, lagMS})
+		v, err := n.Eval(ctx, "lock_extend", readerKeys("meta:lease-hwm", "a", "b"), []string{token, ttl, lagMS})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +233,7 @@ func TestNotifyAndResubscribe(t *testing.T) {
 	}
 	acquire(t, n, "t", time.Minute, 1, "a")
 	releaseAnnounced := func() (any, error) {
-		return n.Eval(ctx, "lock_release", lockKeys(1, "a"), []string{"t", ch})
+		return n.Eval(ctx, "lock_release", readerKeys("meta:fence-lag", "a"), []string{"t", ch})
 	}
 	releaseAnnounced()
 	if c := <-got; c != ch {

@@ -207,7 +207,7 @@ func TestWriteBufferNotReused(t *testing.T) {
 	resources = append(resources, "r00002")
 	send("r00002")
 	answered.Add(1)
-	p.evalScript(rel, lockKeys(1, "none"), []string{"nobody"}, func(any, error) { answered.Done() })
+	p.evalScript(rel, readerKeys("meta:fence-lag", "none"), []string{"nobody"}, func(any, error) { answered.Done() })
 	defer sc.finish()()
 	answered.Wait()
 	for _, r := range resources {

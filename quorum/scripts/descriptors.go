@@ -86,11 +86,11 @@ var (
 		[]Field{One("token"), One("lagms"), Each("value")})
 	// LockRelease releases the lock keys that hold a token.
 	LockRelease = define("lock_release",
-		[]Field{Each("lock"), Each("fence"), One("lag"), Opt("queue")},
+		[]Field{Each("lock"), Each("fence"), Each("readers"), One("lag"), Opt("queue")},
 		[]Field{One("token"), EachOpt("channel")})
 	// LockExtend resets the ttl of the lock keys that hold a token.
 	LockExtend = define("lock_extend",
-		[]Field{Each("lock"), Each("fence"), One("lease")},
+		[]Field{Each("lock"), Each("fence"), Each("readers"), One("lease")},
 		[]Field{One("token"), One("ttl"), One("lagms")})
 	// LockExtendOwned is LockExtend for drop-in mode's locks (owner keys).
 	LockExtendOwned = define("lock_extend_owned",

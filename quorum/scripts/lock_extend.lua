@@ -1,10 +1,12 @@
 -- Reset the ttl of each lock key that holds the token, and of its fence
 -- key (to the ttl plus the lag period): lock the lock keys, fence their
--- fence keys, lease the master's lease high-water mark; token, ttl in ms,
--- lagms the lag period in ms. Returns how many lock keys it extended.
-local n = (#KEYS - 1) / 2
-local lock, fence = 0, n
-local lease = KEYS[2 * n + 1]
+-- fence keys, readers their readers (a writer that downgraded keeps its
+-- lock key as long as its read lock: see extend), lease the master's
+-- lease high-water mark; token, ttl in ms, lagms the lag period in ms.
+-- Returns how many lock keys it extended.
+local n = (#KEYS - 1) / 3
+local lock, fence, readers = 0, n, 2 * n
+local lease = KEYS[3 * n + 1]
 local token, ttl, lagms = ARGV[1], ARGV[2], ARGV[3]
 
-return extend(lock, fence, nil, n, lease, token, ttl, lagms)
+return extend(lock, fence, nil, readers, n, lease, token, ttl, lagms)

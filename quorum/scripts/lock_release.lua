@@ -1,18 +1,21 @@
 -- Release each lock key that holds the token, with its fence key: lock
--- the lock keys, fence their fence keys, lag the master's lagging bound,
--- and for one resource optionally queue its fair queue; token, then
--- optionally the release channels (one per lock key: releases announce
--- themselves so that waiters on any proxy wake up; rollbacks of a failed
--- try do not, so that they do not wake every waiter, over and over).
+-- the lock keys, fence their fence keys, readers their readers, lag the
+-- master's lagging bound, and for one resource optionally queue its fair
+-- queue; token, then optionally the release channels (one per lock key:
+-- releases announce themselves so that waiters on any proxy wake up;
+-- rollbacks of a failed try do not, so that they do not wake every
+-- waiter, over and over).
 -- The announcement is "1", or "h:<id>" when the resource has fair
 -- waiters: the head of the queue is the one fair waiter to wake.
 -- A deleted fence key's value is folded into the lagging bound first (see
--- drop). Returns {how many lock keys it deleted, the longest ttl in ms
--- they had left} (a release that cannot decide asks again until then:
--- quorum/confirm.go).
-local n = math.floor((#KEYS - 1) / 2)
-local lock, fence = 0, n
-local lag, queue = KEYS[2 * n + 1], KEYS[2 * n + 2]
+-- drop). A writer that downgraded (its token also holds the read lock,
+-- see read_hold) leaves the lock key to its live readers: it then holds
+-- "" as long as they live. Returns {how many lock keys it released, the
+-- longest ttl in ms they had left} (a release that cannot decide asks
+-- again until then: quorum/confirm.go).
+local n = math.floor((#KEYS - 1) / 3)
+local lock, fence, readers = 0, n, 2 * n
+local lag, queue = KEYS[3 * n + 1], KEYS[3 * n + 2]
 local token = ARGV[1]
 local channel = 1
 
@@ -22,6 +25,10 @@ for i = 1, n do
   if redis.call('GET', KEYS[lock + i]) == token then
     left = math.max(left, redis.call('PTTL', KEYS[lock + i]))
     bound = drop(KEYS[lock + i], KEYS[fence + i], lag, bound)
+    local keep = readers_left(KEYS[readers + i])
+    if keep then
+      redis.call('SET', KEYS[lock + i], '', 'PX', keep)
+    end
     if ARGV[channel + i] then
       local msg = '1'
       if queue then

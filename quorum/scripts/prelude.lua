@@ -21,6 +21,23 @@ local function raise(key, ttl)
   end
 end
 
+-- readers_left is how long the longest-lived reader in readers still
+-- lives after now (ms), or nil when none does: a writer that downgraded
+-- (its token also a reader, see read_hold) leaves the lock key to its
+-- readers when it releases, and keeps it at least that long when it
+-- extends.
+local function readers_left(readers)
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')[2]
+  if not last then
+    return nil
+  end
+  local left = tonumber(last) - time_ms()
+  if left <= 0 then
+    return nil
+  end
+  return left
+end
+
 -- free_or_mine reads the lock keys KEYS[lock + i] (i = 1..n): nil when
 -- another token holds one of them, else whether token holds them all (a
 -- TOKEN retry of the same grant).
@@ -152,15 +169,21 @@ local function drop(lockkey, fencekey, lagkey, lag)
 end
 
 -- extend resets the ttl of each lock key KEYS[lock + i] (i = 1..n) that
--- holds token to ttl ms, of its fence key KEYS[fence + i] to ttl + lagms
--- ms and, given owner, of its owner key KEYS[owner + i] to ttl ms; then
--- raises the lease high-water mark (leasekey) if it extended any.
+-- holds token to ttl ms (given readers, never to less than its readers
+-- KEYS[readers + i] still live: a writer that downgraded keeps the key for
+-- its read lock, see read_hold), of its fence key KEYS[fence + i] to ttl +
+-- lagms ms and, given owner, of its owner key KEYS[owner + i] to ttl ms;
+-- then raises the lease high-water mark (leasekey) if it extended any.
 -- Returns how many lock keys it extended.
-local function extend(lock, fence, owner, n, leasekey, token, ttl, lagms)
+local function extend(lock, fence, owner, readers, n, leasekey, token, ttl, lagms)
   local c = 0
   for i = 1, n do
     if redis.call('GET', KEYS[lock + i]) == token then
-      redis.call('PEXPIRE', KEYS[lock + i], ttl)
+      local keep = tonumber(ttl)
+      if readers then
+        keep = math.max(keep, readers_left(KEYS[readers + i]) or 0)
+      end
+      redis.call('PEXPIRE', KEYS[lock + i], keep)
       redis.call('PEXPIRE', KEYS[fence + i], tonumber(ttl) + tonumber(lagms))
       if owner then
         redis.call('PEXPIRE', KEYS[owner + i], ttl)
@@ -212,10 +235,20 @@ end
 -- ms from now; the lock key (holding "", which no token is: writers see it
 -- as taken) and the readers then live as long as the longest-lived
 -- reader, and the lease high-water mark (leasekey) is raised with it.
-local function read_hold(lockkey, readers, leasekey, token, ttl, now)
+-- When writer (the lock key holds the reader's own token as a writer: a
+-- downgrade, quorum/doc.go "Read-write locks") the key keeps that token
+-- and lives at least as long as the readers; the writer's release turns
+-- it into "" (see readers_keep).
+local function read_hold(lockkey, readers, leasekey, token, ttl, now, writer)
   redis.call('ZADD', readers, string.format('%d', now + tonumber(ttl)), token)
   local last = tonumber(redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')[2])
-  redis.call('SET', lockkey, '', 'PX', last - now)
+  if writer then
+    if redis.call('PTTL', lockkey) < last - now then
+      redis.call('PEXPIRE', lockkey, last - now)
+    end
+  else
+    redis.call('SET', lockkey, '', 'PX', last - now)
+  end
   redis.call('PEXPIRE', readers, last - now)
   raise(leasekey, tonumber(ttl))
 end

@@ -6,8 +6,11 @@
 -- ms, id the call's id if the reader waits ("" if it does not), life how
 -- long a waiting reader's entry lives after its try (ms).
 -- Granted when no writer holds the lock key, and no writer waits or the
--- reader is next (a reader that holds already may renew). The lock key
--- then holds "" and the reader leaves both sets (see read_hold). A waiting
+-- reader is next (a reader that holds already may renew); or when the
+-- writer that holds it is the token itself (a downgrade: the key keeps
+-- the token until the writer's release, which leaves it to the readers;
+-- see read_hold). The lock key then holds "" (or the writer's token) and
+-- the reader leaves both sets. A waiting
 -- reader refused by a writer's hold is put in readers next, one refused by
 -- a writer mark in readers after (unless it is next). Returns 1 if
 -- granted, else 0.
@@ -24,14 +27,15 @@ local function wait(set, other)
   zleave(other, id)
 end
 local v = redis.call('GET', lock)
-if v and v ~= '' then
+local writer = v == token
+if v and v ~= '' and not writer then
   if id ~= '' then
     wait(rnext, rafter)
   end
   return 0
 end
 local mine = redis.call('ZSCORE', readers, token)
-if not (mine and tonumber(mine) > now) and redis.call('EXISTS', mark) == 1 then
+if not writer and not (mine and tonumber(mine) > now) and redis.call('EXISTS', mark) == 1 then
   local nx = id ~= '' and redis.call('ZSCORE', rnext, id)
   if not (nx and tonumber(nx) > now) then
     if id ~= '' then
@@ -45,5 +49,5 @@ if id ~= '' then
   zleave(rafter, id)
 end
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
-read_hold(lock, readers, lease, token, ttl, now)
+read_hold(lock, readers, lease, token, ttl, now, writer)
 return 1

@@ -118,7 +118,7 @@ func TestPrelude(t *testing.T) {
 		{LockAcquire, []string{"grant", "raise", "time_ms"}, []string{"wait_check", "promote", "fair_clean", "fair_place", "drop", "extend"}, ""},
 		{LockAcquireWait, []string{"grant", "raise", "time_ms", "wait_check", "promote"}, []string{"fair_clean", "fair_place"}, ""},
 		{LockAcquireFair, []string{"grant", "wait_check", "promote", "fair_clean", "fair_place"}, []string{"drop", "extend"}, ""},
-		{LockRelease, []string{"drop"}, []string{"raise", "time_ms", "grant"}, ""},
+		{LockRelease, []string{"drop", "readers_left", "time_ms"}, []string{"raise", "grant"}, ""},
 		{BusPublish, nil, []string{"time_ms", "raise"}, ""},
 	}
 	for _, r := range rows {
@@ -163,10 +163,11 @@ func TestCheck(t *testing.T) {
 		{LockAcquire, 8, 6, false}, // the waiting writer's keys
 		{LockAcquireWait, 8, 6, true},
 		{LockAcquireFair, 10, 9, true},
-		{LockRelease, 3, 1, true},  // n = 1, no queue, no channel
-		{LockRelease, 4, 2, true},  // n = 1, queue, channel
-		{LockRelease, 5, 3, true},  // n = 2, channels
-		{LockRelease, 5, 2, false}, // one channel for two resources
+		{LockRelease, 4, 1, true},  // n = 1, no queue, no channel
+		{LockRelease, 5, 2, true},  // n = 1, queue, channel
+		{LockRelease, 7, 3, true},  // n = 2, channels
+		{LockRelease, 7, 2, false}, // one channel for two resources
+		{LockRelease, 3, 1, false}, // without the readers
 		{LockFence, 5, 4, true},
 		{LockFence, 5, 3, false},
 		{LockDeleteExact, 4, 2, true},
