@@ -33,6 +33,7 @@ func AllWithInfo(eng Engine, lim Limits) ([]*proxy.Command, []proxy.InfoSection)
 	cmds = append(cmds, semaphoreCommands(eng, lim, k)...)
 	cmds = append(cmds, latchCommands(eng, lim)...)
 	cmds = append(cmds, quarantineCommands(eng)...)
+	cmds = append(cmds, breakCommands(eng)...)
 	cmds = append(cmds, electCommands(eng, lim, k)...)
 	if lim.DropIn {
 		d := newDropin(eng, k, lim)

@@ -23,6 +23,8 @@ type Engine interface {
 	EndQuarantine(ctx context.Context, master, by string) (quorum.NodeStatus, error)
 	Proclaim(ctx context.Context, election, token, value string) (bool, error)
 	WatchElection(ctx context.Context, election string, f func(*quorum.Info, error) bool) error
+	SemSet(ctx context.Context, name string, limit int, keep time.Duration) error
+	Break(ctx context.Context, resource, by string) (bool, error)
 }
 
 var _ Engine = (*quorum.Engine)(nil)

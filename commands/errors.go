@@ -23,7 +23,12 @@ func MapError(err error) *proxy.Error {
 	var qe *quorum.QuorumError
 	var le *quorum.LimitError
 	var lce *quorum.LatchCountError
+	var ce *quorum.CountError
 	switch {
+	case errors.As(err, &ce):
+		return proxy.Errorf("count must be 1 to the limit (the semaphore's limit is %d)", ce.Limit)
+	case errors.Is(err, quorum.ErrNoSemLimit):
+		return proxy.Errorf("no limit stored for the semaphore on a quorum of masters: give one, or set it with RSEMSET")
 	case errors.As(err, &le):
 		return proxy.Errorf("semaphore '%s' has limit %d", le.Name, le.Limit)
 	case errors.As(err, &lce):

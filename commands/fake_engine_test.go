@@ -186,6 +186,16 @@ func (f *fakeEngine) Proclaim(ctx context.Context, election, token, value string
 	return ok, a.err
 }
 
+func (f *fakeEngine) Break(ctx context.Context, resource, by string) (bool, error) {
+	a := f.call(ctx, "Break", resource)
+	ok, _ := a.v.(bool)
+	return ok, a.err
+}
+
+func (f *fakeEngine) SemSet(ctx context.Context, name string, limit int, keep time.Duration) error {
+	return f.call(ctx, "SemSet", name, limit, keep).err
+}
+
 // WatchElection records the call, then hands fn every scripted answer of
 // "WatchElection" in order (an *quorum.Info or an error; each after its
 // delay), as the reads of one watch: it returns nil as soon as fn returns

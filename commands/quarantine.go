@@ -53,6 +53,37 @@ func quarantineCommands(eng Engine) []*proxy.Command {
 	}}
 }
 
+// breakCommands is RLOCKBREAK, an operator's hand on a lock: an admin
+// command, as RQUARANTINE.
+func breakCommands(eng Engine) []*proxy.Command {
+	return []*proxy.Command{{
+		Name: "rlockbreak", Arity: 2, Flags: proxy.FlagAdmin | proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+		Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+			a := proxy.NewArgs(args)
+			r, err := resource(a)
+			if err != nil {
+				return nil, err
+			}
+			by := "an admin"
+			if sess != nil {
+				by = fmt.Sprintf("user %s from %s (client id %d)", sess.User(), sess.RemoteAddr(), sess.ID())
+			}
+			held, err := eng.Break(ctx, r, by)
+			if err != nil {
+				return nil, err
+			}
+			if held {
+				return int64(1), nil
+			}
+			return int64(0), nil
+		},
+		Doc: proxy.Doc{
+			Summary: "Admin: deletes the lock on resource (a writer's or the readers') on every master and makes its fence stale; its holder finds it lost. Returns 1 if a quorum held it, else 0.",
+			Args:    []proxy.ArgDoc{{Name: "resource", Type: "key"}},
+		},
+	}}
+}
+
 // quarantineEntry is one master in RQUARANTINE's replies.
 func quarantineEntry(i int, s quorum.NodeStatus) proxy.Map {
 	return proxy.Map{

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
@@ -26,8 +27,10 @@ type semArgs struct {
 
 func semaphore(a *proxy.Args) (string, error) { return nonEmpty(a, errEmptySemaphore) }
 
-// parseSemAcquire parses "semaphore limit ttl [COUNT n] [WAIT wait]
-// [TOKEN token]".
+// parseSemAcquire parses "semaphore [limit] ttl [COUNT n] [WAIT wait]
+// [TOKEN token] [AUTOEXTEND]": the limit is given when the argument after
+// the next is an integer too (no option is), else limit is 0 (the
+// masters' stored limit).
 func parseSemAcquire(args [][]byte, lim Limits) (semArgs, error) {
 	a := proxy.NewArgs(args)
 	out := semArgs{count: 1}
@@ -35,14 +38,18 @@ func parseSemAcquire(args [][]byte, lim Limits) (semArgs, error) {
 	if out.name, err = semaphore(a); err != nil {
 		return out, err
 	}
-	l, err := a.Int()
-	if err != nil {
-		return out, err
+	l := int64(quorum.MaxSemaphoreLimit) // the bound of COUNT when none is given
+	if len(args) >= 3 {
+		if _, given := proxy.ParseInt(args[2]); given {
+			if l, err = a.Int(); err != nil {
+				return out, err
+			}
+			if l < 1 || l > quorum.MaxSemaphoreLimit {
+				return out, errLimitRange
+			}
+			out.limit = int(l)
+		}
 	}
-	if l < 1 || l > quorum.MaxSemaphoreLimit {
-		return out, errLimitRange
-	}
-	out.limit = int(l)
 	if out.ttl, err = ttl(a, "rsemacquire", lim); err != nil {
 		return out, err
 	}
@@ -87,7 +94,7 @@ func parseSemAcquire(args [][]byte, lim Limits) (semArgs, error) {
 func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 	return []*proxy.Command{
 		{
-			Name: "rsemacquire", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -4, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
+			Name: "rsemacquire", Result: proxy.ResultNull, Concurrent: plainAcquire, Arity: -3, Flags: proxy.FlagWrite | proxy.FlagMayBlock, Blocks: hasWait, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: acquireHandler(eng, k, func(args [][]byte) (acquireCall, error) {
 				sa, err := parseSemAcquire(args, lim)
 				if err != nil {
@@ -96,10 +103,10 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				return acquireCall{req: quorum.Request{Primitive: quorum.Semaphore, Resources: []string{sa.name}, Limit: sa.limit, Count: sa.count, TTL: sa.ttl, Wait: sa.wait, Token: sa.token}, auto: sa.auto}, nil
 			}, sharedReply),
 			Doc: proxy.Doc{
-				Summary: "Takes permits of a semaphore of limit permits on a quorum of masters. Returns [token, validity], or nil if too few are free.",
+				Summary: "Takes permits of a semaphore of limit permits (without limit: the limit stored by RSEMSET or by the semaphore's use) on a quorum of masters. Returns [token, validity], or nil if too few are free.",
 				Args: []proxy.ArgDoc{
 					{Name: "semaphore", Type: "key"},
-					{Name: "limit", Type: "integer"},
+					{Name: "limit", Type: "integer", Optional: true},
 					{Name: "ttl", Type: "integer"},
 					{Name: "count", Type: "integer", Token: "COUNT", Optional: true},
 					{Name: "wait", Type: "integer", Token: "WAIT", Optional: true},
@@ -135,6 +142,27 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 		},
 		{
+			Name: "rsemset", Result: proxy.ResultOK, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				name, limit, keep, err := parseSemSet(args)
+				if err != nil {
+					return nil, err
+				}
+				if err := eng.SemSet(ctx, name, limit, keep); err != nil {
+					return nil, err
+				}
+				return proxy.OK, nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Stores the limit of a semaphore on the masters, kept while it is in use and keep ms (default one day) after its last grant. Lowering it revokes no permit; raising it wakes waiters. Returns OK.",
+				Args: []proxy.ArgDoc{
+					{Name: "semaphore", Type: "key"},
+					{Name: "limit", Type: "integer"},
+					{Name: "keep", Type: "integer", Token: "KEEP", Optional: true},
+				},
+			},
+		},
+		{
 			Name: "rsemcount", Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: countHandler(eng, quorum.Semaphore, semaphore),
 			Doc: proxy.Doc{
@@ -143,6 +171,41 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 		},
 	}
+}
+
+// maxSemKeep bounds RSEMSET's KEEP.
+const maxSemKeep = 30 * 24 * time.Hour
+
+// parseSemSet parses "semaphore limit [KEEP ms]".
+func parseSemSet(args [][]byte) (name string, limit int, keep time.Duration, err error) {
+	a := proxy.NewArgs(args)
+	if name, err = semaphore(a); err != nil {
+		return "", 0, 0, err
+	}
+	l, err := a.Int()
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if l < 1 || l > quorum.MaxSemaphoreLimit {
+		return "", 0, 0, errLimitRange
+	}
+	if a.More() {
+		if a.Option() != "KEEP" || !a.More() {
+			return "", 0, 0, proxy.ErrSyntax
+		}
+		k, err := a.Int()
+		if err != nil {
+			return "", 0, 0, err
+		}
+		if k < 1 || k > maxSemKeep.Milliseconds() {
+			return "", 0, 0, proxy.Errorf("invalid expire time in 'rsemset' command (KEEP is 1 to %d ms)", maxSemKeep.Milliseconds())
+		}
+		keep = time.Duration(k) * time.Millisecond
+	}
+	if err := a.Done(); err != nil {
+		return "", 0, 0, err
+	}
+	return name, int(l), keep, nil
 }
 
 // semLease reads "semaphore token" into a semaphore lease.

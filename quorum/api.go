@@ -63,7 +63,8 @@ type Request struct {
 	// Token is the caller's token; "" means a fresh random token per try.
 	Token string
 	// Limit is a semaphore's number of permits, 1..MaxSemaphoreLimit;
-	// every user of a semaphore must pass the same.
+	// every user of a semaphore must pass the same, or 0 for the limit a
+	// quorum of masters store (in use, or set by SemSet).
 	Limit int
 	// Count is how many permits a semaphore request takes, 1..Limit.
 	Count int
@@ -164,7 +165,7 @@ func primitives() map[Primitive]primitive {
 			abandon: (*Engine).lockAbandon,
 			info:    lockInfo,
 			ops:     [4]string{"lock", "unlock", "extend", "lock_info"},
-			scripts: []*scripts.Script{scripts.LockAcquire, scripts.LockAcquireWait, scripts.LockFence, scripts.LockRelease, scripts.LockExtend, scripts.LockInfo},
+			scripts: []*scripts.Script{scripts.LockAcquire, scripts.LockAcquireWait, scripts.LockFence, scripts.LockRelease, scripts.LockExtend, scripts.LockInfo, scripts.LockReenrol, scripts.LockBreak},
 			doc:     "What a grant means",
 		},
 		SetNX: {
@@ -235,7 +236,7 @@ func primitives() map[Primitive]primitive {
 			},
 			single:  true,
 			ops:     [4]string{"sem_acquire", "sem_release", "sem_extend", "sem_count"},
-			scripts: []*scripts.Script{scripts.SemAcquire, scripts.SemRelease, scripts.SemExtend, scripts.SemCount, scripts.FairEnqueue, scripts.FairTicket, scripts.FairDequeue},
+			scripts: []*scripts.Script{scripts.SemAcquire, scripts.SemRelease, scripts.SemExtend, scripts.SemCount, scripts.SemSet, scripts.FairEnqueue, scripts.FairTicket, scripts.FairDequeue},
 			doc:     "Semaphores",
 		},
 		Election: {
@@ -444,7 +445,7 @@ func Operations() []string {
 			add(op)
 		}
 	}
-	for _, op := range []string{"latch_create", "latch_down", "latch_wait", "delete", "proclaim"} {
+	for _, op := range []string{"latch_create", "latch_down", "latch_wait", "delete", "proclaim", "sem_set", "lock_break"} {
 		add(op)
 	}
 	return out

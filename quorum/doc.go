@@ -338,6 +338,60 @@
 // that a waiter should have had there, which costs order, never the
 // limit.
 //
+// Resizing (RSEMSET, SemSet). SemSet stores a limit L' on every master
+// it reaches, with a version (the proxy's clock in ms, then a random
+// tie-break: a master keeps the highest, so masters that see two SemSets
+// in either order agree) and the span, the highest limit the semaphore
+// had while its config key lived (sem .. ':c'). A try sends the limit it
+// uses (the caller's, or the one a quorum of masters store, read first),
+// and a master that stores another refuses it without a vote (its answer
+// {-1, stored}: a LimitError for a caller that gave one; for one that
+// did not, the next try reads the limit again). So a grant is made by a
+// quorum of masters that all store the limit it used. And on each master,
+// a try is refused while any slot from the limit up to the span is held.
+// Why lowering never over-subscribes: say SemSet(L') returned (reached a
+// quorum Qs) and a grant G is then made on a quorum Qg. Qg meets Qs, so
+// a master of Qg stores L' (versions only rise), hence every master of Qg
+// does, and each refused G while a slot of [L', span) was held there. A
+// permit H held in slot h >= L' was granted before, held on a quorum Qh
+// within its validity; Qg meets Qh at a master where slot h was held and
+// checked. So G was granted only once no permit above L' was held, and G
+// and every later grant use slots below L': at most L' permits are
+// held, each slot by one grant as above, from the moment the permits
+// above L' are released or expire. Before that, the permits held (at most
+// the old limit) are not revoked and no permit is added. Raising the
+// limit adds slots; the masters that store the raise announce the permits
+// added (as a release does: "<count>:<id>"), so waiters on every proxy
+// try at once, and so does the release of the last permit held above a
+// lowered limit (every free permit below it). A SemSet that reached fewer
+// than a quorum leaves masters that disagree: no quorum agrees on one
+// limit, so callers that give no limit are refused (ErrNoSemLimit) and
+// others may be (LimitError), until a SemSet reaches a quorum. A SemSet
+// that returned goes on sending the limit to the masters that did not
+// answer (for up to a minute), so that they do not keep the old one: the
+// argument above needs Qs, and a master of Qs that restarts empty forgets
+// the limit (its quarantine covers grants, not limits), so with some
+// masters still on the old limit, a caller that gives the old one could
+// find a quorum of masters that accept it. Once every master stores the
+// new limit, a minority restarted empty leaves a quorum that store it,
+// and the argument holds; a proxy logs a SemSet that could not reach
+// every master in that minute. A master whose version is above the
+// proposal (another proxy's clock ahead) refuses it; SemSet then proposes
+// above the highest version stored. The span shrinks back to the limit
+// on a master where a try finds nothing held above the limit: nothing can
+// be held there again unless the limit rises. Permits held above a lowered limit are
+// extended but not re-enrolled, and while they are held no try (nor a
+// re-enrolment of a permit below the limit) is granted. A restarted
+// master forgets the limit and the span with its slots, and is
+// quarantined as for any grant: its votes count again only once every
+// permit it may have held has expired. Expiry: the limit key and the
+// config key live at least keep (SemSet's, one day by default) and at
+// least as long as any held slot (sem_live, at every grant and
+// extension); a grant renews keep. The release of the last permit no
+// longer deletes a limit that SemSet stored. The cost to semaphores that
+// were never resized: one read of an absent key per try, release and
+// extension.
+//
 // # Fair locks
 //
 // A fair lock (Primitive Fair, RFAIRLOCK) is a plain lock on one resource, same
@@ -744,6 +798,25 @@
 // Validity: counted, as for every extension, from the first round's start
 // (ttl less the time since and the drift); the keys taken later with the
 // same ttl outlive it.
+//
+// Breaks (RLOCKBREAK, Engine.Break). An operator's break deletes the lock
+// key (a writer's token or the readers' "") and the readers on every
+// master it reaches, folding the fence into the lagging bound as a release
+// does (the next grant's fence is greater: the broken holder's is stale),
+// and leaves a break mark holding what the key held, for as long as the
+// key had left. A break that returned reached a quorum Qb. The broken
+// lease is then no longer "known to hold a quorum": no quorum can hold it
+// without a master of Qb, where it is gone. But the second case above
+// trusts the caller's validity, not the masters, and a keeper whose lease
+// was broken on Qb, with the masters the break missed still holding it,
+// would take it again on Qb and revive it. So a re-enrolment never takes a
+// key where a break mark holds the lease's token (lock_reenrol; for
+// readers, rw_reenrol refuses where the mark holds "" or the token): on
+// Qb it is refused while the broken grant could still be live, and the
+// masters the break missed are a minority. The extension then finds the
+// lease not held, and its keeper reports it lost. A mark costs a key per
+// break for at most the broken grant's remaining ttl, and re-enrolment one
+// read of an absent key; nothing else reads it.
 //
 // # Availability under faults
 //

@@ -111,6 +111,7 @@ type Engine struct {
 	// overtaken by a straggler.
 	inflight sync.Map
 	stop     context.CancelFunc
+	life     context.Context // ends with Close: background repairs (SemSet)
 	loopWG   sync.WaitGroup
 	// grantedTTL is the longest ttl granted or extended, in ns
 	// (MaxGrantedTTL).
@@ -185,7 +186,7 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		e.votes(i)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e.stop = cancel
+	e.stop, e.life = cancel, ctx
 	e.loopWG.Add(1)
 	go e.healthLoop(ctx)
 	return e, nil

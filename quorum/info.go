@@ -112,6 +112,55 @@ func (li *Info) String() string {
 	return fmt.Sprintf("held=%v holder=%q readers=%v ttl=%v fence=%d", li.Held, li.Holder, li.Readers, li.TTL, li.Fence)
 }
 
+// Break deletes the lock on resource on every master whatever holds it
+// (RLOCKBREAK: an operator's, by names who for the log): a writer's grant
+// or the readers, with the release announcement. The fence goes on from
+// above the broken grant's, so its fence is stale to any fenced store;
+// the broken lease is never taken again by its own extensions (a break
+// mark lives as long as the grant had left: lock_reenrol, rw_reenrol),
+// so an extension finds it lost: a connection that keeps it alive
+// (AUTOEXTEND) is told at its next extension. It reports true when a
+// quorum of masters held a lock there; fewer than a quorum of answers is
+// a *QuorumError (the break then stands where it landed: repeat it).
+func (e *Engine) Break(ctx context.Context, resource, by string) (held bool, err error) {
+	defer e.observe("lock_break", time.Now(), func() bool { return held }, &err)
+	ls, err := e.lockSet([]string{resource})
+	if err != nil {
+		return false, err
+	}
+	k := e.rwKeys(resource)
+	r := e.send(ctx, &op{name: "lock_break", script: scripts.LockBreak,
+		keys: []string{ls.keys[0], ls.keys[1], k.readers, ls.keys[2], e.brokenKey(resource)}, args: ls.channels,
+		timeout: e.releaseTimeout()}, nil)
+	holders := map[string]int{}
+	t := r.count(everyAnswer, func(_ int, v any) bool {
+		arr, ok := v.([]any)
+		if ok && len(arr) == 2 && arr[0] == int64(1) {
+			h, _ := arr[1].(string)
+			holders[h]++
+		}
+		return ok
+	}, -1)
+	if t.verdict != decidedYes {
+		return false, t.err(e, "lock_break")
+	}
+	for h, n := range holders {
+		if n >= e.quorum {
+			held = true
+			kind := "a writer" // its token is a secret: not logged
+			if h == "" {
+				kind = "readers"
+			}
+			e.log.Warn("LOCK BROKEN BY AN OPERATOR: its holder is told at its next extension or release; its fence is stale",
+				"resource", resource, "holder", kind, "by", by)
+		}
+	}
+	if !held {
+		e.log.Info("lock break: no lock held on a quorum", "resource", resource, "by", by)
+	}
+	return held, nil
+}
+
 // Delete removes the lock keys of resources whatever token holds them
 // (drop-in mode's DEL and UNLINK), on every master, with the release
 // announcement. It returns how many of them a quorum of masters held;

@@ -141,6 +141,10 @@ func (e *Engine) requestSet(req Request, what string) (*lockSet, error) {
 // longest-lived grant the master holds expires (see "Restarted masters").
 func (e *Engine) leaseKey() string { return e.opts.MetaPrefix + "lease-hwm" }
 
+// brokenKey is resource's break mark: what RLOCKBREAK broke, living as
+// long as that grant had left (see Break).
+func (e *Engine) brokenKey(resource string) string { return e.opts.MetaPrefix + "broken:" + resource }
+
 // fenceKeys are the master-wide lagging fence bound and fence sequence.
 func (e *Engine) fenceKeys() (lag, seq string) {
 	return e.opts.MetaPrefix + "fence-lag", e.opts.MetaPrefix + "fence-hwm"
@@ -484,7 +488,11 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 				for _, f := range l.Fences {
 					p = max(p, f)
 				}
-				return &op{name: "extend", script: scripts.LockAcquire, keys: ls.acquireKeys,
+				keys := slices.Clone(ls.acquireKeys)
+				for _, k := range ls.keys[:ls.n] {
+					keys = append(keys, e.brokenKey(strings.TrimPrefix(k, e.opts.KeyPrefix)))
+				}
+				return &op{name: "extend", script: scripts.LockReenrol, keys: keys,
 					args: []string{token, ms(ttl), strconv.FormatUint(p, 10), ms(e.opts.FenceLag)}}
 			},
 			taken: func(v any) bool {

@@ -22,6 +22,7 @@ type rwKeys struct {
 	next, after string
 	channel     string
 	lease       string // the master's lease high-water mark
+	owner       string // a drop-in lock's owner key (see ownerKeys): no downgrade
 }
 
 func (e *Engine) rwKeys(resource string) rwKeys {
@@ -33,6 +34,7 @@ func (e *Engine) rwKeys(resource string) rwKeys {
 		after:   e.opts.MetaPrefix + "rw-rb:" + resource,
 		channel: e.opts.MetaPrefix + "released:" + resource,
 		lease:   e.leaseKey(),
+		owner:   e.opts.MetaPrefix + "owner:" + resource,
 	}
 }
 
@@ -98,7 +100,7 @@ type readCall struct {
 func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []string, token string, ttl time.Duration, tainted *taints, fixed bool) (*Lease, func(), error) {
 	start := time.Now()
 	k := rc.k
-	r := e.send(ctx, &op{name: "read_lock", script: scripts.RWAcquire, keys: []string{k.lock, k.readers, k.mark, k.lease, k.next, k.after},
+	r := e.send(ctx, &op{name: "read_lock", script: scripts.RWAcquire, keys: []string{k.lock, k.readers, k.mark, k.lease, k.next, k.after, k.owner},
 		args: []string{token, ms(ttl), rc.id, ms(e.writerMark())}, fresh: true}, e.track(token))
 	rc.last = r
 	granted := func(i int) bool { return r.ans[i].err == nil && r.ans[i].val == int64(1) }
@@ -186,7 +188,7 @@ func (e *Engine) readExtend(ctx context.Context, l *Lease, ttl time.Duration) (v
 		group: func() string { return "" },
 		held:  one,
 		take: func(*round) *op {
-			return &op{name: "read_extend", script: scripts.RWReenrol, keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}}
+			return &op{name: "read_extend", script: scripts.RWReenrol, keys: []string{k.lock, k.readers, k.lease, e.brokenKey(resource)}, args: []string{token, ms(ttl)}}
 		},
 		taken: func(v any) bool { return v == int64(1) },
 	})

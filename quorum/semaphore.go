@@ -19,6 +19,27 @@ import (
 // all of a semaphore's slots on each master.
 const MaxSemaphoreLimit = 1000
 
+// DefaultSemKeep is how long a limit that SemSet stores outlives the
+// semaphore's last grant when the caller gives no keep.
+const DefaultSemKeep = 24 * time.Hour
+
+// ErrNoSemLimit is the answer to a semaphore request that gives no limit
+// (Request.Limit 0) when no limit is stored on a quorum of masters: the
+// semaphore is not in use and SemSet never set it (or its keep ran out),
+// or a SemSet is under way or failed and the masters disagree.
+var ErrNoSemLimit = errors.New("quorum: no limit stored for the semaphore on a quorum of masters")
+
+// CountError reports a semaphore request for more permits than the
+// semaphore's stored limit.
+type CountError struct {
+	Limit int
+}
+
+// Error implements error.
+func (e *CountError) Error() string {
+	return fmt.Sprintf("quorum: count above the semaphore's limit %d", e.Limit)
+}
+
 // LimitError reports that a semaphore is in use with another limit.
 type LimitError struct {
 	Name  string
@@ -120,6 +141,17 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 	if err != nil {
 		return nil, err
 	}
+	// stored: the caller gave no limit; the masters' stored one is used,
+	// read again before a try when the last one met another.
+	stored := req.Limit == 0
+	if stored && req.TTL > 0 && req.Count >= 1 {
+		if req.Limit, err = e.semLimit(ctx, k); err != nil {
+			return nil, err
+		}
+		if req.Count > req.Limit {
+			return nil, &CountError{Limit: req.Limit}
+		}
+	}
 	if req.Limit < 1 || req.Limit > MaxSemaphoreLimit || req.Count < 1 || req.Count > req.Limit || req.TTL <= 0 {
 		return nil, fmt.Errorf("%w: limit, count or ttl out of range", ErrBadRequest)
 	}
@@ -160,8 +192,168 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 			return err
 		}}
 	return e.acquireLoop(ctx, req, w, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
-		return e.semAttempt(ctx, k, q, req, token, tainted, fixed)
+		var le *LimitError
+		l, undo, err := e.semAttempt(ctx, k, q, req, token, tainted, fixed)
+		if !stored || !errors.As(err, &le) {
+			return l, undo, err
+		}
+		// Masters store another limit than the one read: an RSEMSET came
+		// meanwhile (one that raised it woke this waiter). Read it again
+		// and try once more at once, as the acquire loop's next try would:
+		// a fresh token unless the caller chose one, whose votes then
+		// wait for the rollbacks (taints).
+		if req.Limit, err = e.semLimit(ctx, k); errors.Is(err, ErrNoSemLimit) {
+			return nil, nil, nil // refused: they may agree by the next try
+		} else if err != nil {
+			return nil, nil, err
+		}
+		if req.Count > req.Limit {
+			return nil, nil, &CountError{Limit: req.Limit}
+		}
+		if !fixed {
+			token = NewToken()
+		}
+		tainted.refresh()
+		if l, undo, err = e.semAttempt(ctx, k, q, req, token, tainted, fixed); errors.As(err, &le) {
+			return nil, nil, nil
+		}
+		return l, undo, err
 	})
+}
+
+// semLimit reads the limit a quorum of masters store for the semaphore
+// (in use, or set by SemSet): ErrNoSemLimit when no quorum agrees on one.
+// It decides as soon as a quorum name one limit, or none can.
+func (e *Engine) semLimit(ctx context.Context, k semKeys) (int, error) {
+	r := e.send(ctx, &op{name: "sem_count", script: scripts.SemCount, keys: []string{k.base}}, nil)
+	t, best, top := e.recordCount(r, -1, func(_ int, v any) (string, bool) {
+		arr, ok := v.([]any)
+		if !ok || len(arr) == 0 {
+			return "", ok // not in use here: answers, names no limit
+		}
+		l, ok := arr[0].(int64)
+		return strconv.FormatInt(l, 10), ok
+	})
+	if t.verdict == noQuorum && t.answered() < e.quorum {
+		return 0, t.err(e, "sem_count")
+	}
+	if l, err := strconv.Atoi(top); err == nil && best >= e.quorum && l >= 1 && l <= MaxSemaphoreLimit {
+		return l, nil
+	}
+	return 0, ErrNoSemLimit
+}
+
+// semSetRepairFor bounds how long SemSet goes on sending the limit to the
+// masters that did not store it (down, paused) after it returned.
+const semSetRepairFor = time.Minute
+
+// SemSet stores limit (1..MaxSemaphoreLimit) as the limit of the
+// semaphore name on the masters, for as long as it is in use and keep
+// after its last grant (DefaultSemKeep when keep is 0). Requests may then
+// give no limit (Request.Limit 0); one that gives another is a
+// *LimitError. Lowering the limit revokes no permit: no permit is granted
+// while those held above the new limit are, and the permits held never
+// exceed the new limit through a grant made after SemSet returned.
+// Raising it wakes waiters on every proxy. It returns once a quorum of
+// masters store it, and goes on sending it to the others in the
+// background (for up to a minute, until the engine closes), so that a
+// master that missed it does not keep the old limit. Fewer than a quorum
+// is a *QuorumError; the limit is then stored on the masters that
+// answered, and requests that give none are refused until a SemSet
+// reaches a quorum (package doc, "Semaphores").
+func (e *Engine) SemSet(ctx context.Context, name string, limit int, keep time.Duration) (err error) {
+	defer e.observe("sem_set", time.Now(), func() bool { return err == nil }, &err)
+	k, err := e.semKeys(name)
+	if err != nil {
+		return err
+	}
+	if keep == 0 {
+		keep = DefaultSemKeep
+	}
+	if limit < 1 || limit > MaxSemaphoreLimit || keep < time.Millisecond {
+		return fmt.Errorf("%w: limit or keep out of range", ErrBadRequest)
+	}
+	// Later calls propose higher versions (ms, then a random tie-break,
+	// well within a Lua number's exact integers); a master that stores a
+	// higher one (another proxy's clock ahead) refuses, and the next
+	// proposal goes above what it stores.
+	version := uint64(time.Now().UnixMilli())*1000 + uint64(rand.IntN(1000))
+	for range 3 {
+		o := &op{name: "sem_set", script: scripts.SemSet, keys: []string{k.base},
+			args: []string{strconv.Itoa(limit), ms(keep), strconv.FormatUint(version, 10), k.channel, NewToken()}, timeout: e.releaseTimeout()}
+		r := e.send(ctx, o, nil)
+		var above uint64
+		set := func(v any) bool {
+			arr, ok := v.([]any)
+			if ok && len(arr) == 3 {
+				if s, ok := arr[2].(int64); ok && uint64(s) > above {
+					above = uint64(s)
+				}
+			}
+			return ok && len(arr) >= 2 && arr[0] == int64(1)
+		}
+		t := r.count(strictRule, func(_ int, v any) bool { return set(v) }, -1)
+		if t.verdict == decidedYes {
+			e.semSetRepair(r, o)
+			return nil
+		}
+		if err := t.err(e, "sem_set"); err != nil {
+			return err
+		}
+		<-r.all
+		for i := range r.ans {
+			if r.answered(i) && r.ans[i].err == nil {
+				set(r.ans[i].val) // every stored version, late ones too
+			}
+		}
+		if above < version {
+			break // refused for another reason: not sem_set's answers
+		}
+		version = above + 1
+	}
+	return fmt.Errorf("quorum: sem_set: the masters did not store the limit (a later RSEMSET's version, or answers that are not sem_set's)")
+}
+
+// semSetRepair sends o again to the masters whose answer in r did not
+// store it (an error, a timeout), in the background, every few master
+// timeouts, until each has answered (stored, or a later version there) or
+// semSetRepairFor passed or the engine closed.
+func (e *Engine) semSetRepair(r *round, o *op) {
+	e.loopWG.Add(1)
+	go func() {
+		defer e.loopWG.Done()
+		<-r.all
+		done := make([]bool, len(e.nodes))
+		left := 0
+		for i := range done {
+			_, isArr := r.ans[i].val.([]any)
+			done[i] = r.ans[i].err == nil && isArr
+			if !done[i] {
+				left++
+			}
+		}
+		tick := time.NewTicker(4 * e.opts.MasterTimeout)
+		defer tick.Stop()
+		for end := time.Now().Add(semSetRepairFor); left > 0 && time.Now().Before(end); {
+			select {
+			case <-e.life.Done():
+				return
+			case <-tick.C:
+			}
+			r2 := e.follow(e.life, nil, o, nil, func(i int) (answer, bool) { return answer{err: errSkippedDown}, done[i] })
+			<-r2.all
+			for i := range done {
+				if _, isArr := r2.ans[i].val.([]any); !done[i] && r2.ans[i].err == nil && isArr {
+					done[i] = true
+					left--
+				}
+			}
+		}
+		if left > 0 && e.life.Err() == nil {
+			e.log.Warn("RSEMSET did not reach every master: run it again once they are back, or a master that restarts empty may let the old limit be used",
+				"masters_missed", left)
+		}
+	}()
 }
 
 // semAttempt is one try. Round 1 asks every master for Count slots,

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -545,5 +546,214 @@ func TestSemaphoreSilentHolders(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSemSet: a stored limit serves requests that give none; a request
+// with another limit is refused; a count above it is a CountError; no
+// stored limit is ErrNoSemLimit; lowering revokes nothing and grants
+// nothing until the held permits fit; raising wakes a waiter at once (the
+// retry delay is far longer than the test); the stored limit outlives
+// its permits for its keep, then nothing is left.
+func TestSemSet(t *testing.T) {
+	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
+	ctx := context.Background()
+	if _, err := c.eng.Acquire(ctx, semStored("s", 0, 1, time.Second)); !errors.Is(err, ErrNoSemLimit) {
+		t.Fatalf("no stored limit: %v", err)
+	}
+	if err := c.eng.SemSet(ctx, "s", 3, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var held []*Lease
+	for i := range 3 {
+		l, err := c.eng.Acquire(ctx, semStored("s", 0, 1, 10*time.Second))
+		if err != nil || l == nil {
+			t.Fatalf("permit %d of the stored 3: %v %v", i, l, err)
+		}
+		held = append(held, l)
+	}
+	if l, err := c.eng.Acquire(ctx, semStored("s", 0, 1, time.Second)); l != nil || err != nil {
+		t.Fatalf("a 4th permit of 3: %v %v", l, err)
+	}
+	var le *LimitError
+	if _, err := c.eng.Acquire(ctx, semStored("s", 5, 1, time.Second)); !errors.As(err, &le) || le.Limit != 3 {
+		t.Fatalf("another limit given: %v", err)
+	}
+	var ce *CountError
+	if _, err := c.eng.Acquire(ctx, semStored("s", 0, 4, time.Second)); !errors.As(err, &ce) || ce.Limit != 3 {
+		t.Fatalf("4 permits of a stored 3: %v", err)
+	}
+	// Lower to 1 with 3 held: nothing is revoked, and nothing is granted
+	// while any is held (one above the limit, or the one slot below it).
+	if err := c.eng.SemSet(ctx, "s", 1, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.eng.Info(ctx, Semaphore, "s"); err != nil || n.Count != 3 {
+		t.Fatalf("permits after lowering to 1: %v %v", n, err)
+	}
+	for _, l := range held[:2] {
+		if ok, err := c.eng.Release(ctx, l); !ok || err != nil {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+		if l, err := c.eng.Acquire(ctx, semStored("s", 0, 1, time.Second)); l != nil || err != nil {
+			t.Fatalf("granted with a permit still held of a limit lowered to 1: %v %v", l, err)
+		}
+	}
+	if ok, err := c.eng.Release(ctx, held[2]); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	one, err := c.eng.Acquire(ctx, semStored("s", 0, 1, 10*time.Second))
+	if err != nil || one == nil {
+		t.Fatalf("the one permit of the lowered limit: %v %v", one, err)
+	}
+	// Raise to 2: a waiter is granted at once.
+	got := make(chan *Lease, 1)
+	go func() {
+		r := semStored("s", 0, 1, 10*time.Second)
+		r.Wait = 5 * time.Second
+		l, err := c.eng.Acquire(ctx, r)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	c.waitSubscribed(t, c.eng.opts.MetaPrefix+"semreleased:1:s")
+	if !eventually(2*time.Second, func() bool { return len(c.semQueued(c.nodes[0], "s")) == 1 }) {
+		t.Fatal("the waiter never queued")
+	}
+	t0 := time.Now()
+	if err := c.eng.SemSet(ctx, "s", 2, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	w := <-got
+	if w == nil || time.Since(t0) > time.Second {
+		t.Fatalf("waiter after raising the limit: %v after %v", w, time.Since(t0))
+	}
+	for _, l := range []*Lease{one, w} {
+		if ok, err := c.eng.Release(ctx, l); !ok || err != nil {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+	}
+	// No permit held: the stored limit lives its keep (2 s), and as long
+	// as the last grant's ttl (10 s), then goes.
+	if l, err := c.eng.semLimit(ctx, c.mustSemKeys(t, "s")); l != 2 || err != nil {
+		t.Fatalf("the stored limit with no permit held: %v %v", l, err)
+	}
+	c.settle()
+	for _, f := range c.nodes {
+		f.m.FastForward(11 * time.Second)
+	}
+	for i, f := range c.nodes {
+		for _, k := range f.keys() {
+			if strings.Contains(k, "sem:") {
+				t.Errorf("master %d keeps %s after the keep", i, k)
+			}
+		}
+	}
+}
+
+func (c *cluster) mustSemKeys(t *testing.T, name string) semKeys {
+	k, err := c.eng.semKeys(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestSemSetLoweredQuorums is the over-subscription a resize must not
+// allow with 5 masters: permit H holds slot 1 of limit 2 on masters 2-4
+// only; the limit is lowered to 1 while masters 3 and 4 are down, so it
+// reaches masters 0-2. A new permit must then be refused: masters 0 and 1
+// would grant slot 0 (they do not hold slot 1), master 2 sees slot 1 held
+// above the limit, and masters 3 and 4, which do not check slots above a
+// limit they do not store, must not vote with the old limit (a quorum of
+// masters that store the limit used). Granted, it would make 2 permits
+// of a limit of 1. Then, once SemSet's repair made 3 and 4 store the new
+// limit too, masters 2-4 refuse for the slot held above it.
+func TestSemSetLoweredQuorums(t *testing.T) {
+	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
+	ctx := context.Background()
+	k := c.mustSemKeys(t, "s")
+	for i, f := range c.nodes {
+		f.set(k.base, "2", 10*time.Second)
+		if i >= 2 {
+			f.set(k.base+":s:1", "H", 10*time.Second)
+			f.set(k.base+":t:H", "1", 10*time.Second)
+		}
+	}
+	c.nodes[3].setDown(true)
+	c.nodes[4].setDown(true)
+	if err := c.eng.SemSet(ctx, "s", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[3].setDown(false)
+	c.nodes[4].setDown(false)
+	if l, err := c.eng.Acquire(ctx, semStored("s", 0, 1, time.Second)); l != nil || err != nil {
+		t.Fatalf("a second permit of a limit lowered to 1: %v %v", l, err)
+	}
+	// Once SemSet's repair reached masters 3 and 4, every master stores
+	// the limit: only the slot held above it (on 2-4) refuses the try.
+	for i, f := range c.nodes {
+		if !eventually(5*time.Second, func() bool { v, _ := f.value(k.base); return v == "1" }) {
+			t.Fatalf("master %d never stored the lowered limit", i)
+		}
+	}
+	if l, err := c.eng.Acquire(ctx, semStored("s", 0, 1, time.Second)); l != nil || err != nil {
+		t.Fatalf("a second permit of a limit lowered to 1, every master storing it: %v %v", l, err)
+	}
+	// H's permit expires or is released: the lowered limit grants one.
+	if ok, err := c.eng.Release(ctx, &Lease{Primitive: Semaphore, Resources: []string{"s"}, Token: "H"}); !ok || err != nil {
+		t.Fatalf("H's release: %v %v", ok, err)
+	}
+	if err := c.eng.SemSet(ctx, "s", 1, time.Minute); err != nil {
+		t.Fatal(err) // now every master stores it
+	}
+	if l, err := c.eng.Acquire(ctx, semStored("s", 0, 1, time.Second)); l == nil || err != nil {
+		t.Fatalf("the one permit once H left: %v %v", l, err)
+	}
+}
+
+// semStored is semReqOn for Engine.Acquire (limit 0: the stored one).
+func semStored(name string, limit, count int, ttl time.Duration) Request {
+	r := semReqOn(name, limit, count, ttl)
+	r.Primitive = Semaphore
+	return r
+}
+
+// TestSemSetRepairAndVersions: a SemSet that met masters storing a later
+// version (another proxy's clock ahead) proposes above it and is stored;
+// a master that was down when SemSet returned is sent the limit until it
+// stores it.
+func TestSemSetRepairAndVersions(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	k := c.mustSemKeys(t, "s")
+	ahead := uint64(time.Now().Add(time.Hour).UnixMilli()) * 1000
+	for _, f := range c.nodes {
+		f.set(k.base, "4", time.Hour)
+		f.set(k.base+":c", fmt.Sprintf("4:3600000:%d", ahead), time.Hour)
+	}
+	c.nodes[4].setDown(true)
+	if err := c.eng.SemSet(ctx, "s", 2, time.Hour); err != nil {
+		t.Fatalf("SemSet below a later stored version: %v", err)
+	}
+	stored := 0
+	for _, f := range c.nodes[:4] {
+		if v, _ := f.value(k.base); v == "2" {
+			stored++
+		}
+	}
+	if stored < c.eng.quorum {
+		t.Fatalf("SemSet returned with the limit stored on %d masters", stored)
+	}
+	c.nodes[4].setDown(false)
+	for i, f := range c.nodes {
+		if !eventually(5*time.Second, func() bool { v, _ := f.value(k.base); return v == "2" }) {
+			v, _ := f.value(k.base)
+			t.Fatalf("master %d (4 was down) still stores limit %q", i, v)
+		}
+	}
+	if l, err := c.eng.semLimit(ctx, k); l != 2 || err != nil {
+		t.Fatalf("the stored limit: %v %v", l, err)
 	}
 }

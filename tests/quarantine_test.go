@@ -113,3 +113,68 @@ func TestQuarantineEndByAdmin(t *testing.T) {
 		t.Fatalf("fence %d after %d", g2.fence, g.fence)
 	}
 }
+
+// TestLockBreak (issue 28, an operator's hand on locks): RLOCKBREAK is
+// refused for a user without admin, with nothing sent; the admin, on the
+// other proxy, breaks a writer's AUTOEXTEND lease: a competitor is
+// granted at once with a greater fence, the holder's next command on the
+// resource answers -LOST (its keeper's next extension finds the lease
+// gone and does not take it again) and its RUNLOCK answers 0; readers
+// are broken as well; a free resource answers 0; the break leaves nothing
+// once the broken lease's ttl has run out.
+func TestLockBreak(t *testing.T) {
+	cl := newCluster(t, 5)
+	cfg := defaults(cl.addrs())
+	cfg.extra = "auth:\n  users:\n" +
+		"    - {name: ops, password: opw, resources: [\"*\"], admin: true}\n" +
+		"    - {name: app, password: apw, resources: [\"*\"]}\n"
+	p1, p2 := startProxy(t, cfg), startProxy(t, cfg)
+	client := func(p *Proxy, user, pass string) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: p.Addr, Username: user, Password: pass, MaxRetries: -1, PoolSize: 1})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ctx := context.Background()
+	holder, other, ops := client(p1, "app", "apw"), client(p2, "app", "apw"), client(p2, "ops", "opw")
+	g, ok := rlock(t, holder, "ledger", 3000, "AUTOEXTEND")
+	if !ok {
+		t.Fatal("the holder's lock")
+	}
+	expectErr(t, other, "NOPERM User app has no permissions to run the 'rlockbreak' command", "RLOCKBREAK", "ledger")
+	if _, ok := rlock(t, other, "ledger", 1000); ok {
+		t.Fatal("a competitor granted beside the holder")
+	}
+	if n := do(t, ops, "RLOCKBREAK", "ledger"); n != int64(1) {
+		t.Fatalf("RLOCKBREAK of a held lock: %v", n)
+	}
+	g2, ok := rlock(t, other, "ledger", 1000)
+	if !ok || g2.fence <= g.fence {
+		t.Fatalf("the competitor after the break: %v, fence %d (broken %d)", ok, g2.fence, g.fence)
+	}
+	do(t, other, "RUNLOCK", "ledger", g2.token)
+	waitFor(t, 5*time.Second, "the broken holder's next command to answer LOST", func() bool {
+		err := holder.Do(ctx, "RLOCKINFO", "ledger").Err()
+		return err != nil && strings.HasPrefix(err.Error(), "LOST ")
+	})
+	if n := do(t, holder, "RUNLOCK", "ledger", g.token); n != int64(0) {
+		t.Fatalf("the broken holder's RUNLOCK: %v", n)
+	}
+	if _, ok, err := rrlock(holder, "doc", 3000, "AUTOEXTEND"); !ok || err != nil {
+		t.Fatalf("a reader: %v %v", ok, err)
+	}
+	if n := do(t, ops, "RLOCKBREAK", "doc"); n != int64(1) {
+		t.Fatalf("RLOCKBREAK of a read lock: %v", n)
+	}
+	w, ok := rlock(t, other, "doc", 1000)
+	if !ok {
+		t.Fatal("a writer after the readers were broken")
+	}
+	do(t, other, "RUNLOCK", "doc", w.token)
+	if n := do(t, ops, "RLOCKBREAK", "nothing"); n != int64(0) {
+		t.Fatalf("RLOCKBREAK of a free resource: %v", n)
+	}
+	if !strings.Contains(p2.log.String(), "LOCK BROKEN BY AN OPERATOR") || !strings.Contains(p2.log.String(), "user ops") {
+		t.Error("the break is not logged with who broke it")
+	}
+	cl.expectOnlyFencesWithin(t, 6*time.Second)
+}

@@ -421,3 +421,181 @@ func TestSemaphoreWaitersFirst(t *testing.T) {
 		t.Fatalf("%d of %d WAIT 1000 requests ended nil or without quorum (%.2f%%), want under 1%%", failed, total, 100*float64(failed)/float64(total))
 	}
 }
+
+// TestSemSetTwoProxies (issue 28, resizable semaphores): 12 clients on two
+// proxies take permits without giving a limit while the limit stored with
+// RSEMSET goes down and up every 150 ms, a master is paused and another
+// restarted empty. At no grant are more permits live than the highest
+// limit that may be in force (the last RSEMSET answered before the grant
+// was asked for, or any sent before its reply); then a waiter for a full
+// semaphore is granted at once when RSEMSET raises the limit, far sooner
+// than its retry timer; nothing is left after the limit's keep.
+func TestSemSetTwoProxies(t *testing.T) {
+	redistest.RequireReal(t, "SIGSTOP and restarts need real masters")
+	const workers = 12
+	cl := newCluster(t, 5)
+	cfg := defaults(cl.addrs())
+	cfg.maxTTL = 2 * time.Second // the quarantine of the restarted master
+	cfg.retryDelay, cfg.retryJitter = 2*time.Second, time.Millisecond
+	proxies := []*redis.Client{startProxy(t, cfg).Client(), startProxy(t, cfg).Client()}
+	ctx := context.Background()
+	type resize struct {
+		sent, done time.Time
+		limit      int
+	}
+	type live struct{ sent, from, to time.Time }
+	var (
+		mu      sync.Mutex
+		resizes []resize
+		windows []live
+		wg      sync.WaitGroup
+		errs    = make(chan error, workers+1)
+	)
+	set := func(c *redis.Client, name string, limit int) resize {
+		for {
+			r := resize{sent: time.Now(), limit: limit}
+			err := c.Do(ctx, "RSEMSET", name, limit, "KEEP", 2000).Err()
+			r.done = time.Now()
+			if err == nil {
+				return r
+			}
+			if !strings.HasPrefix(err.Error(), "NOQUORUM ") {
+				t.Errorf("RSEMSET %s %d: %v", name, limit, err)
+				return r
+			}
+		}
+	}
+	resizes = append(resizes, set(proxies[0], "pool", 3))
+	runCtx, cancel := context.WithTimeout(ctx, time.Duration(soak(t))*6*time.Second)
+	defer cancel()
+	wg.Go(func() {
+		time.Sleep(time.Second)
+		cl.servers[1].Pause()
+		time.Sleep(time.Second)
+		cl.servers[1].Resume()
+		time.Sleep(500 * time.Millisecond)
+		cl.servers[3].Restart()
+	})
+	wg.Go(func() {
+		limits := []int{1, 3, 2, 4}
+		for i := 0; sleepCtx(runCtx, 150*time.Millisecond); i++ {
+			mu.Lock()
+			resizes = append(resizes, resize{sent: time.Now(), limit: limits[i%len(limits)]})
+			mu.Unlock()
+			r := set(proxies[i%2], "pool", limits[i%len(limits)])
+			mu.Lock()
+			resizes[len(resizes)-1] = r
+			mu.Unlock()
+		}
+	})
+	for w := range workers {
+		wg.Go(func() {
+			c := proxies[w%2]
+			for runCtx.Err() == nil {
+				sent := time.Now()
+				// No WAIT: a try spans few resizes, so the limit in force
+				// at its grant is known closely.
+				p, ok, err := trySemAcquire(c, "pool", 500)
+				got := time.Now()
+				if err != nil && (strings.HasPrefix(err.Error(), "NOQUORUM ") || strings.Contains(err.Error(), "no limit stored")) {
+					continue
+				}
+				if err != nil {
+					errs <- fmt.Errorf("worker %d: %w", w, err)
+					return
+				}
+				if !ok {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				time.Sleep(time.Duration(10+10*(w%4)) * time.Millisecond)
+				end := time.Now()
+				if valid := sent.Add(time.Duration(p.validity) * time.Millisecond); valid.Before(end) {
+					end = valid
+				}
+				mu.Lock()
+				windows = append(windows, live{sent, got, end})
+				mu.Unlock()
+				if err := c.Do(ctx, "RSEMRELEASE", "pool", p.token).Err(); err != nil && !strings.HasPrefix(err.Error(), "NOQUORUM ") {
+					errs <- fmt.Errorf("worker %d: RSEMRELEASE: %w", w, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(windows) < 100 || len(resizes) < 20 {
+		t.Fatalf("only %d permits granted, %d resizes", len(windows), len(resizes))
+	}
+	// bound is the highest limit that may be in force for a grant asked
+	// for at sent and answered at got.
+	bound := func(sent, got time.Time) int {
+		b, last := 0, time.Time{}
+		for _, r := range resizes {
+			if r.done.Before(sent) && r.done.After(last) {
+				b, last = r.limit, r.done
+			}
+		}
+		for _, r := range resizes {
+			if !r.done.Before(sent) && r.sent.Before(got) {
+				b = max(b, r.limit)
+			}
+		}
+		return b
+	}
+	sort.Slice(windows, func(i, j int) bool { return windows[i].from.Before(windows[j].from) })
+	for i, w := range windows {
+		n := 0
+		for _, o := range windows[:i+1] {
+			if o.to.After(w.from) {
+				n++
+			}
+		}
+		if b := bound(w.sent, w.from); n > b {
+			t.Fatalf("%d permits live at grant %d of %d (%v), the limit in force at most %d", n, i, len(windows), w.from, b)
+		}
+	}
+	t.Logf("%d permits through %d resizes", len(windows), len(resizes))
+
+	// Raising wakes a waiter on the other proxy at once (its retry timer
+	// is 2 s away, past its WAIT).
+	set(proxies[0], "raise", 1)
+	p, ok := semAcquire(t, proxies[0], "raise", 2000)
+	if !ok {
+		t.Fatal("the one permit of 'raise'")
+	}
+	type woken struct {
+		p  permit
+		at time.Time
+	}
+	got := make(chan woken, 1)
+	go func() {
+		w, ok, err := trySemAcquire(proxies[1], "raise", 2000, "WAIT", 1500)
+		if err != nil || !ok {
+			t.Errorf("the waiter: %v %v", ok, err)
+		}
+		got <- woken{w, time.Now()}
+	}()
+	waitFor(t, time.Second, "the waiter to queue", func() bool {
+		n := 0
+		for _, rc := range cl.direct {
+			if rc.Exists(ctx, "redlock-proxy:sem:5:raise:q").Val() == 1 {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	r := set(proxies[0], "raise", 2)
+	w := <-got
+	if d := w.at.Sub(r.sent); d > time.Second {
+		t.Fatalf("the waiter was granted %v after RSEMSET raised the limit", d)
+	}
+	do(t, proxies[0], "RSEMRELEASE", "raise", p.token)
+	do(t, proxies[1], "RSEMRELEASE", "raise", w.p.token)
+	// Every permit released or expired, and the limits' keep (2 s) run out.
+	cl.expectOnlyFencesWithin(t, 10*time.Second)
+}

@@ -96,6 +96,15 @@ var (
 	LockExtendOwned = define("lock_extend_owned",
 		[]Field{Each("lock"), Each("fence"), One("lease"), Each("owner")},
 		[]Field{One("token"), One("ttl"), One("lagms")})
+	// LockBreak deletes a resource's lock whatever holds it (RLOCKBREAK)
+	// and marks it broken.
+	LockBreak = define("lock_break",
+		[]Field{One("lock"), One("fence"), One("readers"), One("lag"), One("broken")},
+		[]Field{One("channel")})
+	// LockReenrol is lock_acquire for an extension's re-enrolment: never
+	// where a break mark holds the token.
+	LockReenrol = define("lock_reenrol",
+		append(lockKeys[:len(lockKeys):len(lockKeys)], Each("broken")), lockArgs)
 	// LockDelete deletes lock keys whatever they hold (drop-in DEL).
 	LockDelete = define("lock_delete",
 		[]Field{Each("lock"), Each("fence"), One("lag")},
@@ -111,7 +120,7 @@ var (
 
 	// RWAcquire takes a read lock.
 	RWAcquire = define("rw_acquire",
-		[]Field{One("lock"), One("readers"), One("mark"), One("lease"), One("rnext"), One("rafter")},
+		[]Field{One("lock"), One("readers"), One("mark"), One("lease"), One("rnext"), One("rafter"), One("owner")},
 		[]Field{One("token"), One("ttl"), One("id"), One("life")})
 	// RWExtend extends a read lock.
 	RWExtend = define("rw_extend",
@@ -120,7 +129,7 @@ var (
 	// RWReenrol takes a read lock again where its reader is gone (an
 	// extension's re-enrolment).
 	RWReenrol = define("rw_reenrol",
-		[]Field{One("lock"), One("readers"), One("lease")},
+		[]Field{One("lock"), One("readers"), One("lease"), One("broken")},
 		[]Field{One("token"), One("ttl")})
 	// RWLeave takes a waiting reader out of the readers next and after.
 	RWLeave = define("rw_leave",
@@ -146,6 +155,9 @@ var (
 	SemRelease = define("sem_release",
 		[]Field{One("sem"), One("record")},
 		[]Field{One("token"), Opt("channel"), Opt("id")})
+	// SemSet stores a semaphore's limit (RSEMSET).
+	SemSet = define("sem_set", []Field{One("sem")},
+		[]Field{One("limit"), One("keep"), One("version"), One("channel"), One("id")})
 )
 
 // The plain lock's layout, which its variants extend.
@@ -163,9 +175,9 @@ func All() []*Script {
 		FairDequeue, FairEnqueue, FairTicket, FenceFloor, FenceHighwater, LeaseLeft,
 		LatchCreate, LatchDown, LatchCount,
 		LockAcquire, LockAcquireWait, LockAcquireFair, LockAcquireNX, LockUnacquireNX, LockFence,
-		LockRelease, LockExtend, LockExtendOwned, LockDelete, LockDeleteExact, LockInfo, LockOwner,
+		LockRelease, LockExtend, LockExtendOwned, LockDelete, LockDeleteExact, LockInfo, LockOwner, LockBreak, LockReenrol,
 		RWAcquire, RWExtend, RWLeave, RWReenrol, RWRelease,
-		SemAcquire, SemCount, SemExtend, SemRelease,
+		SemAcquire, SemCount, SemExtend, SemRelease, SemSet,
 	}
 }
 

@@ -38,6 +38,34 @@ local function readers_left(readers)
   return left
 end
 
+-- sem_span reads a semaphore's config key (its limit key sem .. ':c',
+-- written by RSEMSET: "<span>:<keep>:<version>") and returns the span (the
+-- highest limit the semaphore had while it lived, size when none is
+-- higher), keep (ms, 0 without a config key) and the version (0 without).
+-- Slots from size up to the span may still be held by grants made under a
+-- higher limit (quorum/doc.go, Semaphores: Resizing).
+local function sem_span(sem, size)
+  local c = redis.call('GET', sem .. ':c')
+  if not c then
+    return size, 0, 0
+  end
+  local span, keep, version = string.match(c, '^(%d+):(%d+):(%d+)$')
+  return math.max(size, tonumber(span)), tonumber(keep), tonumber(version)
+end
+
+-- sem_live keeps a semaphore's limit key sem, and its config key when it
+-- has one (keep > 0), alive at least ttl ms, and a configured limit at
+-- least keep ms: the config key always outlives the limit key's slots.
+local function sem_live(sem, limit, ttl, keep)
+  local life = math.max(tonumber(ttl), keep)
+  if redis.call('PTTL', sem) < life then
+    redis.call('SET', sem, limit, 'PX', life)
+  end
+  if keep > 0 and redis.call('PTTL', sem .. ':c') < life then
+    redis.call('PEXPIRE', sem .. ':c', life)
+  end
+end
+
 -- free_or_mine reads the lock keys KEYS[lock + i] (i = 1..n): nil when
 -- another token holds one of them, else whether token holds them all (a
 -- TOKEN retry of the same grant).
@@ -56,6 +84,7 @@ local function free_or_mine(lock, n, token)
 end
 
 -- grant sets the lock keys KEYS[lock + i] (i = 1..n) to token for ttl ms
+-- (or what a key the token held already had left, if longer)
 -- and gives each resource its fence: max(proposal, its fence key
 -- KEYS[fence + i] + 1, the lagging bound + 1), kept in the fence key for
 -- ttl + lagms ms; when mine (the token held every lock key already: a
@@ -78,7 +107,11 @@ local function grant(lock, fence, n, lagkey, seqkey, leasekey, high, token, ttl,
   local top = high
   local out = {1, 0}
   for i = 1, n do
-    redis.call('SET', KEYS[lock + i], token, 'PX', ttl)
+    -- A key the token holds already (every key is free or the token's
+    -- here) never gets a shorter life: it may be kept for the token's own
+    -- read lock (a downgrade, read_hold).
+    local px = math.max(tonumber(ttl), redis.call('PTTL', KEYS[lock + i]))
+    redis.call('SET', KEYS[lock + i], token, 'PX', px)
     local c = base
     local cur = redis.call('GET', KEYS[fence + i])
     if mine and cur then
@@ -238,7 +271,7 @@ end
 -- When writer (the lock key holds the reader's own token as a writer: a
 -- downgrade, quorum/doc.go "Read-write locks") the key keeps that token
 -- and lives at least as long as the readers; the writer's release turns
--- it into "" (see readers_keep).
+-- it into "" (see readers_left).
 local function read_hold(lockkey, readers, leasekey, token, ttl, now, writer)
   redis.call('ZADD', readers, string.format('%d', now + tonumber(ttl)), token)
   local last = tonumber(redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')[2])

@@ -2,7 +2,8 @@
 -- of tokens by the master's time in ms when each expires), mark the
 -- writer-waiting mark, lease the master's lease high-water mark, rnext
 -- readers next and rafter readers after (sorted sets of waiting readers'
--- ids by deadline, see quorum/doc.go, "Read-write locks"); token, ttl in
+-- ids by deadline, see quorum/doc.go, "Read-write locks"), owner the
+-- resource's drop-in owner key; token, ttl in
 -- ms, id the call's id if the reader waits ("" if it does not), life how
 -- long a waiting reader's entry lives after its try (ms).
 -- Granted when no writer holds the lock key, and no writer waits or the
@@ -14,7 +15,7 @@
 -- reader refused by a writer's hold is put in readers next, one refused by
 -- a writer mark in readers after (unless it is next). Returns 1 if
 -- granted, else 0.
-local lock, readers, mark, lease, rnext, rafter = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lock, readers, mark, lease, rnext, rafter, owner = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local token, ttl, id, life = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 local now = time_ms()
@@ -27,7 +28,9 @@ local function wait(set, other)
   zleave(other, id)
 end
 local v = redis.call('GET', lock)
-local writer = v == token
+-- (a drop-in lock, which has an owner key, is not downgraded: its
+-- release and extension do not know readers)
+local writer = v == token and redis.call('EXISTS', owner) == 0
 if v and v ~= '' and not writer then
   if id ~= '' then
     wait(rnext, rafter)

@@ -24,6 +24,9 @@
 -- ahead of it (every waiter, if it is not queued), are at least count. A
 -- grant takes id out of the queue; the queue is deleted when empty and
 -- expires 2 * stale ms after its last placement.
+-- A semaphore whose limit RSEMSET lowered grants nothing while a slot
+-- between the limit and the span is held (see sem_span); a grant renews a
+-- limit RSEMSET set (see sem_live).
 -- Returns {1, states} or {0, states}, states one character per slot after
 -- the script: m (the token's), f (free), x (another token's); or
 -- {-1, limit} when the semaphore has another limit here.
@@ -38,6 +41,19 @@ if stored and tonumber(stored) ~= size then
   return {-1, stored}
 end
 local base = sem .. ':s:'
+-- Slots above a lowered limit that earlier grants still hold block every
+-- grant until they are free (sem_span).
+local span, keep, version = sem_span(sem, size)
+local blocked = false
+for i = size, span - 1 do
+  blocked = blocked or redis.call('EXISTS', base .. i) == 1
+end
+if span > size and not blocked and stored then
+  -- Nothing is held above the limit here, and nothing can be again
+  -- unless the limit rises (a try with a higher one is refused here;
+  -- exact slots above it are never taken): stop reading those slots.
+  redis.call('SET', sem .. ':c', string.format('%d:%d:%d', size, keep, version), 'KEEPTTL')
+end
 local st = {}
 for i = 0, size - 1 do
   local v = redis.call('GET', base .. i)
@@ -54,12 +70,15 @@ local ok = true
 if #ARGV - exact > 0 then
   for j = 1, #ARGV - exact do
     local i = tonumber(ARGV[exact + j])
-    if st[i + 1] == 'x' then
+    if i >= size or st[i + 1] == 'x' then
+      -- a slot above the limit (a permit granted before RSEMSET lowered
+      -- it) is never taken again
       ok = false
     end
     want[i + 1] = true
   end
-  if not ok then
+  if blocked or not ok then
+    ok = false
     want = {}
   end
 else
@@ -78,6 +97,9 @@ else
     redis.call('PEXPIRE', deadlines, 2 * life)
   elseif #gone > 0 and redis.call('ZCARD', queue) == 0 then
     redis.call('DEL', queue, deadlines)
+  end
+  if blocked then
+    return {0, table.concat(st)}
   end
   local held, free = 0, 0
   for i = 1, size do
@@ -137,8 +159,6 @@ if id ~= '' and redis.call('ZREM', queue, id) == 1 then
     redis.call('DEL', queue, deadlines)
   end
 end
-if redis.call('PTTL', sem) < tonumber(ttl) then
-  redis.call('SET', sem, limit, 'PX', ttl)
-end
+sem_live(sem, limit, ttl, keep)
 raise(lease, tonumber(ttl))
 return {1, table.concat(st)}

@@ -25,8 +25,7 @@ for _, s in ipairs(slots) do
   redis.call('PEXPIRE', base .. s, ttl)
 end
 redis.call('PEXPIRE', record, ttl)
-if redis.call('PTTL', sem) < tonumber(ttl) then
-  redis.call('PEXPIRE', sem, ttl)
-end
+local _, keep = sem_span(sem, 0)
+sem_live(sem, stored, ttl, keep)
 raise(lease, tonumber(ttl))
 return rec .. '/' .. stored

@@ -1,0 +1,22 @@
+-- Take a lease's lock keys again where they are gone (an extension's
+-- re-enrolment, quorum/doc.go "Leases re-enrol masters"): lock_acquire's
+-- keys and arguments, then broken each resource's break mark.
+-- As lock_acquire, except that nothing is taken where a break mark holds
+-- the token (an operator broke the lease: RLOCKBREAK). Returns what
+-- lock_acquire returns.
+local n = (#KEYS - 3) / 3
+local lock, fence, broken = 0, n, 2 * n + 3
+local lag, seq, lease = KEYS[2 * n + 1], KEYS[2 * n + 2], KEYS[2 * n + 3]
+local token, ttl, proposal, lagms = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+local high = tonumber(redis.call('GET', seq) or '0')
+for i = 1, n do
+  if redis.call('GET', KEYS[broken + i]) == token then
+    return {0, high}
+  end
+end
+local mine = free_or_mine(lock, n, token)
+if mine == nil then
+  return {0, high}
+end
+return grant(lock, fence, n, lag, seq, lease, high, token, ttl, proposal, lagms, mine)
