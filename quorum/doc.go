@@ -803,20 +803,24 @@
 // key (a writer's token or the readers' "") and the readers on every
 // master it reaches, folding the fence into the lagging bound as a release
 // does (the next grant's fence is greater: the broken holder's is stale),
-// and leaves a break mark holding what the key held, for as long as the
-// key had left. A break that returned reached a quorum Qb. The broken
+// and adds the broken tokens (the writer's, or every reader's) to the
+// resource's break mark, a set that lives Options.MaxTTL (the longest
+// validity an extension made before the break can have given the lease,
+// with the drift), or as long as the key had left if longer. A break that
+// returned reached a quorum Qb. The broken
 // lease is then no longer "known to hold a quorum": no quorum can hold it
 // without a master of Qb, where it is gone. But the second case above
 // trusts the caller's validity, not the masters, and a keeper whose lease
 // was broken on Qb, with the masters the break missed still holding it,
 // would take it again on Qb and revive it. So a re-enrolment never takes a
-// key where a break mark holds the lease's token (lock_reenrol; for
-// readers, rw_reenrol refuses where the mark holds "" or the token): on
-// Qb it is refused while the broken grant could still be live, and the
-// masters the break missed are a minority. The extension then finds the
-// lease not held, and its keeper reports it lost. A mark costs a key per
-// break for at most the broken grant's remaining ttl, and re-enrolment one
-// read of an absent key; nothing else reads it.
+// key where the break mark lists the lease's token (lock_reenrol,
+// rw_reenrol): on Qb it is refused while the broken lease could still be
+// valid, and the masters the break missed are a minority. The extension
+// then finds the lease not held, and its keeper reports it lost. A mark
+// costs a key per broken resource for at most MaxTTL, and re-enrolment
+// one read of an absent key; nothing else reads it. A fresh grant that
+// reuses a broken token (TOKEN) is not re-enrolled while the mark lives,
+// which costs it availability under faults, not safety.
 //
 // # Availability under faults
 //

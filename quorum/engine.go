@@ -48,6 +48,10 @@ type Options struct {
 	// Either way a restarted master votes again only after its fence floor
 	// was raised from a quorum of the other masters.
 	Quarantine time.Duration
+	// MaxTTL is the longest ttl any grant may have (limits.max_ttl): a
+	// break mark (Break) lives that long. 0: only as long as the broken
+	// grant had left on each master.
+	MaxTTL time.Duration
 	// FenceLag is how long a master's lagging fence bound lives before it
 	// is taken again from the master's sequence, and how long a
 	// resource's fence key outlives its lock's ttl (see "Fencing" in the
@@ -112,7 +116,10 @@ type Engine struct {
 	inflight sync.Map
 	stop     context.CancelFunc
 	life     context.Context // ends with Close: background repairs (SemSet)
-	loopWG   sync.WaitGroup
+	// closeMu guards closed against goBackground's Add racing Close.
+	closeMu sync.Mutex
+	closed  bool
+	loopWG  sync.WaitGroup
 	// grantedTTL is the longest ttl granted or extended, in ns
 	// (MaxGrantedTTL).
 	grantedTTL atomic.Int64
@@ -192,9 +199,27 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	return e, nil
 }
 
+// goBackground runs f on a goroutine that Close waits for, unless the
+// engine is closed already (then f does not run).
+func (e *Engine) goBackground(f func()) {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	if e.closed {
+		return
+	}
+	e.loopWG.Add(1)
+	go func() {
+		defer e.loopWG.Done()
+		f()
+	}()
+}
+
 // Close stops the health loop and waits for rollbacks and releases still in
 // flight. The nodes are not closed: they belong to the caller.
 func (e *Engine) Close() {
+	e.closeMu.Lock()
+	e.closed = true
+	e.closeMu.Unlock()
 	e.stop()
 	e.loopWG.Wait()
 	e.bg.Wait()

@@ -117,7 +117,8 @@ func (li *Info) String() string {
 // or the readers, with the release announcement. The fence goes on from
 // above the broken grant's, so its fence is stale to any fenced store;
 // the broken lease is never taken again by its own extensions (a break
-// mark lives as long as the grant had left: lock_reenrol, rw_reenrol),
+// mark lists its token for Options.MaxTTL, or as long as the grant had
+// left if longer: lock_reenrol, rw_reenrol),
 // so an extension finds it lost: a connection that keeps it alive
 // (AUTOEXTEND) is told at its next extension. It reports true when a
 // quorum of masters held a lock there; fewer than a quorum of answers is
@@ -129,8 +130,12 @@ func (e *Engine) Break(ctx context.Context, resource, by string) (held bool, err
 		return false, err
 	}
 	k := e.rwKeys(resource)
+	// The mark outlives every lease the break may have broken: its own
+	// ttl, and the longest any lease may have (the last extension before
+	// the break may have set its validity that far), with the drift.
+	life := e.opts.MaxTTL + time.Duration(float64(e.opts.MaxTTL)*e.opts.DriftFactor) + time.Second
 	r := e.send(ctx, &op{name: "lock_break", script: scripts.LockBreak,
-		keys: []string{ls.keys[0], ls.keys[1], k.readers, ls.keys[2], e.brokenKey(resource)}, args: ls.channels,
+		keys: []string{ls.keys[0], ls.keys[1], k.readers, k.owner, ls.keys[2], e.brokenKey(resource)}, args: []string{ls.channels[0], ms(life)},
 		timeout: e.releaseTimeout()}, nil)
 	holders := map[string]int{}
 	t := r.count(everyAnswer, func(_ int, v any) bool {

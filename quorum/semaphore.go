@@ -319,9 +319,7 @@ func (e *Engine) SemSet(ctx context.Context, name string, limit int, keep time.D
 // timeouts, until each has answered (stored, or a later version there) or
 // semSetRepairFor passed or the engine closed.
 func (e *Engine) semSetRepair(r *round, o *op) {
-	e.loopWG.Add(1)
-	go func() {
-		defer e.loopWG.Done()
+	e.goBackground(func() {
 		<-r.all
 		done := make([]bool, len(e.nodes))
 		left := 0
@@ -353,7 +351,7 @@ func (e *Engine) semSetRepair(r *round, o *op) {
 			e.log.Warn("RSEMSET did not reach every master: run it again once they are back, or a master that restarts empty may let the old limit be used",
 				"masters_missed", left)
 		}
-	}()
+	})
 }
 
 // semAttempt is one try. Round 1 asks every master for Count slots,
@@ -398,7 +396,9 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 		}
 	}
 	t := r.count(grantRule, holds(r), -1)
-	if le := limitError(r, k.name, reply); le != nil {
+	// A master that stores another limit refuses; once a quorum that store
+	// the limit used granted, it does not matter (package doc, Resizing).
+	if le := limitError(r, k.name, reply); le != nil && t.verdict != decidedYes {
 		rollback()
 		return nil, nil, le
 	}
@@ -456,7 +456,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 		last = r2
 		q.last = r2
 		t2 := r2.count(grantRule, holds(r2), -1)
-		if le := limitError(r2, k.name, reply); le != nil {
+		if le := limitError(r2, k.name, reply); le != nil && t2.verdict != decidedYes {
 			rollback()
 			return nil, nil, le
 		}
@@ -635,16 +635,18 @@ func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (va
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
 	e.awaitAcquires(token)
-	// top: the slot list and limit the most masters named (set by the
-	// count, read by the take).
-	var top string
+	// top: the slot list the most masters named, and limit the limit
+	// most of those masters store (set by the count, read by the take).
+	// The answers count by their slots only: masters may disagree on the
+	// limit while an RSEMSET reaches them.
+	var top, limit string
 	re := e.track4reenrol(&reenrolment{
 		token: token,
 		group: func() string { return top },
-		held:  func(i int, v any) bool { _, ok := semGroup(i, v); return ok },
+		held:  func(i int, v any) bool { _, ok := semSlots(i, v); return ok },
 		take: func(*round) *op {
-			slots, limit, ok := strings.Cut(top, "/")
-			if !ok || slots == "" {
+			slots := top
+			if slots == "" || limit == "" {
 				return nil
 			}
 			list := strings.Split(slots, ",")
@@ -656,9 +658,30 @@ func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (va
 		taken: func(v any) bool { a, ok := decodeSem(v); return ok && a.status == 1 },
 	})
 	r := e.send(ctx, &op{name: "sem_extend", script: scripts.SemExtend, keys: k.keys(token), args: []string{token, ms(ttl)}, keepLate: true}, nil)
-	t, best, named := e.recordCount(r, -1, semGroup)
+	t, best, named := e.recordCount(r, -1, semSlots)
 	top = named
-	return e.extendVerdict(ctx, r, t, best, re, l.knownEnd(), t0, ttl, semGroup, "sem_extend")
+	limits := map[string]int{}
+	for i := range r.ans {
+		if !r.answered(i) || r.ans[i].err != nil {
+			continue
+		}
+		if s, ok := r.ans[i].val.(string); ok {
+			if slots, lim, ok := strings.Cut(s, "/"); ok && slots == top {
+				if limits[lim]++; limits[lim] > limits[limit] {
+					limit = lim
+				}
+			}
+		}
+	}
+	return e.extendVerdict(ctx, r, t, best, re, l.knownEnd(), t0, ttl, semSlots, "sem_extend")
+}
+
+// semSlots is the group of a semaphore extension's answer
+// ("<slots>/<limit>"): the slots the token held there.
+func semSlots(i int, v any) (string, bool) {
+	s, ok := semGroup(i, v)
+	slots, _, _ := strings.Cut(s, "/")
+	return slots, ok && slots != ""
 }
 
 // semCount returns how many permits of the semaphore have a live grant as

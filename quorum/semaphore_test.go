@@ -757,3 +757,24 @@ func TestSemSetRepairAndVersions(t *testing.T) {
 		t.Fatalf("the stored limit: %v %v", l, err)
 	}
 }
+
+// TestSemExtendAcrossLimits: while an RSEMSET reaches the masters, they
+// disagree on the limit; a permit held on four masters (two on each
+// limit) with the fifth down is extended all the same: its holders count
+// by its slots, not by the limit they name.
+func TestSemExtendAcrossLimits(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	l, err := c.eng.Acquire(ctx, semStored("s", 3, 1, 10*time.Second))
+	if err != nil || l == nil {
+		t.Fatalf("permit: %v %v", l, err)
+	}
+	k := c.mustSemKeys(t, "s")
+	for _, f := range c.nodes[:2] {
+		f.set(k.base, "2", 10*time.Second) // an RSEMSET to 2 reached these two
+	}
+	c.nodes[4].setDown(true)
+	if v, err := c.eng.Extend(ctx, l, 10*time.Second); v <= 0 || err != nil {
+		t.Fatalf("extension with two masters on limit 2, two on 3, one down: %v %v", v, err)
+	}
+}

@@ -138,7 +138,7 @@ func TestSemaphoreReplies(t *testing.T) {
 		want string
 		args []any
 	}{
-		{"ERR wrong number of arguments for 'rsemacquire' command", []any{"RSEMACQUIRE", "api", 3}},
+		{"ERR wrong number of arguments for 'rsemacquire' command", []any{"RSEMACQUIRE", "api"}},
 		{"ERR semaphore name must not be empty", []any{"RSEMACQUIRE", "", 3, 1000}},
 		{"ERR value is not an integer or out of range", []any{"RSEMACQUIRE", "api", "x", 1000}},
 		{"ERR limit must be 1 to 1000", []any{"RSEMACQUIRE", "api", 0, 1000}},
@@ -163,6 +163,9 @@ func TestSemaphoreReplies(t *testing.T) {
 			t.Errorf("bad input reached the masters: %d script calls, was %d", after, before)
 		}
 	}
+	// Without a limit (RSEMACQUIRE semaphore ttl), one a quorum store is
+	// needed: none is, as the semaphore is not in use.
+	expectErr(t, a, "ERR no limit stored for the semaphore on a quorum of masters: give one, or set it with RSEMSET", "RSEMACQUIRE", "api", 3)
 	// Every permit is gone: nothing is left, not even the recorded limit
 	// (only the master-wide lease high-water mark, expiring with the
 	// longest permit).

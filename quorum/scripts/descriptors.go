@@ -99,10 +99,10 @@ var (
 	// LockBreak deletes a resource's lock whatever holds it (RLOCKBREAK)
 	// and marks it broken.
 	LockBreak = define("lock_break",
-		[]Field{One("lock"), One("fence"), One("readers"), One("lag"), One("broken")},
-		[]Field{One("channel")})
+		[]Field{One("lock"), One("fence"), One("readers"), One("owner"), One("lag"), One("broken")},
+		[]Field{One("channel"), One("life")})
 	// LockReenrol is lock_acquire for an extension's re-enrolment: never
-	// where a break mark holds the token.
+	// where a break mark lists the token.
 	LockReenrol = define("lock_reenrol",
 		append(lockKeys[:len(lockKeys):len(lockKeys)], Each("broken")), lockArgs)
 	// LockDelete deletes lock keys whatever they hold (drop-in DEL).

@@ -22,5 +22,5 @@ end
 local out = grant(lock, fence, n, lag, seq, lease, high, token, ttl, proposal, lagms, mine)
 redis.call('DEL', advert)
 redis.call('HSET', advert, 'token', token, 'value', value)
-redis.call('PEXPIRE', advert, ttl)
+redis.call('PEXPIRE', advert, math.max(tonumber(ttl), redis.call('PTTL', KEYS[lock + 1])))
 return out

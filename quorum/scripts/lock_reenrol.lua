@@ -1,7 +1,7 @@
 -- Take a lease's lock keys again where they are gone (an extension's
 -- re-enrolment, quorum/doc.go "Leases re-enrol masters"): lock_acquire's
 -- keys and arguments, then broken each resource's break mark.
--- As lock_acquire, except that nothing is taken where a break mark holds
+-- As lock_acquire, except that nothing is taken where a break mark lists
 -- the token (an operator broke the lease: RLOCKBREAK). Returns what
 -- lock_acquire returns.
 local n = (#KEYS - 3) / 3
@@ -11,7 +11,7 @@ local token, ttl, proposal, lagms = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 local high = tonumber(redis.call('GET', seq) or '0')
 for i = 1, n do
-  if redis.call('GET', KEYS[broken + i]) == token then
+  if redis.call('SISMEMBER', KEYS[broken + i], token) == 1 then
     return {0, high}
   end
 end

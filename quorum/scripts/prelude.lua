@@ -119,7 +119,7 @@ local function grant(lock, fence, n, lagkey, seqkey, leasekey, high, token, ttl,
     elseif cur and tonumber(cur) + 1 > c then
       c = tonumber(cur) + 1
     end
-    redis.call('SET', KEYS[fence + i], string.format('%d', c), 'PX', keep)
+    redis.call('SET', KEYS[fence + i], string.format('%d', c), 'PX', math.max(keep, px + tonumber(lagms)))
     top = math.max(top, c)
     out[i + 2] = c
   end

@@ -1,8 +1,8 @@
 -- Re-enrol a reader whose entry is gone from this master (quorum/doc.go,
 -- "Leases re-enrol masters"): lock the lock key, readers its readers,
 -- lease the master's lease high-water mark, broken the resource's break
--- mark; token, ttl in ms. Nothing is taken where a break mark holds ""
--- (the readers were broken: RLOCKBREAK) or the token.
+-- mark; token, ttl in ms. Nothing is taken where the break mark lists the
+-- token (RLOCKBREAK broke it).
 -- Adds the reader, as rw_acquire would, wherever no other writer holds
 -- the lock key: a waiting writer's mark does not refuse it, as it is not a new
 -- reader (it holds a quorum, so no writer can be granted meanwhile).
@@ -14,8 +14,7 @@ local v = redis.call('GET', lock)
 if v and v ~= '' and v ~= token then
   return 0
 end
-local b = redis.call('GET', broken)
-if b == '' or b == token then
+if redis.call('SISMEMBER', broken, token) == 1 then
   return 0
 end
 local now = time_ms()
