@@ -125,7 +125,7 @@ func TestQuarantineEndByAdmin(t *testing.T) {
 func TestLockBreak(t *testing.T) {
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
-	cfg.maxTTL = 3 * time.Second // how long a break mark lives
+	cfg.maxTTL = 1500 * time.Millisecond // how long a break mark lives
 	cfg.extra = "auth:\n  users:\n" +
 		"    - {name: ops, password: opw, resources: [\"*\"], admin: true}\n" +
 		"    - {name: app, password: apw, resources: [\"*\"]}\n"
@@ -137,7 +137,7 @@ func TestLockBreak(t *testing.T) {
 	}
 	ctx := context.Background()
 	holder, other, ops := client(p1, "app", "apw"), client(p2, "app", "apw"), client(p2, "ops", "opw")
-	g, ok := rlock(t, holder, "ledger", 3000, "AUTOEXTEND")
+	g, ok := rlock(t, holder, "ledger", 1500, "AUTOEXTEND")
 	if !ok {
 		t.Fatal("the holder's lock")
 	}
@@ -160,7 +160,7 @@ func TestLockBreak(t *testing.T) {
 	if n := do(t, holder, "RUNLOCK", "ledger", g.token); n != int64(0) {
 		t.Fatalf("the broken holder's RUNLOCK: %v", n)
 	}
-	if _, ok, err := rrlock(holder, "doc", 3000, "AUTOEXTEND"); !ok || err != nil {
+	if _, ok, err := rrlock(holder, "doc", 1500, "AUTOEXTEND"); !ok || err != nil {
 		t.Fatalf("a reader: %v %v", ok, err)
 	}
 	if n := do(t, ops, "RLOCKBREAK", "doc"); n != int64(1) {
@@ -177,6 +177,6 @@ func TestLockBreak(t *testing.T) {
 	if !strings.Contains(p2.log.String(), "LOCK BROKEN BY AN OPERATOR") || !strings.Contains(p2.log.String(), "user ops") {
 		t.Error("the break is not logged with who broke it")
 	}
-	// The break marks live limits.max_ttl (3 s here) and a little more.
-	cl.expectOnlyFencesWithin(t, 8*time.Second)
+	// The break marks live limits.max_ttl (1.5 s here) and a little more.
+	cl.expectOnlyFencesWithin(t, 5*time.Second)
 }

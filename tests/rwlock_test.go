@@ -604,11 +604,11 @@ func TestDowngradeTwoProxies(t *testing.T) {
 			}
 		})
 	}
-	for round := range 24 {
-		if round == 8 {
+	for round := range 15 {
+		if round == 5 {
 			cl.servers[2].Pause()
 		}
-		if round == 16 {
+		if round == 10 {
 			cl.servers[2].Resume()
 		}
 		g, ok, err := tryRlock(a, "doc", 3000, "WAIT", 5000)
