@@ -120,7 +120,8 @@ soak:
 # grants, and the availability table; then AUTOEXTEND leases kept through
 # the same faults (TestChaosLeases). About 2 minutes; CHAOS=10 runs each
 # scenario 10 times longer, and the leases 10 runs of 2 minutes. Not part
-# of `make test` (CI runs it after).
+# of `make test` (CI runs it after). REDLOCK_CHAOS_GAPS=1 lists every
+# interval without a grant, with the faults' spans around it.
 CHAOS ?= 1
 chaos:
 	REDLOCK_CHAOS=$(CHAOS) $(GO) test -race -count=1 -timeout 60m -v \

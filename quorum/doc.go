@@ -909,6 +909,12 @@
 // fewer than a quorum. Drop-in locks and elections' terms are extended
 // only where held.
 //
+// A lock broken by an operator (RLOCKBREAK) is given to the next client at
+// once, while its holder may still act until it learns (at its keeper's
+// next extension, or its next REXTEND or RUNLOCK): as with a pause past
+// the validity, only the fence, which the break makes stale, protects the
+// store.
+//
 // A master that loses its data silently (same run_id, e.g. FLUSHALL, or a
 // failover to a replica behind it) is not noticed. If a quorum of masters
 // lose their data at once, fences may repeat: the engine rejoins them with

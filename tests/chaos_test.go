@@ -636,6 +636,21 @@ func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
 		}
 		a.pct = 100 * float64(ok) / float64(max(counted, 1))
 		out[row] = a
+		if os.Getenv("REDLOCK_CHAOS_GAPS") != "" {
+			// Diagnosis: each counted interval without a grant, with the
+			// faults' spans relative to it (a gap just after a fault
+			// began shows as [-73ms-2.927s]).
+			for k := range n {
+				if faulty[k] <= 2 && !held[row][k] {
+					at := time.Duration(k) * chaosPeriod
+					var spans []string
+					for _, f := range r.faults {
+						spans = append(spans, fmt.Sprintf("[%v,%v]", (f.from - at).Round(time.Millisecond), (f.to - at).Round(time.Millisecond)))
+					}
+					r.t.Logf("gap: %s at %v; faults relative to it: %v", row, at, spans)
+				}
+			}
+		}
 	}
 	return out
 }
