@@ -109,8 +109,12 @@ local function grant(lock, fence, n, lagkey, seqkey, leasekey, high, token, ttl,
   for i = 1, n do
     -- A key the token holds already (every key is free or the token's
     -- here) never gets a shorter life: it may be kept for the token's own
-    -- read lock (a downgrade, read_hold).
-    local px = math.max(tonumber(ttl), redis.call('PTTL', KEYS[lock + i]))
+    -- read lock (a downgrade, read_hold). One key that is not mine is
+    -- free: no read for a plain lock's grant.
+    local px = tonumber(ttl)
+    if mine or n > 1 then
+      px = math.max(px, redis.call('PTTL', KEYS[lock + i]))
+    end
     redis.call('SET', KEYS[lock + i], token, 'PX', px)
     local c = base
     local cur = redis.call('GET', KEYS[fence + i])
