@@ -645,7 +645,7 @@ func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
 					at := time.Duration(k) * chaosPeriod
 					var spans []string
 					for _, f := range r.faults {
-						spans = append(spans, fmt.Sprintf("[%v,%v]", (f.from - at).Round(time.Millisecond), (f.to - at).Round(time.Millisecond)))
+						spans = append(spans, fmt.Sprintf("[%v,%v]", (f.from-at).Round(time.Millisecond), (f.to-at).Round(time.Millisecond)))
 					}
 					r.t.Logf("gap: %s at %v; faults relative to it: %v", row, at, spans)
 				}
