@@ -34,6 +34,7 @@ func AllWithInfo(eng Engine, lim Limits) ([]*proxy.Command, []proxy.InfoSection)
 	cmds = append(cmds, latchCommands(eng, lim)...)
 	cmds = append(cmds, quarantineCommands(eng)...)
 	cmds = append(cmds, breakCommands(eng)...)
+	cmds = append(cmds, listCommands(eng)...)
 	cmds = append(cmds, electCommands(eng, lim, k)...)
 	if lim.DropIn {
 		d := newDropin(eng, k, lim)

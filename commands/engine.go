@@ -17,6 +17,8 @@ type Engine interface {
 	Extend(ctx context.Context, l *quorum.Lease, ttl time.Duration) (time.Duration, error)
 	Abandon(ctx context.Context, l *quorum.Lease)
 	Info(ctx context.Context, p quorum.Primitive, name string) (*quorum.Info, error)
+	List(ctx context.Context, cursor uint64, count int, match func(name string) bool) (uint64, []quorum.ListEntry, error)
+	Waiters(ctx context.Context, p quorum.Primitive, name, token string) (n, place int, err error)
 	Latch(ctx context.Context, req quorum.LatchRequest) (int, error)
 	Delete(ctx context.Context, resources []string) (int, error)
 	Status() quorum.Status

@@ -33,6 +33,8 @@ func MapError(err error) *proxy.Error {
 		return proxy.Errorf("semaphore '%s' has limit %d", le.Name, le.Limit)
 	case errors.As(err, &lce):
 		return proxy.Errorf("latch '%s' has count %d", lce.Name, lce.Count)
+	case errors.Is(err, quorum.ErrBadCursor):
+		return errBadCursor
 	case errors.Is(err, quorum.ErrNoLatch):
 		return errNoLatch
 	case errors.Is(err, quorum.ErrNotQuarantined):

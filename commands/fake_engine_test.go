@@ -159,6 +159,32 @@ func (f *fakeEngine) Info(ctx context.Context, p quorum.Primitive, name string) 
 	}
 	return info, a.err
 }
+
+// List records the cursor and count, and answers the scripted
+// listPage; match is applied to its entries, as the engine would.
+func (f *fakeEngine) List(ctx context.Context, cursor uint64, count int, match func(string) bool) (uint64, []quorum.ListEntry, error) {
+	a := f.call(ctx, "List", cursor, count)
+	p, _ := a.v.(listPage)
+	var out []quorum.ListEntry
+	for _, e := range p.entries {
+		if match(e.Name) {
+			out = append(out, e)
+		}
+	}
+	return p.next, out, a.err
+}
+
+// listPage is a scripted answer of List.
+type listPage struct {
+	next    uint64
+	entries []quorum.ListEntry
+}
+
+func (f *fakeEngine) Waiters(ctx context.Context, p quorum.Primitive, name, token string) (int, int, error) {
+	a := f.call(ctx, "Waiters", prim(p), name, fmt.Sprintf("%q", token))
+	w, _ := a.v.([2]int)
+	return w[0], w[1], a.err
+}
 func (f *fakeEngine) Latch(ctx context.Context, r quorum.LatchRequest) (int, error) {
 	a := f.call(ctx, "Latch", fmt.Sprintf("op=%d %s count=%d ttl=%v token=%q wait=%v", r.Op, r.Name, r.Count, r.TTL, r.Token, r.Wait))
 	n, _ := a.v.(int)

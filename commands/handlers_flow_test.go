@@ -139,7 +139,7 @@ func TestAutoExtendLost(t *testing.T) {
 		{"rlock not held", grantOf("r"), answer{}, cmd("RLOCK", "r", "30", "AUTOEXTEND"), `Release lock ["r"] tok`, cmd("RUNLOCK", "r", "tok"), ":0"},
 		{"rlock no quorum", short("r"), failNoQuo, cmd("RLOCK", "r", "30", "AUTOEXTEND"), `Release lock ["r"] tok`, cmd("REXTEND", "r", "tok", "100"), "$-1"},
 		{"rfairlock not held", grantOf("r"), answer{}, cmd("RFAIRLOCK", "r", "30", "AUTOEXTEND"), `Release lock ["r"] tok`, cmd("RLOCKINFO", "r", "tok"),
-			"*8 $4 held :0 $6 ttl_ms :-1 $4 mine :0 $10 autoextend :0"},
+			"*12 $4 held :0 $6 ttl_ms :-1 $4 mine :0 $10 autoextend :0 $7 waiters :0 $5 place :0"},
 		{"rmultilock not held", grantOf("a", "b"), answer{}, cmd("RMULTILOCK", "30", "2", "a", "b", "AUTOEXTEND"), `Release lock ["a" "b"] tok`,
 			cmd("RMULTIUNLOCK", "tok", "b", "a"), ":0"},
 		{"rrlock no quorum", short("r"), failNoQuo, cmd("RRLOCK", "r", "30", "AUTOEXTEND"), `Release read ["r"] tok`, cmd("RRUNLOCK", "r", "tok"), ":0"},
@@ -183,7 +183,7 @@ func TestAutoExtendLost(t *testing.T) {
 				eng.on("Release", no).on("Extend", answer{}).on("Info", notHeld)
 				after := tc.after
 				if proto == 3 {
-					after = strings.Replace(strings.Replace(after, "$-1", "_", 1), "*8 ", "%4 ", 1)
+					after = strings.Replace(strings.Replace(after, "$-1", "_", 1), "*12 ", "%6 ", 1)
 				}
 				if got := c.do(tc.next...); got != after {
 					t.Errorf("%q the second time answered %q, want %q", tc.next, got, after)

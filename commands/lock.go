@@ -218,10 +218,19 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				return lockInfoReply(info, tok, len(args) > 1, k.auto(sess, r, tok)), nil
+				n, place, err := eng.Waiters(ctx, quorum.Lock, r, tok)
+				if err != nil {
+					return nil, err
+				}
+				m := lockInfoReply(info, tok, len(args) > 1, k.auto(sess, r, tok))
+				m = append(m, proxy.KV{Key: "waiters", Value: int64(n)})
+				if len(args) > 1 {
+					m = append(m, proxy.KV{Key: "place", Value: int64(place)})
+				}
+				return m, nil
 			},
 			Doc: proxy.Doc{
-				Summary: "Reports what a quorum of masters say about a lock now: held, ttl_ms, fence or readers, and with a token whether it is yours.",
+				Summary: "Reports what a quorum of masters say about a lock now: held, ttl_ms, fence or readers, with a token whether it is yours, then how many calls wait for it, and with a token its place in the fair queue.",
 				Args:    []proxy.ArgDoc{{Name: "resource", Type: "key"}, {Name: "token", Type: "string", Optional: true}},
 			},
 		},

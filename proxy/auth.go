@@ -189,3 +189,7 @@ func matchClass(p string, i int, c byte) (int, bool) {
 	}
 	return i, match != neg
 }
+
+// GlobMatch reports whether s matches the Redis glob pattern p, as KEYS,
+// SCAN's MATCH and the users' resource patterns read it.
+func GlobMatch(p string, s []byte) bool { return globMatch(p, s) }

@@ -196,6 +196,17 @@ func (s *Session) User() string {
 	return s.user.name
 }
 
+// Allows reports whether the session's user may use resource (its
+// resource patterns; every resource when it has none). A command that
+// names resources outside its key positions (RLOCKLIST's entries) checks
+// each with it.
+func (s *Session) Allows(resource string) bool {
+	s.mu.Lock()
+	u := s.user
+	s.mu.Unlock()
+	return u != nil && u.allows([]byte(resource))
+}
+
 // RemoteAddr is the client's address.
 func (s *Session) RemoteAddr() string { return s.addr }
 

@@ -889,6 +889,47 @@
 // head of the queue until fair.stale_after (10 s by the contract), and the
 // waiters behind it wait that long.
 //
+// # Waiters
+//
+// A call that waits (every primitive waits in retry) counts itself into a
+// waiting set per resource on every master when it starts waiting, and
+// out again when it returns: a sorted set of call ids scored by the
+// master's time at which the entry ends, named after the resource's
+// release channel (waitingKey), so that one mechanism serves every
+// primitive. Neither write is waited for: the count is a report, never a
+// vote, and a grant never reads it. An entry lives until the wait's end
+// or fair.stale_after, whichever is first, and a call that waits longer
+// renews it every half of that; the set drops ended entries whenever a
+// call joins, expires with its longest entry, and is gone with its last
+// member. So nothing outlives the waits: a proxy that dies leaves its
+// entries for at most fair.stale_after, as it leaves its fair waiters. Engine.Waiters reports the count
+// that a quorum of masters record at least, so a master restarted empty
+// or one that missed a count lowers nothing, and a fair waiter's place as
+// 1 + the waiters queued ahead of it on a quorum (a waiter queued on a
+// minority was never ahead). The cost is two writes per master per call
+// that waits (and one per stale_after/2 of waiting), none for a call
+// granted at once.
+//
+// # Listing
+//
+// Engine.List (RLOCKLIST) pages through the live primitives without
+// growing anything: the cursor it hands out packs the master it scans,
+// the masters it scanned to the end (a bit each) and that master's own
+// SCAN cursor. It scans masters in order until N - quorum + 1 of them were
+// scanned to the end: any quorum intersects those, so a primitive that a
+// quorum holds from the first page to the last is met on at least one. It
+// is reported on the first scanned master that has its main key (a key
+// met on master i is left out when a master scanned before i has it), and
+// only if a quorum holds it now (Engine.Info, read as RLOCKINFO reads it).
+// So a primitive held on the same masters throughout the listing is
+// reported exactly once. One whose holding masters change meanwhile (a
+// re-enrolment, a master restarted empty, a master scanned before that
+// does not answer the presence check) may be reported twice or, if it
+// moved onto a master scanned earlier, missed, as SCAN's own guarantee
+// covers only keys present throughout. A master down or in quarantine
+// when its turn comes is passed over; the listing fails (NOQUORUM) only
+// when too few masters are left to meet every quorum.
+//
 // # What is NOT guaranteed
 //
 // Redlock's safety rests on timing assumptions: bounded clock drift between

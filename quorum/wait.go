@@ -309,9 +309,11 @@ const (
 func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels []string, fair string, rank func() uint64, try func() (T, step, error)) (T, error) {
 	deadline := time.Now().Add(wait)
 	var w *watch
+	var counted *waitCount
 	defer func() {
 		if w != nil {
 			w.close()
+			counted.leave(ctx)
 		}
 	}()
 	for {
@@ -331,6 +333,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			// failed try and the subscription is not missed: the next try
 			// runs at once and sees it.
 			w = e.wake.watch(channels, e.nodes, fair, e.quorum)
+			counted = e.countWait(ctx, channels, deadline)
 			if rank != nil {
 				w.setRank(rank())
 			}
@@ -344,6 +347,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			var zero T
 			return zero, err
 		}
+		counted.refresh(ctx)
 	}
 }
 

@@ -275,8 +275,8 @@ func TestAutoExtendLost(t *testing.T) {
 		}
 		return len(r) >= 3 && r[2] == ":0"
 	})
-	if err != nil || len(r) != 9 || r[1] != "held" || r[2] != ":0" || r[4] != ":-1" || r[6] != ":0" || r[8] != ":0" {
-		t.Fatalf("RLOCKINFO after -LOST: %q %v, want held 0, ttl_ms -1, mine 0, autoextend 0", r, err)
+	if err != nil || len(r) != 13 || r[1] != "held" || r[2] != ":0" || r[4] != ":-1" || r[6] != ":0" || r[8] != ":0" || r[9] != "waiters" || r[12] != ":0" {
+		t.Fatalf("RLOCKINFO after -LOST: %q %v, want held 0, ttl_ms -1, mine 0, autoextend 0, waiters, place 0", r, err)
 	}
 	if _, ok, err := tryRlock(b, "fragile", 1000); !ok || err != nil {
 		t.Fatalf("second client after the resume: %v %v", ok, err)

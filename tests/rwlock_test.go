@@ -122,7 +122,7 @@ func TestReadWriteLockReplies(t *testing.T) {
 		t.Fatalf("RLOCKINFO with a writer (fence %d): %v", w.fence, m)
 	}
 	do(t, a, "RUNLOCK", "doc", w.token)
-	if m := info(b, "doc"); len(m) != 2 || m["held"] != int64(0) || m["ttl_ms"] != int64(-1) {
+	if m := info(b, "doc"); len(m) != 3 || m["held"] != int64(0) || m["ttl_ms"] != int64(-1) || m["waiters"] != int64(0) {
 		t.Fatalf("RLOCKINFO when free: %v", m)
 	}
 

@@ -62,6 +62,11 @@ var (
 	// LatchCount reads the arrivals a latch still misses.
 	LatchCount = define("latch_count", []Field{One("count"), One("arrivals")}, nil)
 
+	// ListScan reads one page of a master's keys (RLOCKLIST).
+	ListScan = define("list_scan", nil, []Field{One("cursor"), One("count"), One("meta")})
+	// ListPresent reads which of some keys a master has (RLOCKLIST).
+	ListPresent = define("list_present", []Field{Rest("keys")}, nil)
+
 	// LockAcquire is the plain (and multi-resource) lock's acquire, for a
 	// writer that does not wait: no fair queue, no reader, no mark.
 	LockAcquire = define("lock_acquire", lockKeys, lockArgs)
@@ -158,6 +163,13 @@ var (
 	// SemSet stores a semaphore's limit (RSEMSET).
 	SemSet = define("sem_set", []Field{One("sem")},
 		[]Field{One("limit"), One("keep"), One("version"), One("channel"), One("id")})
+
+	// WaitMark counts a waiting call in or out of its resources' waiting
+	// sets.
+	WaitMark = define("wait_mark", []Field{Rest("waiting")}, []Field{One("id"), One("wait")})
+	// WaitInfo reads how many calls wait for a resource, and where a fair
+	// waiter stands in its queue.
+	WaitInfo = define("wait_info", []Field{One("waiting"), Opt("queue"), Opt("deadlines")}, []Field{One("id")})
 )
 
 // The plain lock's layout, which its variants extend.
@@ -173,11 +185,11 @@ func All() []*Script {
 	return []*Script{
 		BusPublish, ElectCampaign, ElectExtend, ElectLeader, ElectProclaim, ElectResign, ElectTerm,
 		FairDequeue, FairEnqueue, FairTicket, FenceFloor, FenceHighwater, LeaseLeft,
-		LatchCreate, LatchDown, LatchCount,
+		LatchCreate, LatchDown, LatchCount, ListScan, ListPresent,
 		LockAcquire, LockAcquireWait, LockAcquireFair, LockAcquireNX, LockUnacquireNX, LockFence,
 		LockRelease, LockExtend, LockExtendOwned, LockDelete, LockDeleteExact, LockInfo, LockOwner, LockBreak, LockReenrol,
 		RWAcquire, RWExtend, RWLeave, RWReenrol, RWRelease,
-		SemAcquire, SemCount, SemExtend, SemRelease, SemSet,
+		SemAcquire, SemCount, SemExtend, SemRelease, SemSet, WaitInfo, WaitMark,
 	}
 }
 
