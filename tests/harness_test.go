@@ -177,6 +177,11 @@ func startProxy(t testing.TB, cfg proxyConfig) *Proxy {
 		bin = plainProxyBin(t)
 	}
 	p.cmd = exec.Command(bin, "--config", path, "--listen-fd", "3")
+	// The race runtime sleeps a second at exit (atexit_sleep_ms) for
+	// goroutines still running to report; the proxy joins its goroutines
+	// before it exits, and a second per proxy stopped was a third of
+	// make test.
+	p.cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=100"))
 	p.cmd.ExtraFiles = []*os.File{f}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {

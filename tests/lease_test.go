@@ -86,7 +86,7 @@ func (r *rawConn) read(d time.Duration) ([]string, error) {
 }
 
 // TestAutoExtendKeepsAlive: an AUTOEXTEND lock with a 1 s ttl stays held
-// for 10 s with no client traffic, RLOCKINFO says so, and RUNLOCK ends it.
+// for 5 s (5 ttls) with no client traffic, RLOCKINFO says so, and RUNLOCK ends it.
 // Every acquire takes AUTOEXTEND; a connection keeps at most
 // limits.max_autoextend_per_conn.
 func TestAutoExtendKeepsAlive(t *testing.T) {
@@ -101,7 +101,7 @@ func TestAutoExtendKeepsAlive(t *testing.T) {
 	if !ok {
 		t.Fatal("RLOCK AUTOEXTEND")
 	}
-	for range 10 {
+	for range 5 {
 		time.Sleep(time.Second)
 		if _, ok := rlock(t, b, "kept", 1000); ok {
 			t.Fatal("another client took an auto-extended lock")

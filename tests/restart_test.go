@@ -229,9 +229,9 @@ func TestStartWithMastersDown(t *testing.T) {
 }
 
 // TestRollingRestart: every master restarts empty, one after the other,
-// under a steady load of 3 s locks through two proxies (max_ttl is 1 h).
+// under a steady load of 1.5 s locks through two proxies (max_ttl is 1 h).
 // Each restarted master is quarantined only as long as the longest grant
-// still live (about 3 s), not max_ttl, so the service keeps a quorum
+// still live (about 1.5 s), not max_ttl, so the service keeps a quorum
 // throughout; and no resource is ever granted twice at once.
 func TestRollingRestart(t *testing.T) {
 	redistest.RequireReal(t, "embedded masters report no run_id, so a restart cannot be seen")
@@ -263,7 +263,7 @@ func TestRollingRestart(t *testing.T) {
 				default:
 				}
 				r := fmt.Sprintf("acct:%d", (w+i)%3)
-				g, ok, err := tryRlock(c, r, 3000)
+				g, ok, err := tryRlock(c, r, 1500)
 				switch {
 				case err != nil && strings.HasPrefix(err.Error(), "NOQUORUM"):
 					noQuorum.Add(1)
@@ -303,8 +303,8 @@ func TestRollingRestart(t *testing.T) {
 		})
 		d := time.Since(t0)
 		t.Logf("master%d restarted empty and rejoined after %v", i, d.Round(time.Millisecond))
-		if d > 8*time.Second {
-			t.Errorf("master%d was out for %v with 3 s leases", i, d)
+		if d > 6*time.Second {
+			t.Errorf("master%d was out for %v with 1.5 s leases", i, d)
 		}
 	}
 	close(stop)

@@ -41,7 +41,6 @@ package scripts
 import (
 	"embed"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -174,16 +173,19 @@ func define(name string, keys, args []Field) *Script {
 	if err != nil {
 		panic(fmt.Sprintf("scripts: %s: %v", name, err))
 	}
-	return &Script{Name: name, Keys: keys, Args: args, src: assemble(preludeFuncs(), string(b))}
+	return &Script{Name: name, Keys: keys, Args: args, src: assemble(prelude, string(b))}
 }
 
-// preludeFunc is one function of prelude.lua: its name and its text (with
-// the comment above it).
+// prelude is prelude.lua's functions, split once: every define assembles
+// from it. It is never written after package initialisation.
+var prelude = preludeFuncs()
+
+// preludeFunc is one function of prelude.lua: its name, its text (with
+// the comment above it) and the functions its text calls.
 type preludeFunc struct {
 	name, text string
+	calls      map[string]bool
 }
-
-var funcStart = regexp.MustCompile(`^local function ([A-Za-z_][A-Za-z0-9_]*)\(`)
 
 // preludeFuncs splits prelude.lua into its functions. Each starts at a
 // line "local function name(" (after its comment) and ends at the first
@@ -198,8 +200,8 @@ func preludeFuncs() []preludeFunc {
 	name := ""
 	for _, l := range strings.SplitAfter(string(b), "\n") {
 		if name == "" {
-			if m := funcStart.FindStringSubmatch(l); m != nil {
-				name = m[1]
+			if n, ok := definedFunc(l); ok {
+				name = n
 			} else if !strings.HasPrefix(l, "--") {
 				cur = cur[:0] // a blank line parts a comment from the next function
 				continue
@@ -207,30 +209,43 @@ func preludeFuncs() []preludeFunc {
 		}
 		cur = append(cur, l)
 		if name != "" && strings.TrimRight(l, "\r\n") == "end" {
-			out = append(out, preludeFunc{name: name, text: strings.Join(cur, "")})
+			text := strings.Join(cur, "")
+			out = append(out, preludeFunc{name: name, text: text, calls: calledFuncs(text)})
 			cur, name = nil, ""
 		}
 	}
 	return out
 }
 
+// definedFunc reports the name a line "local function name(" defines.
+func definedFunc(line string) (string, bool) {
+	rest, ok := strings.CutPrefix(line, "local function ")
+	if !ok {
+		return "", false
+	}
+	n := identLen(rest)
+	if n == 0 || n >= len(rest) || rest[n] != '(' {
+		return "", false
+	}
+	return rest[:n], true
+}
+
 // assemble puts before body the prelude functions it calls, and the ones
 // those call, in the prelude's order.
 func assemble(prelude []preludeFunc, body string) string {
+	byName := make(map[string]*preludeFunc, len(prelude))
+	for i := range prelude {
+		byName[prelude[i].name] = &prelude[i]
+	}
 	need := map[string]bool{}
-	texts := []string{body}
-	for changed := true; changed; {
-		changed = false
-		for _, f := range prelude {
-			if need[f.name] {
-				continue
-			}
-			for _, t := range texts {
-				if calls(t, f.name) {
-					need[f.name], changed = true, true
-					texts = append(texts, f.text)
-					break
-				}
+	todo := []map[string]bool{calledFuncs(body)}
+	for len(todo) > 0 {
+		called := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for name := range called {
+			if f, ok := byName[name]; ok && !need[name] {
+				need[name] = true
+				todo = append(todo, f.calls)
 			}
 		}
 	}
@@ -244,19 +259,48 @@ func assemble(prelude []preludeFunc, body string) string {
 	return b.String()
 }
 
-// calls reports whether text calls the function name (outside comments).
-func calls(text, name string) bool {
-	re := regexp.MustCompile(`(^|[^A-Za-z0-9_.:])` + regexp.QuoteMeta(name) + `\(`)
+// calledFuncs is the set of names text calls (outside comments): an
+// identifier directly followed by "(", not after ".", ":" or another
+// identifier character, and not the name a "local function" line
+// defines.
+func calledFuncs(text string) map[string]bool {
+	out := map[string]bool{}
 	for _, l := range strings.Split(text, "\n") {
 		if i := strings.Index(l, "--"); i >= 0 {
 			l = l[:i]
 		}
-		if strings.HasPrefix(strings.TrimSpace(l), "local function "+name+"(") {
-			continue
+		t := strings.TrimSpace(l)
+		if name, ok := definedFunc(t); ok {
+			l = t[len("local function ")+len(name)+1:]
 		}
-		if re.MatchString(l) {
-			return true
+		for i := 0; i < len(l); {
+			n := identLen(l[i:])
+			if n == 0 || l[i] >= '0' && l[i] <= '9' {
+				i++
+				continue
+			}
+			prev := byte(' ')
+			if i > 0 {
+				prev = l[i-1]
+			}
+			if i+n < len(l) && l[i+n] == '(' && prev != '.' && prev != ':' && !isIdent(prev) {
+				out[l[i:i+n]] = true
+			}
+			i += n
 		}
 	}
-	return false
+	return out
+}
+
+// identLen is the length of the identifier s starts with (0 if none).
+func identLen(s string) int {
+	n := 0
+	for n < len(s) && isIdent(s[n]) {
+		n++
+	}
+	return n
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
