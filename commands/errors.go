@@ -14,6 +14,11 @@ var (
 	errEmptyResource = proxy.Errorf("resource name must not be empty")
 	errTokenLen      = proxy.Errorf("token must be 1 to %d bytes", MaxTokenLen)
 	errWaitNegative  = proxy.Errorf("timeout is negative")
+	// A re-entrant hold is counted for its token, and kept alive by the
+	// holder (a kept lease would stop at the first RUNLOCK).
+	errReentrantToken = proxy.Errorf("REENTRANT needs TOKEN")
+	errReentrantAuto  = proxy.Errorf("REENTRANT and AUTOEXTEND cannot be combined")
+	errTooManyHolds   = proxy.Errorf("too many re-entrant holds of the lock")
 )
 
 // MapError is the single table from engine errors to RESP errors. The proxy
@@ -33,6 +38,8 @@ func MapError(err error) *proxy.Error {
 		return proxy.Errorf("semaphore '%s' has limit %d", le.Name, le.Limit)
 	case errors.As(err, &lce):
 		return proxy.Errorf("latch '%s' has count %d", lce.Name, lce.Count)
+	case errors.Is(err, quorum.ErrTooManyHolds):
+		return errTooManyHolds
 	case errors.Is(err, quorum.ErrBadCursor):
 		return errBadCursor
 	case errors.Is(err, quorum.ErrNoLatch):

@@ -122,6 +122,9 @@ func req(r quorum.Request) string {
 	if r.Value != "" {
 		s += fmt.Sprintf(" value=%q", r.Value)
 	}
+	if r.Reentrant {
+		s += " reentrant"
+	}
 	return s
 }
 

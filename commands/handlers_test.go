@@ -32,7 +32,7 @@ var (
 	reserved    = answer{err: fmt.Errorf("lock: %w", quorum.ErrReservedResource)}
 	unknownErr  = answer{err: errors.New("engine exploded")}
 	noLatch     = answer{err: fmt.Errorf("latch l: %w", quorum.ErrNoLatch)}
-	heldByTok   = answer{v: &quorum.Info{Held: true, Holder: "tok", TTL: 5 * time.Second, Fence: 7}}
+	heldByTok   = answer{v: &quorum.Info{Held: true, Holder: "tok", TTL: 5 * time.Second, Fence: 7, Holds: 1}}
 	heldReaders = answer{v: &quorum.Info{Held: true, Readers: []string{"tok", "other"}, TTL: 4 * time.Second}}
 	notHeld     = answer{v: &quorum.Info{}}
 )
@@ -158,21 +158,36 @@ func TestLockCommandReplies(t *testing.T) {
 			cmd: cmd("RFAIRLOCK", "c", "60000", "AUTOEXTEND"), want: "-ERR too many auto-extended leases",
 			calls: []string{acquire(quorum.Lock, []string{"a"}, time.Minute, 0, ""), acquire(quorum.Lock, []string{"b"}, time.Minute, 0, "")}},
 
+		// REENTRANT
+		{name: "rlock reentrant", on: map[string][]answer{"Acquire": {granted}}, cmd: cmd("RLOCK", "r", "60000", "TOKEN", "tok", "REENTRANT"),
+			want: "*3 $3 tok :V :7", calls: []string{acquire(quorum.Lock, []string{"r"}, time.Minute, 0, "tok") + " reentrant"}},
+		{name: "rlock reentrant too many holds", on: map[string][]answer{"Acquire": {{err: quorum.ErrTooManyHolds}}}, cmd: cmd("rlock", "r", "60000", "reentrant", "token", "tok"),
+			want: "-ERR too many re-entrant holds of the lock", calls: []string{acquire(quorum.Lock, []string{"r"}, time.Minute, 0, "tok") + " reentrant"}},
+		{name: "rlock reentrant without token", cmd: cmd("RLOCK", "r", "60000", "REENTRANT"), want: "-ERR REENTRANT needs TOKEN"},
+		{name: "rlock reentrant autoextend", cmd: cmd("RLOCK", "r", "60000", "TOKEN", "t", "REENTRANT", "AUTOEXTEND"), want: "-ERR REENTRANT and AUTOEXTEND cannot be combined"},
+		{name: "rlock reentrant twice", cmd: cmd("RLOCK", "r", "60000", "TOKEN", "t", "REENTRANT", "REENTRANT"), want: "-ERR syntax error"},
+		{name: "rfairlock reentrant", cmd: cmd("RFAIRLOCK", "r", "60000", "TOKEN", "t", "REENTRANT"), want: "-ERR syntax error"},
+		{name: "rmultilock reentrant", cmd: cmd("RMULTILOCK", "60000", "1", "r", "TOKEN", "t", "REENTRANT"), want: "-ERR syntax error"},
+		{name: "rrlock reentrant", cmd: cmd("RRLOCK", "r", "60000", "TOKEN", "t", "REENTRANT"), want: "-ERR syntax error"},
+		{name: "rlockinfo holds", on: map[string][]answer{"Info": {{v: &quorum.Info{Held: true, Holder: "tok", TTL: 5 * time.Second, Fence: 7, Holds: 3}}}}, cmd: cmd("RLOCKINFO", "r"),
+			want:  "*10 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :3 $7 waiters :0",
+			want3: "%5 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :3 $7 waiters :0", calls: []string{"Info lock r", `Waiters lock r ""`}},
+
 		// RLOCKINFO
 		{name: "rlockinfo held", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("RLOCKINFO", "r"),
-			want:  "*8 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $7 waiters :0",
-			want3: "%4 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $7 waiters :0", calls: []string{"Info lock r", `Waiters lock r ""`}},
+			want:  "*10 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :1 $7 waiters :0",
+			want3: "%5 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :1 $7 waiters :0", calls: []string{"Info lock r", `Waiters lock r ""`}},
 		{name: "rlockinfo mine", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("RLOCKINFO", "r", "tok"),
-			want:  "*14 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :0 $7 waiters :0 $5 place :0",
-			want3: "%7 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :0 $7 waiters :0 $5 place :0", calls: []string{"Info lock r", `Waiters lock r "tok"`}},
+			want:  "*16 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :1 $4 mine :1 $10 autoextend :0 $7 waiters :0 $5 place :0",
+			want3: "%8 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :1 $4 mine :1 $10 autoextend :0 $7 waiters :0 $5 place :0", calls: []string{"Info lock r", `Waiters lock r "tok"`}},
 		{name: "rlockinfo mine autoextended", on: map[string][]answer{"Acquire": {granted}, "Info": {heldByTok}},
 			pre: [][]string{{"RLOCK", "r", "60000", "TOKEN", "tok", "AUTOEXTEND"}}, cmd: cmd("RLOCKINFO", "r", "tok"),
-			want:  "*14 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :1 $7 waiters :0 $5 place :0",
-			want3: "%7 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :1 $7 waiters :0 $5 place :0",
+			want:  "*16 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :1 $4 mine :1 $10 autoextend :1 $7 waiters :0 $5 place :0",
+			want3: "%8 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :1 $4 mine :1 $10 autoextend :1 $7 waiters :0 $5 place :0",
 			calls: []string{acquire(quorum.Lock, []string{"r"}, time.Minute, 0, "tok"), "Info lock r", `Waiters lock r "tok"`}},
 		{name: "rlockinfo not mine", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("RLOCKINFO", "r", "other"),
-			want:  "*14 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :0 $10 autoextend :0 $7 waiters :0 $5 place :0",
-			want3: "%7 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :0 $10 autoextend :0 $7 waiters :0 $5 place :0", calls: []string{"Info lock r", `Waiters lock r "other"`}},
+			want:  "*16 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :1 $4 mine :0 $10 autoextend :0 $7 waiters :0 $5 place :0",
+			want3: "%8 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :1 $4 mine :0 $10 autoextend :0 $7 waiters :0 $5 place :0", calls: []string{"Info lock r", `Waiters lock r "other"`}},
 		{name: "rlockinfo readers", on: map[string][]answer{"Info": {heldReaders}}, cmd: cmd("RLOCKINFO", "r", "tok"),
 			want:  "*14 $4 held :1 $6 ttl_ms :4000 $7 readers :2 $4 mine :1 $10 autoextend :0 $7 waiters :0 $5 place :0",
 			want3: "%7 $4 held :1 $6 ttl_ms :4000 $7 readers :2 $4 mine :1 $10 autoextend :0 $7 waiters :0 $5 place :0", calls: []string{"Info lock r", `Waiters lock r "tok"`}},
@@ -198,8 +213,8 @@ func TestLockCommandReplies(t *testing.T) {
 		{name: "runlock empty resource", cmd: cmd("RUNLOCK", "", "tok"), want: "-ERR resource name must not be empty"},
 		{name: "runlock stops the autoextension", on: map[string][]answer{"Acquire": {granted}, "Release": {yes}, "Info": {heldByTok}},
 			pre: [][]string{{"RLOCK", "r", "60000", "TOKEN", "tok", "AUTOEXTEND"}, {"RUNLOCK", "r", "tok"}}, cmd: cmd("RLOCKINFO", "r", "tok"),
-			want:  "*14 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :0 $7 waiters :0 $5 place :0",
-			want3: "%7 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $4 mine :1 $10 autoextend :0 $7 waiters :0 $5 place :0",
+			want:  "*16 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :1 $4 mine :1 $10 autoextend :0 $7 waiters :0 $5 place :0",
+			want3: "%8 $4 held :1 $6 ttl_ms :5000 $5 fence :7 $5 holds :1 $4 mine :1 $10 autoextend :0 $7 waiters :0 $5 place :0",
 			calls: []string{acquire(quorum.Lock, []string{"r"}, time.Minute, 0, "tok"), `Release lock ["r"] tok`, "Info lock r", `Waiters lock r "tok"`}},
 
 		// REXTEND

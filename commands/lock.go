@@ -47,6 +47,8 @@ type lockArgs struct {
 	wait     time.Duration
 	token    string
 	auto     bool // AUTOEXTEND
+	// reentrant: REENTRANT, one more hold of the token's lock (RLOCK).
+	reentrant bool
 }
 
 // parseLock parses "resource ttl [WAIT wait] [TOKEN token]" for command
@@ -86,6 +88,8 @@ func lockOptions(a *proxy.Args, lim Limits, out *lockArgs) (err error) {
 			}
 		case "AUTOEXTEND":
 			out.auto = true
+		case "REENTRANT":
+			out.reentrant = true
 		default:
 			return proxy.ErrSyntax
 		}
@@ -235,6 +239,7 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			},
 		},
 	}
+	cmds[0].Doc.Args = append(cmds[0].Doc.Args, proxy.ArgDoc{Name: "reentrant", Type: "pure-token", Token: "REENTRANT", Optional: true})
 	return append(cmds, releaseExtend(eng, k, lim, quorum.Lock, "runlock", "rextend", "a lock")...)
 }
 
@@ -265,8 +270,8 @@ func validity(ctx context.Context, l *quorum.Lease, abandon func(context.Context
 	return v, true
 }
 
-// lockInfoReply is RLOCKINFO's map: held, ttl_ms, then fence (a writer's)
-// or readers (how many), then with a token mine and autoextend.
+// lockInfoReply is RLOCKINFO's map: held, ttl_ms, then fence and holds (a
+// writer's) or readers (how many), then with a token mine and autoextend.
 func lockInfoReply(li *quorum.Info, token string, withToken, auto bool) proxy.Map {
 	ttl := int64(-1)
 	if li.Held {
@@ -278,6 +283,9 @@ func lockInfoReply(li *quorum.Info, token string, withToken, auto bool) proxy.Ma
 		m = append(m, proxy.KV{Key: "readers", Value: int64(len(li.Readers))})
 	case li.Held && li.Fence > 0:
 		m = append(m, proxy.KV{Key: "fence", Value: int64(li.Fence)})
+	}
+	if li.Held && li.Holder != "" {
+		m = append(m, proxy.KV{Key: "holds", Value: int64(li.Holds)})
 	}
 	if withToken {
 		mine := li.Mine(token)

@@ -30,7 +30,9 @@ func parseMultiLock(args [][]byte, lim Limits) (multiLockArgs, error) {
 	if out.resources, err = numkeysResources(a); err != nil {
 		return out, err
 	}
-	err = lockOptions(a, lim, &out.lockArgs)
+	if err = lockOptions(a, lim, &out.lockArgs); err == nil && out.reentrant {
+		err = proxy.ErrSyntax // RLOCK's option only
+	}
 	return out, err
 }
 

@@ -127,7 +127,17 @@ func lockCall(p quorum.Primitive, cmd string, lim Limits) func(args [][]byte) (a
 		if err != nil {
 			return acquireCall{}, err
 		}
-		return acquireCall{req: quorum.Request{Primitive: p, Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token}, auto: la.auto}, nil
+		if la.reentrant {
+			switch {
+			case p != quorum.Lock:
+				return acquireCall{}, proxy.ErrSyntax
+			case la.token == "":
+				return acquireCall{}, errReentrantToken
+			case la.auto:
+				return acquireCall{}, errReentrantAuto
+			}
+		}
+		return acquireCall{req: quorum.Request{Primitive: p, Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token, Reentrant: la.reentrant}, auto: la.auto}, nil
 	}
 }
 

@@ -71,7 +71,14 @@ type Request struct {
 	// Value is what an Election's leader advertises, at most
 	// MaxElectValue bytes.
 	Value string
+	// Reentrant makes a Lock grant with Token one more hold of that
+	// token's lock (see "Re-entrant locks" in the package doc): one
+	// resource, at most MaxHolds holds; each Release takes one away.
+	Reentrant bool
 }
+
+// MaxHolds is how many re-entrant holds one lock may count.
+const MaxHolds = 1000
 
 // resource is the one resource of a single-resource request ("" if it
 // names several).
@@ -116,6 +123,9 @@ type Lease struct {
 	// owner is the owner nonce of a SetNX grant: Abandon gives back only
 	// the keys it set.
 	owner string
+	// hold is the hold id of a re-entrant grant: Abandon gives back only
+	// that hold.
+	hold string
 }
 
 // resource is the one resource of a single-resource lease.
@@ -315,6 +325,9 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (l *Lease, err error)
 	}
 	if req.Primitive == "" {
 		req.Primitive = Lock
+	}
+	if req.Reentrant && req.Primitive != Lock {
+		return nil, fmt.Errorf("%w: only a lock is re-entrant", ErrBadRequest)
 	}
 	defer e.observe(pr.ops[0], time.Now(), func() bool { return l != nil }, &err)
 	l, err = pr.acquire(e, ctx, req)

@@ -889,6 +889,46 @@
 // head of the queue until fair.stale_after (10 s by the contract), and the
 // waiters behind it wait that long.
 //
+// # Re-entrant locks
+//
+// RLOCK ... TOKEN t REENTRANT takes one more hold of t's lock. Each
+// master keeps, beside the lock key, the lock's holds: a sorted set of
+// hold ids (one fresh id per try) by the order the proxy gave them
+// (lock_hold; a lock the token held without holds counts as one hold,
+// "base"). The holds live exactly as long as the lock key: every script
+// that sets or extends the key sets them with it, and every release or
+// break deletes them with it. The count is the number of hold ids a
+// quorum of masters record.
+//
+// Exclusion is the lock's own: a hold is granted only where the key is
+// free or the token's, by the same quorum and validity rule as any
+// grant, so re-entrancy adds no way for two tokens to hold at once; the
+// holds only decide when the token's lock is released. A failed try
+// takes away only its own hold id (lock_unhold): the token's earlier
+// holds, and its lock, stay. Because hold ids are unique, a try's votes
+// are never ambiguous and need no taint.
+//
+// RUNLOCK takes one hold away in two rounds: lock_release, on a master
+// where the token's lock has holds, releases nothing and answers them;
+// the proxy picks the last hold (by order, then id) that a quorum of
+// those answers record and takes that id away on every master, or, when
+// at most one hold is left, releases the lock on every master whatever
+// holds a minority records (lock_unhold with last), with the release's
+// announcement. Since every master is told the same id, a RUNLOCK
+// repeated after one that reached only some masters takes the same hold
+// away again, not a second one, as long as a quorum still records it; a
+// RUNLOCK that answered NOQUORUM after reaching most masters may have
+// taken it away (RLOCKINFO's holds tells).
+//
+// Restarted masters: the holds a master loses when it restarts empty are
+// on the others, so the count survives as the lock does, as long as a
+// quorum of masters that recorded them stays up. An extension that
+// re-enrols a restarted master takes the lock key there but not the
+// holds (the extension does not carry them): after more than N - quorum
+// masters restarted during one lock, the count may fall to one, and the
+// next RUNLOCK releases the lock early. The holder's later RUNLOCKs then
+// answer 0, as for a lost lock.
+//
 // # Waiters
 //
 // A call that waits (every primitive waits in retry) counts itself into a

@@ -62,6 +62,9 @@ type Options struct {
 	// 10s. It must exceed the longest gap between a waiter's tries
 	// (RetryDelay + RetryJitter + a round).
 	FairStaleAfter time.Duration
+	// MaxHolds is how many re-entrant holds one lock may count; 0 means
+	// MaxHolds (the package's).
+	MaxHolds int
 	// Wakeups receives release notifications from the nodes; nil means
 	// waiters retry on their timer only.
 	Wakeups *Wakeups
@@ -156,6 +159,9 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	}
 	if opts.FenceLag <= 0 {
 		opts.FenceLag = time.Second
+	}
+	if opts.MaxHolds <= 0 {
+		opts.MaxHolds = MaxHolds
 	}
 	if opts.FairStaleAfter <= 0 {
 		opts.FairStaleAfter = 10 * time.Second

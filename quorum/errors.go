@@ -20,6 +20,10 @@ var ErrQuarantined = errors.New("quorum: master quarantined after a restart")
 // (no resources, a non-positive ttl, an empty token).
 var ErrBadRequest = errors.New("quorum: bad request")
 
+// ErrTooManyHolds is the refusal of a re-entrant grant whose lock counts
+// Options.MaxHolds holds already on a quorum of masters.
+var ErrTooManyHolds = fmt.Errorf("%w: the lock counts the most re-entrant holds already", ErrBadRequest)
+
 // QuorumError reports that fewer than a quorum of masters answered.
 type QuorumError struct {
 	// Op is the operation: "lock", "unlock" or "extend".

@@ -30,6 +30,10 @@ type Info struct {
 	Fence uint64
 	// Value is an election's advertised value.
 	Value string
+	// Holds is how many holds a writer's lock counts: the re-entrant
+	// holds a quorum of masters record, 1 for a lock taken without
+	// REENTRANT; 0 when not held by a writer.
+	Holds int
 }
 
 // Mine reports whether token holds the resource: as its writer, or as one
@@ -46,7 +50,7 @@ func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err
 		return nil, err
 	}
 	k := e.rwKeys(resource)
-	r := e.send(ctx, &op{name: "lock_info", script: scripts.LockInfo, keys: []string{ls.keys[0], ls.keys[1], k.readers}}, nil)
+	r := e.send(ctx, &op{name: "lock_info", script: scripts.LockInfo, keys: []string{ls.keys[0], ls.keys[1], k.readers, e.holdsKey(resource)}}, nil)
 	// Every answer counts: wait (at most MasterTimeout) for all of them.
 	t := r.count(everyAnswer, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) >= 3 }, -1)
 	if t.verdict != decidedYes {
@@ -103,6 +107,13 @@ func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err
 		}
 		info.Holder = v
 		info.Fence = h.fence
+		info.Holds = 0
+		for _, c := range h.counts { // the hold ids (see lock_info)
+			if c >= e.quorum {
+				info.Holds++
+			}
+		}
+		info.Holds = max(info.Holds, 1)
 	}
 	return info, nil
 }
@@ -135,7 +146,7 @@ func (e *Engine) Break(ctx context.Context, resource, by string) (held bool, err
 	// the break may have set its validity that far), with the drift.
 	life := e.opts.MaxTTL + time.Duration(float64(e.opts.MaxTTL)*e.opts.DriftFactor) + time.Second
 	r := e.send(ctx, &op{name: "lock_break", script: scripts.LockBreak,
-		keys: []string{ls.keys[0], ls.keys[1], k.readers, k.owner, ls.keys[2], e.brokenKey(resource)}, args: []string{ls.channels[0], ms(life)},
+		keys: []string{ls.keys[0], ls.keys[1], k.readers, k.owner, ls.keys[2], e.brokenKey(resource), e.holdsKey(resource)}, args: []string{ls.channels[0], ms(life)},
 		timeout: e.releaseTimeout()}, nil)
 	holders := map[string]int{}
 	t := r.count(everyAnswer, func(_ int, v any) bool {

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,8 @@ type lockSet struct {
 	// advert is set for an election: its advertisement key, which a
 	// campaign sets to (token, value) with the lock (see elect.go).
 	advert, value string
+	// reentrant: each try takes one re-entrant hold (lock_hold).
+	reentrant bool
 }
 
 func (ls *lockSet) locksAndFences() []string { return ls.keys[:2*ls.n] }
@@ -68,16 +71,24 @@ func (ls *lockSet) releaseKeys() []string { return ls.keys[:2*ls.n+1] }
 
 // withReaders is the lock keys and fence keys, then each resource's
 // readers (parallel to the lock keys: a writer that downgraded leaves its
-// key to them, see "Read-write locks" in the package doc), then tail.
+// key to them, see "Read-write locks" in the package doc), then its
+// re-entrant holds (see "Re-entrant locks"), then tail.
 func (ls *lockSet) withReaders(e *Engine, tail ...string) []string {
 	n := ls.n
-	keys := make([]string, 0, 3*n+len(tail)+1)
+	keys := make([]string, 0, 4*n+len(tail)+1)
 	keys = append(keys, ls.keys[:2*n]...)
 	for _, k := range ls.keys[:n] {
 		keys = append(keys, e.rwKeys(strings.TrimPrefix(k, e.opts.KeyPrefix)).readers)
 	}
+	for _, k := range ls.keys[:n] {
+		keys = append(keys, e.holdsKey(strings.TrimPrefix(k, e.opts.KeyPrefix)))
+	}
 	return append(keys, tail...)
 }
+
+// holdsKey is resource's re-entrant holds: the hold ids of the token that
+// holds its lock, by order (see "Re-entrant locks").
+func (e *Engine) holdsKey(resource string) string { return e.opts.MetaPrefix + "holds:" + resource }
 
 // unlockKeys are lock_release's keys (without the optional fair queue).
 func (ls *lockSet) unlockKeys(e *Engine) []string { return ls.withReaders(e, ls.keys[2*ls.n]) }
@@ -164,6 +175,7 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 // acquireReply is one master's answer to lock_acquire.
 type acquireReply struct {
 	ok     bool
+	full   bool     // a re-entrant hold refused: the lock counts MaxHolds
 	seq    uint64   // the master's fence sequence after the script
 	fences []uint64 // one per lock key, in canonical order; set when ok
 }
@@ -178,7 +190,7 @@ func decodeAcquire(v any, n int) (acquireReply, bool) {
 	if !ok1 || !ok2 {
 		return acquireReply{}, false
 	}
-	r := acquireReply{ok: flag == 1, seq: uint64(seq)}
+	r := acquireReply{ok: flag == 1, full: flag == -1, seq: uint64(seq)}
 	if !r.ok {
 		return r, true
 	}
@@ -208,7 +220,14 @@ func (e *Engine) lockAcquire(ctx context.Context, req Request) (lease *Lease, er
 	if err != nil {
 		return nil, err
 	}
-	if req.Wait > 0 {
+	switch {
+	case req.Reentrant:
+		if req.Primitive != Lock && req.Primitive != "" || req.Token == "" || ls.n != 1 {
+			return nil, fmt.Errorf("%w: a re-entrant hold is a lock of one resource with a token", ErrBadRequest)
+		}
+		// A re-entrant waiter marks nothing: readers may go first.
+		ls.reentrant = true
+	case req.Wait > 0:
 		ls.mark = NewToken()
 		ls.waitKeys(e)
 	}
@@ -230,9 +249,18 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	// lock's tries keep their place in its queue (lock_acquire_fair).
 	acq := &op{name: "lock", script: scripts.LockAcquire, keys: ls.acquireKeys,
 		args: []string{token, ms(ttl), proposal, lag}}
-	var owner string
+	var owner, hold string
 	fq := ls.fair
 	switch {
+	case ls.reentrant:
+		// The hold id tells this try's hold apart from the token's
+		// others: its rollback takes away only it, and no vote is
+		// ambiguous (no taint).
+		hold = NewToken()
+		fixed = false
+		acq.script = scripts.LockHold
+		acq.keys = append(ls.acquireKeys[:2*n+3:2*n+3], e.holdsKey(ls.given[0]))
+		acq.args = append(acq.args, hold, strconv.FormatInt(time.Now().UnixMicro(), 10), strconv.Itoa(e.opts.MaxHolds))
 	case exclusive:
 		// SET NX's rule: the keys this attempt set are told apart from
 		// another caller's with the same value by the owner nonce, so
@@ -288,6 +316,9 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		if ls.advert != "" {
 			rel = ls.resign(token, false)
 		}
+		if hold != "" {
+			rel = e.unhold(ls, token, hold, false)
+		}
 		e.undo(ctx, r, rel, mayHold, fixed, tainted)
 	}
 	t := r.count(grantRule, func(i int, _ any) bool {
@@ -296,6 +327,18 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	}, -1)
 	if t.verdict != decidedYes {
 		rollback()
+		full := 0
+		for i := range e.nodes {
+			if !r.answered(i) {
+				continue
+			}
+			if a, ok := reply(i); ok && a.full {
+				full++
+			}
+		}
+		if full >= e.quorum {
+			return nil, nil, ErrTooManyHolds
+		}
 		return nil, nil, t.err(e, "lock")
 	}
 
@@ -356,6 +399,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		Start:     start,
 		Decided:   decided,
 		owner:     owner,
+		hold:      hold,
 	}
 	for i, p := range ls.pos {
 		lease.Fences[i] = fences[p]
@@ -376,6 +420,9 @@ func (e *Engine) lockAbandon(ctx context.Context, l *Lease) {
 	u := &op{name: "unlock", script: scripts.LockRelease, keys: ls.unlockKeys(e), args: []string{l.Token}}
 	if l.owner != "" {
 		u = ls.unacquireNX(e, l.Token, l.owner)
+	}
+	if l.hold != "" {
+		u = e.unhold(ls, l.Token, l.hold, false)
 	}
 	u.timeout = e.releaseTimeout()
 	e.send(ctx, u, nil)
@@ -445,7 +492,16 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 	// locks again right after a release should not meet a straggler, but a
 	// paused master is not worth a whole MasterTimeout on every release.
 	all := func(h any) bool { return h == int64(ls.n) }
-	t := r.count(strictRule, func(_ int, v any) bool { h, _ := releaseReply(v); return all(h) }, e.straggleGrace())
+	t := r.count(strictRule, func(_ int, v any) bool { h, _ := releaseReply(v); return all(h) || holdsOf(v) != nil }, e.straggleGrace())
+	for i, c := range t.counted {
+		if c && holdsOf(r.ans[i].val) != nil {
+			// Re-entrant: nothing was released where holds are recorded.
+			if t.verdict != decidedYes {
+				return false, t.err(e, "unlock")
+			}
+			return e.releaseHold(ctx, ls, token, r, t)
+		}
+	}
 	if t.verdict == noQuorum && e.retryReleases() {
 		return e.confirm(ctx, r, releaseGroup(lockGroup(int64(ls.n))), true, "unlock", e.releaseUntil(t0, r, all, known), nil)
 	}
@@ -568,4 +624,81 @@ func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int,
 		return 0, err
 	}
 	return valid(), nil
+}
+
+// unhold is lock_unhold: it takes the re-entrant hold away from ls (one
+// resource) held with token; last releases the lock whatever holds are
+// left, with its announcement (see "Re-entrant locks").
+func (e *Engine) unhold(ls *lockSet, token, hold string, last bool) *op {
+	args := []string{token, hold, "0"}
+	if last {
+		args = []string{token, hold, "1", ls.channels[0]}
+	}
+	return &op{name: "unlock", script: scripts.LockUnhold, keys: []string{ls.keys[0], ls.keys[1], ls.keys[2], e.holdsKey(ls.given[0])}, args: args}
+}
+
+// holdsOf is the holds in a release's answer from a master where the
+// token holds a re-entrant lock ({-1, ms left, hold id, order, ...}): each
+// hold id's order; nil for any other answer.
+func holdsOf(v any) map[string]string {
+	a, ok := v.([]any)
+	if !ok || len(a) < 2 || a[0] != int64(-1) {
+		return nil
+	}
+	out := make(map[string]string, (len(a)-2)/2)
+	for j := 2; j+1 < len(a); j += 2 {
+		id, _ := a[j].(string)
+		order, _ := a[j+1].(string)
+		out[id] = order
+	}
+	return out
+}
+
+// releaseHold is RUNLOCK of a re-entrant lock, whose release round r
+// (counted in t: a quorum held it) found holds: it takes away the last
+// hold that a quorum of those masters record (the same hold id on every
+// master, so a repeated RUNLOCK after a partial one takes the same away
+// again, never a second), or, when at most one is left, releases the
+// lock on every master whatever holds a minority records. It reports
+// true when a quorum held the lock up to the release (see "Re-entrant
+// locks").
+func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *round, t *tally) (bool, error) {
+	type holdAt struct {
+		id    string
+		order float64
+	}
+	count := map[holdAt]int{}
+	for i, c := range t.counted {
+		if !c {
+			continue
+		}
+		for id, o := range holdsOf(r.ans[i].val) {
+			f, _ := strconv.ParseFloat(o, 64)
+			count[holdAt{id, f}]++
+		}
+	}
+	var agreed []holdAt
+	for h, c := range count {
+		if c >= e.quorum {
+			agreed = append(agreed, h)
+		}
+	}
+	// The last hold by order (its id breaks ties), whichever masters
+	// answered.
+	slices.SortFunc(agreed, func(a, b holdAt) int {
+		return cmp.Or(cmp.Compare(a.order, b.order), strings.Compare(a.id, b.id))
+	})
+	last := len(agreed) <= 1
+	hold := ""
+	if len(agreed) > 0 {
+		hold = agreed[len(agreed)-1].id
+	}
+	u := e.unhold(ls, token, hold, last)
+	u.timeout = e.releaseTimeout()
+	ur := e.follow(ctx, r, u, nil, nil)
+	ut := ur.count(strictRule, func(_ int, v any) bool { h, _ := releaseReply(v); return h == int64(1) }, e.straggleGrace())
+	if ut.verdict == noQuorum {
+		return false, ut.err(e, "unlock")
+	}
+	return ut.verdict == decidedYes, nil
 }

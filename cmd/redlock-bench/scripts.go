@@ -55,7 +55,7 @@ func scriptCost(dir string, repeat int) error {
 					"token-"+r, "10000", strconv.Itoa(fence), "1000")
 				return
 			}
-			rel.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "rw:" + r, meta + "fence-lag", meta + "fairq:" + r}, "token-"+r, meta+"released:"+r)
+			rel.EvalSha(ctx, p, []string{r, meta + "fence:" + r, meta + "rw:" + r, meta + "holds:" + r, meta + "fence-lag", meta + "fairq:" + r}, "token-"+r, meta+"released:"+r)
 		}
 	}
 	rows := []struct {

@@ -34,13 +34,16 @@ func lockKeys(extra int, rs ...string) []string {
 	return k
 }
 
-// readerKeys are lockKeys(0, rs...) then each resource's readers, then
+// readerKeys are lockKeys(0, rs...) then each resource's readers, then its holds, then
 // tail: lock_release's (tail the lagging bound) and lock_extend's (tail
 // the lease mark) keys.
 func readerKeys(tail string, rs ...string) []string {
 	k := lockKeys(0, rs...)
 	for _, r := range rs {
 		k = append(k, "meta:rw:"+r)
+	}
+	for _, r := range rs {
+		k = append(k, "meta:holds:"+r)
 	}
 	return append(k, tail)
 }
@@ -236,8 +239,13 @@ func TestNotifyAndResubscribe(t *testing.T) {
 		return n.Eval(ctx, "lock_release", readerKeys("meta:fence-lag", "a"), []string{"t", ch})
 	}
 	releaseAnnounced()
-	if c := <-got; c != ch {
-		t.Fatalf("notified on %q", c)
+	select {
+	case c := <-got:
+		if c != ch {
+			t.Fatalf("notified on %q", c)
+		}
+	case <-ctx.Done():
+		t.Fatal("the release was not announced")
 	}
 	// The master restarts: the node reconnects and subscribes again.
 	srv.Restart()

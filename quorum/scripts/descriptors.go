@@ -91,11 +91,11 @@ var (
 		[]Field{One("token"), One("lagms"), Each("value")})
 	// LockRelease releases the lock keys that hold a token.
 	LockRelease = define("lock_release",
-		[]Field{Each("lock"), Each("fence"), Each("readers"), One("lag"), Opt("queue")},
+		[]Field{Each("lock"), Each("fence"), Each("readers"), Each("holds"), One("lag"), Opt("queue")},
 		[]Field{One("token"), EachOpt("channel")})
 	// LockExtend resets the ttl of the lock keys that hold a token.
 	LockExtend = define("lock_extend",
-		[]Field{Each("lock"), Each("fence"), Each("readers"), One("lease")},
+		[]Field{Each("lock"), Each("fence"), Each("readers"), Each("holds"), One("lease")},
 		[]Field{One("token"), One("ttl"), One("lagms")})
 	// LockExtendOwned is LockExtend for drop-in mode's locks (owner keys).
 	LockExtendOwned = define("lock_extend_owned",
@@ -104,7 +104,7 @@ var (
 	// LockBreak deletes a resource's lock whatever holds it (RLOCKBREAK)
 	// and marks it broken.
 	LockBreak = define("lock_break",
-		[]Field{One("lock"), One("fence"), One("readers"), One("owner"), One("lag"), One("broken")},
+		[]Field{One("lock"), One("fence"), One("readers"), One("owner"), One("lag"), One("broken"), One("holds")},
 		[]Field{One("channel"), One("life")})
 	// LockReenrol is lock_acquire for an extension's re-enrolment: never
 	// where a break mark lists the token.
@@ -119,7 +119,16 @@ var (
 		[]Field{One("lock"), One("fence"), One("lag"), One("owner")},
 		[]Field{One("value"), One("channel"), Rest("nonce")})
 	// LockInfo reads what one master holds for a resource.
-	LockInfo = define("lock_info", []Field{One("lock"), One("fence"), One("readers")}, nil)
+	LockInfo = define("lock_info", []Field{One("lock"), One("fence"), One("readers"), One("holds")}, nil)
+	// LockHold takes a re-entrant hold (RLOCK ... REENTRANT).
+	LockHold = define("lock_hold",
+		append(lockKeys[:len(lockKeys):len(lockKeys)], One("holds")),
+		append(lockArgs[:len(lockArgs):len(lockArgs)], One("hold"), One("order"), One("max")))
+	// LockUnhold takes one re-entrant hold away, releasing the lock with
+	// the last.
+	LockUnhold = define("lock_unhold",
+		[]Field{One("lock"), One("fence"), One("lag"), One("holds")},
+		[]Field{One("token"), One("hold"), One("last"), Opt("channel")})
 	// LockOwner reads a lock key's value and owner nonce.
 	LockOwner = define("lock_owner", []Field{One("lock"), One("owner")}, nil)
 
@@ -187,7 +196,7 @@ func All() []*Script {
 		FairDequeue, FairEnqueue, FairTicket, FenceFloor, FenceHighwater, LeaseLeft,
 		LatchCreate, LatchDown, LatchCount, ListScan, ListPresent,
 		LockAcquire, LockAcquireWait, LockAcquireFair, LockAcquireNX, LockUnacquireNX, LockFence,
-		LockRelease, LockExtend, LockExtendOwned, LockDelete, LockDeleteExact, LockInfo, LockOwner, LockBreak, LockReenrol,
+		LockRelease, LockExtend, LockHold, LockUnhold, LockExtendOwned, LockDelete, LockDeleteExact, LockInfo, LockOwner, LockBreak, LockReenrol,
 		RWAcquire, RWExtend, RWLeave, RWReenrol, RWRelease,
 		SemAcquire, SemCount, SemExtend, SemRelease, SemSet, WaitInfo, WaitMark,
 	}

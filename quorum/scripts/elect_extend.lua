@@ -7,7 +7,7 @@ local lock, fence = 0, n
 local lease, advert = KEYS[2 * n + 1], KEYS[2 * n + 2]
 local token, ttl, lagms = ARGV[1], ARGV[2], ARGV[3]
 
-local c = extend(lock, fence, nil, nil, n, lease, token, ttl, lagms)
+local c = extend(lock, fence, nil, nil, nil, n, lease, token, ttl, lagms)
 if c == n and redis.call('HGET', advert, 'token') == token then
   redis.call('PEXPIRE', advert, ttl)
 end

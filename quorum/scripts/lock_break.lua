@@ -1,6 +1,7 @@
 -- Break a resource's lock (RLOCKBREAK, an operator's): lock the lock key,
 -- fence its fence key, readers its readers, owner its drop-in owner key,
--- lag the master's lagging bound, broken its break mark; channel the
+-- lag the master's lagging bound, broken its break mark, holds its
+-- re-entrant holds; channel the
 -- release channel, life the least time (ms) the mark lives.
 -- Deletes the lock key whatever it holds (a writer's token, or "" for
 -- readers) with its fence key, folded into the lagging bound first so that
@@ -11,6 +12,7 @@
 -- where it is gone (lock_reenrol, rw_reenrol); announces the release.
 -- Returns {1, what the lock key held} if it existed, else {0, ''}.
 local lock, fence, readers, owner, lag, broken = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local holds = KEYS[7]
 local channel, life = ARGV[1], ARGV[2]
 
 local v = redis.call('GET', lock)
@@ -23,7 +25,7 @@ if v ~= '' then
   tokens[#tokens + 1] = v
 end
 drop(lock, fence, lag, redis.call('GET', lag))
-redis.call('DEL', readers, owner)
+redis.call('DEL', readers, owner, holds)
 if #tokens > 0 then
   redis.call('SADD', broken, unpack(tokens))
   redis.call('PEXPIRE', broken, keep)

@@ -9,4 +9,4 @@ local lock, fence, owner = 0, n, 2 * n + 1
 local lease = KEYS[2 * n + 1]
 local token, ttl, lagms = ARGV[1], ARGV[2], ARGV[3]
 
-return extend(lock, fence, owner, nil, n, lease, token, ttl, lagms)
+return extend(lock, fence, owner, nil, nil, n, lease, token, ttl, lagms)

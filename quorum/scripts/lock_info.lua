@@ -1,15 +1,20 @@
 -- What one master holds for a resource: lock its lock key, fence its
--- fence key, readers its readers. Returns {holder, pttl, fence,
--- readers...}: holder is the lock key's value ("" for readers, false when
--- free), pttl its remaining ttl in ms (-2 when free), fence the fence
--- key's value (0 when none), then the tokens of the live readers.
-local lock, fence, readers = KEYS[1], KEYS[2], KEYS[3]
+-- fence key, readers its readers, holds its re-entrant holds. Returns
+-- {holder, pttl, fence, readers or holds...}: holder is the lock key's
+-- value ("" for readers, false when free), pttl its remaining ttl in ms
+-- (-2 when free), fence the fence key's value (0 when none), then the
+-- tokens of the live readers, or a writer's hold ids.
+local lock, fence, readers, holds = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 local v = redis.call('GET', lock)
 local out = {v, redis.call('PTTL', lock), tonumber(redis.call('GET', fence) or '0')}
 if v == '' then
   for _, r in ipairs(redis.call('ZRANGEBYSCORE', readers, '(' .. time_ms(), '+inf')) do
     out[#out + 1] = r
+  end
+elseif v then
+  for _, h in ipairs(redis.call('ZRANGE', holds, 0, -1)) do
+    out[#out + 1] = h
   end
 end
 return out

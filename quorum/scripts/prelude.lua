@@ -209,10 +209,11 @@ end
 -- holds token to ttl ms (given readers, never to less than its readers
 -- KEYS[readers + i] still live: a writer that downgraded keeps the key for
 -- its read lock, see read_hold), of its fence key KEYS[fence + i] to ttl +
--- lagms ms and, given owner, of its owner key KEYS[owner + i] to ttl ms;
+-- lagms ms, given owner, of its owner key KEYS[owner + i] to ttl ms and,
+-- given holds, of its re-entrant holds KEYS[holds + i] with the lock key;
 -- then raises the lease high-water mark (leasekey) if it extended any.
 -- Returns how many lock keys it extended.
-local function extend(lock, fence, owner, readers, n, leasekey, token, ttl, lagms)
+local function extend(lock, fence, owner, readers, holds, n, leasekey, token, ttl, lagms)
   local c = 0
   for i = 1, n do
     if redis.call('GET', KEYS[lock + i]) == token then
@@ -221,6 +222,9 @@ local function extend(lock, fence, owner, readers, n, leasekey, token, ttl, lagm
         keep = math.max(keep, readers_left(KEYS[readers + i]) or 0)
       end
       redis.call('PEXPIRE', KEYS[lock + i], keep)
+      if holds then
+        redis.call('PEXPIRE', KEYS[holds + i], keep)
+      end
       redis.call('PEXPIRE', KEYS[fence + i], tonumber(ttl) + tonumber(lagms))
       if owner then
         redis.call('PEXPIRE', KEYS[owner + i], ttl)

@@ -163,11 +163,11 @@ func TestCheck(t *testing.T) {
 		{LockAcquire, 8, 6, false}, // the waiting writer's keys
 		{LockAcquireWait, 8, 6, true},
 		{LockAcquireFair, 10, 9, true},
-		{LockRelease, 4, 1, true},  // n = 1, no queue, no channel
-		{LockRelease, 5, 2, true},  // n = 1, queue, channel
-		{LockRelease, 7, 3, true},  // n = 2, channels
-		{LockRelease, 7, 2, false}, // one channel for two resources
-		{LockRelease, 3, 1, false}, // without the readers
+		{LockRelease, 5, 1, true},  // n = 1, no queue, no channel
+		{LockRelease, 6, 2, true},  // n = 1, queue, channel
+		{LockRelease, 9, 3, true},  // n = 2, channels
+		{LockRelease, 9, 2, false}, // one channel for two resources
+		{LockRelease, 4, 1, false}, // without the holds
 		{LockFence, 5, 4, true},
 		{LockFence, 5, 3, false},
 		{LockDeleteExact, 4, 2, true},

@@ -1,0 +1,137 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestReentrant: a token's re-entrant grants count holds; each release
+// takes one away and only the last frees the lock; a plain grant it joins
+// counts as one; the count survives a master restarted empty; a failed
+// try and an abandoned grant take away only their own hold; the count is
+// bounded; and nothing is left once the lock is free.
+func TestReentrant(t *testing.T) {
+	c := newCluster(t, 5, Options{MaxHolds: 4})
+	ctx := context.Background()
+	hold := func(tok string) *Lease {
+		t.Helper()
+		l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: tok, Reentrant: true})
+		if err != nil || l == nil {
+			t.Fatalf("re-entrant grant of %s: %v %v", tok, l, err)
+		}
+		return l
+	}
+	holds := func() int {
+		t.Helper()
+		info, err := c.eng.Info(ctx, Lock, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Held {
+			return 0
+		}
+		return info.Holds
+	}
+	release := func(tok string, want bool) {
+		t.Helper()
+		if held, err := c.eng.Release(ctx, &Lease{Primitive: Lock, Resources: []string{"r"}, Token: tok}); held != want || err != nil {
+			t.Fatalf("release of %s: %v %v, want %v", tok, held, err, want)
+		}
+	}
+	competitor := func() bool {
+		t.Helper()
+		l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l != nil {
+			c.eng.Release(ctx, l)
+		}
+		return l != nil
+	}
+
+	a := hold("t")
+	b := hold("t")
+	if b.Fences[0] != a.Fences[0] {
+		t.Errorf("a second hold changed the fence: %d then %d", a.Fences[0], b.Fences[0])
+	}
+	if n := holds(); n != 2 {
+		t.Fatalf("2 holds, RLOCKINFO counts %d", n)
+	}
+	if competitor() {
+		t.Fatal("another token granted beside a re-entrant lock")
+	}
+	c.nodes[0].restart() // empty: the holds live on the other four
+	if n := holds(); n != 2 {
+		t.Fatalf("after a master restarted empty: %d holds, want 2", n)
+	}
+	release("t", true)
+	if n := holds(); n != 1 || competitor() {
+		t.Fatalf("after one release: %d holds (want 1), or granted to another", n)
+	}
+	release("t", true)
+	if n := holds(); n != 0 || !competitor() {
+		t.Fatalf("after the last release: %d holds, or not granted to another", n)
+	}
+	release("t", false)
+
+	// A plain grant counts as one hold once a re-entrant one joins it.
+	plain, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "u"})
+	if err != nil || plain == nil {
+		t.Fatalf("plain grant: %v %v", plain, err)
+	}
+	hold("u")
+	if n := holds(); n != 2 {
+		t.Fatalf("a plain grant and a re-entrant one: %d holds", n)
+	}
+	// The most holds: 4.
+	hold("u")
+	hold("u")
+	if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "u", Reentrant: true}); !errors.Is(err, ErrTooManyHolds) {
+		t.Fatalf("a fifth hold: %v %v", l, err)
+	}
+	// A try that fails for want of a quorum takes away only its own hold.
+	for _, f := range c.nodes[2:] {
+		f.setDown(true)
+	}
+	if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "u", Reentrant: true}); l != nil || !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("a try with 3 of 5 masters down: %v %v", l, err)
+	}
+	for _, f := range c.nodes[2:] {
+		f.setDown(false)
+	}
+	if n := holds(); n != 4 {
+		t.Fatalf("after a failed try: %d holds, want 4", n)
+	}
+	// An abandoned grant (its client left) gives back only its hold.
+	release("u", true)
+	ab := hold("u")
+	c.eng.Abandon(ctx, ab)
+	if !eventually(2*time.Second, func() bool { return holds() == 3 }) {
+		t.Fatalf("after an abandoned hold: %d holds, want 3", holds())
+	}
+	for range 3 {
+		release("u", true)
+	}
+	if holds() != 0 {
+		t.Fatal("held after as many releases as holds")
+	}
+	for _, k := range []string{"r", c.eng.holdsKey("r")} {
+		for i, f := range c.nodes {
+			if !eventually(time.Second, func() bool { return !f.m.Exists(k) }) {
+				t.Errorf("master %d keeps %s", i, k)
+			}
+		}
+	}
+	for _, bad := range []Request{
+		{Resources: []string{"r"}, TTL: time.Second, Reentrant: true},                              // no token
+		{Resources: []string{"a", "b"}, TTL: time.Second, Token: "t", Reentrant: true},             // two resources
+		{Primitive: Fair, Resources: []string{"r"}, TTL: time.Second, Token: "t", Reentrant: true}, // a fair lock
+	} {
+		if _, err := c.eng.Acquire(ctx, bad); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%+v: %v, want a bad request", bad, err)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+-- lock_acquire for a re-entrant hold (RLOCK ... TOKEN t REENTRANT; one
+-- resource; quorum/doc.go, "Re-entrant locks"): keys and arguments as
+-- lock_acquire's, then holds the lock's holds (a sorted set of hold ids
+-- by order), hold this try's hold id, order its place among the holds,
+-- and max the most holds a lock may count.
+-- The lock is taken as lock_acquire takes it (free, or the token's
+-- already: its life is never shortened), and the hold id joins the
+-- holds. A lock the token holds without holds (a plain grant) counts as
+-- one hold, "base". Returns lock_acquire's reply, or {-1, sequence} when
+-- the lock counts max holds already.
+local n = (#KEYS - 4) / 2
+local lock, fence = 0, n
+local lag, seq, lease, holds = KEYS[2 * n + 1], KEYS[2 * n + 2], KEYS[2 * n + 3], KEYS[2 * n + 4]
+local token, ttl, proposal, lagms = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local hold, order, max = ARGV[5], ARGV[6], ARGV[7]
+
+local high = tonumber(redis.call('GET', seq) or '0')
+local v = redis.call('GET', KEYS[lock + 1])
+if v and v ~= token then
+  return {0, high}
+end
+local mine = v == token
+if not mine then
+  redis.call('DEL', holds)
+elseif not redis.call('ZSCORE', holds, hold) then
+  local c = redis.call('ZCARD', holds)
+  if c == 0 then
+    redis.call('ZADD', holds, 0, 'base')
+    c = 1
+  end
+  if c >= tonumber(max) then
+    return {-1, high}
+  end
+end
+redis.call('ZADD', holds, order, hold)
+local out = grant(lock, fence, n, lag, seq, lease, high, token, ttl, proposal, lagms, mine)
+redis.call('PEXPIRE', holds, redis.call('PTTL', KEYS[lock + 1]))
+return out
