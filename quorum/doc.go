@@ -921,13 +921,14 @@
 // taken it away (RLOCKINFO's holds tells).
 //
 // Restarted masters: the holds a master loses when it restarts empty are
-// on the others, so the count survives as the lock does, as long as a
-// quorum of masters that recorded them stays up. An extension that
-// re-enrols a restarted master takes the lock key there but not the
-// holds (the extension does not carry them): after more than N - quorum
-// masters restarted during one lock, the count may fall to one, and the
-// next RUNLOCK releases the lock early. The holder's later RUNLOCKs then
-// answer 0, as for a lost lock.
+// on the others, so the count survives as the lock does. An extension
+// that re-enrols a master where the lock is gone (see "Leases re-enrol
+// masters") first reads the holds a quorum records (lock_info) and takes
+// them there with the key (lock_reenrol), so a lock kept alive while
+// every master restarts in turn keeps its count, as it keeps its key. A
+// hold that a concurrent RUNLOCK took away between that read and the
+// re-enrolment comes back only on the masters re-enrolled, a minority, so
+// it is never counted again.
 //
 // # Waiters
 //

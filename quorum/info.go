@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
@@ -34,6 +35,9 @@ type Info struct {
 	// holds a quorum of masters record, 1 for a lock taken without
 	// REENTRANT; 0 when not held by a writer.
 	Holds int
+	// holds are those holds, each id then its order (lock_hold's), for a
+	// re-enrolment to take them with the lock.
+	holds []string
 }
 
 // Mine reports whether token holds the resource: as its writer, or as one
@@ -59,7 +63,7 @@ func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err
 	type holding struct {
 		ttls   []time.Duration
 		fence  uint64
-		counts map[string]int // readers
+		counts map[string]int // readers, or a writer's "id order" holds
 	}
 	holders := map[string]*holding{}
 	for i, c := range t.counted {
@@ -81,9 +85,19 @@ func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err
 		if f, ok := arr[2].(int64); ok {
 			h.fence = max(h.fence, uint64(f))
 		}
-		for _, rd := range arr[3:] {
-			if tok, ok := rd.(string); ok {
-				h.counts[tok]++
+		if v == "" {
+			for _, rd := range arr[3:] {
+				if tok, ok := rd.(string); ok {
+					h.counts[tok]++
+				}
+			}
+			continue
+		}
+		for j := 3; j+1 < len(arr); j += 2 {
+			id, ok1 := arr[j].(string)
+			order, ok2 := arr[j+1].(string)
+			if ok1 && ok2 {
+				h.counts[id+" "+order]++
 			}
 		}
 	}
@@ -107,10 +121,12 @@ func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err
 		}
 		info.Holder = v
 		info.Fence = h.fence
-		info.Holds = 0
-		for _, c := range h.counts { // the hold ids (see lock_info)
+		info.Holds, info.holds = 0, nil
+		for held, c := range h.counts { // "id order" (see lock_info)
 			if c >= e.quorum {
 				info.Holds++
+				id, order, _ := strings.Cut(held, " ")
+				info.holds = append(info.holds, id, order)
 			}
 		}
 		info.Holds = max(info.Holds, 1)

@@ -548,8 +548,17 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 				for _, k := range ls.keys[:ls.n] {
 					keys = append(keys, e.brokenKey(strings.TrimPrefix(k, e.opts.KeyPrefix)))
 				}
-				return &op{name: "extend", script: scripts.LockReenrol, keys: keys,
-					args: []string{token, ms(ttl), strconv.FormatUint(p, 10), ms(e.opts.FenceLag)}}
+				args := []string{token, ms(ttl), strconv.FormatUint(p, 10), ms(e.opts.FenceLag)}
+				if ls.n == 1 {
+					// A re-entrant lock takes its holds with it, as a
+					// quorum records them (see "Re-entrant locks"): one
+					// more read, only when a master lost the lock.
+					if info, err := e.lockInfo(ctx, ls.given[0]); err == nil && info.Holder == token && len(info.holds) > 0 {
+						keys = append(keys, e.holdsKey(ls.given[0]))
+						args = append(args, info.holds...)
+					}
+				}
+				return &op{name: "extend", script: scripts.LockReenrol, keys: keys, args: args}
 			},
 			taken: func(v any) bool {
 				a, ok := decodeAcquire(v, ls.n)

@@ -135,3 +135,51 @@ func TestReentrant(t *testing.T) {
 		}
 	}
 }
+
+// TestReentrantReenrols: a re-entrant lock kept alive by extensions while
+// three of five masters restart empty, one after the other, keeps its
+// count: each extension that takes the lock again on a restarted master
+// takes its holds there too, so they never fall below a quorum.
+func TestReentrantReenrols(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	const ttl = 600 * time.Millisecond
+	for range 2 {
+		if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: ttl, Token: "t", Reentrant: true}); err != nil || l == nil {
+			t.Fatalf("hold: %v %v", l, err)
+		}
+	}
+	lease := &Lease{Primitive: Lock, Resources: []string{"r"}, Token: "t"}
+	extend := func() {
+		t.Helper()
+		if v, err := c.eng.Extend(ctx, lease, ttl); v <= 0 || err != nil {
+			t.Fatalf("extend: %v %v", v, err)
+		}
+	}
+	for i := range 3 {
+		c.nodes[i].restart()
+		deadline := time.Now().Add(5 * time.Second)
+		for st := c.eng.nodeStatus()[i]; st.Restarts < 1 || st.State != StateUp; st = c.eng.nodeStatus()[i] {
+			if time.Now().After(deadline) {
+				t.Fatalf("master %d did not rejoin: %+v", i, st)
+			}
+			extend()
+			time.Sleep(ttl / 4)
+		}
+		extend() // re-enrols master i
+		key := c.eng.holdsKey("r")
+		if !eventually(time.Second, func() bool { n, _ := c.nodes[i].m.ZMembers(key); return len(n) == 2 }) {
+			n, _ := c.nodes[i].m.ZMembers(key)
+			t.Fatalf("master %d re-enrolled with holds %v, want the 2", i, n)
+		}
+	}
+	info, err := c.eng.Info(ctx, Lock, "r")
+	if err != nil || !info.Held || info.Holds != 2 {
+		t.Fatalf("after 3 of 5 masters restarted empty: %+v %v, want 2 holds", info, err)
+	}
+	for _, want := range []bool{true, true, false} {
+		if held, err := c.eng.Release(ctx, lease); held != want || err != nil {
+			t.Fatalf("release: %v %v, want %v", held, err, want)
+		}
+	}
+}

@@ -109,7 +109,8 @@ var (
 	// LockReenrol is lock_acquire for an extension's re-enrolment: never
 	// where a break mark lists the token.
 	LockReenrol = define("lock_reenrol",
-		append(lockKeys[:len(lockKeys):len(lockKeys)], Each("broken")), lockArgs)
+		append(lockKeys[:len(lockKeys):len(lockKeys)], Each("broken"), Opt("holds")),
+		append(lockArgs[:len(lockArgs):len(lockArgs)], Rest("hold")))
 	// LockDelete deletes lock keys whatever they hold (drop-in DEL).
 	LockDelete = define("lock_delete",
 		[]Field{Each("lock"), Each("fence"), One("lag")},

@@ -3,7 +3,8 @@
 -- {holder, pttl, fence, readers or holds...}: holder is the lock key's
 -- value ("" for readers, false when free), pttl its remaining ttl in ms
 -- (-2 when free), fence the fence key's value (0 when none), then the
--- tokens of the live readers, or a writer's hold ids.
+-- tokens of the live readers, or each of a writer's hold ids and its
+-- order.
 local lock, fence, readers, holds = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 local v = redis.call('GET', lock)
@@ -13,7 +14,7 @@ if v == '' then
     out[#out + 1] = r
   end
 elseif v then
-  for _, h in ipairs(redis.call('ZRANGE', holds, 0, -1)) do
+  for _, h in ipairs(redis.call('ZRANGE', holds, 0, -1, 'WITHSCORES')) do
     out[#out + 1] = h
   end
 end
