@@ -850,6 +850,16 @@
 //     at once a master merely slow, a straggle grace after the count, was
 //     tried and withdrawn: a new call with the same token, as a drop-in
 //     library's retry loop makes, then met the rollback after its grant.)
+//   - A fair waiter (RFAIRLOCK with TOKEN) still lost about 1.6% of the
+//     intervals with 2 of 5 paused, each gap 200-250 ms just after a new
+//     pair was paused. Traced: the waiter's refused try rolled back, and
+//     the rollback waited for the just-paused masters, not down yet; the
+//     rollback follows the call's earlier requests there (the try, its
+//     ticket, its queueing), each with its own deadline, so the wait was
+//     their sum, 250 ms, while its hand-off came and was buffered. A
+//     master found down while its rollback is waited for (another request
+//     to it timed out meanwhile) is now tainted then, as one down at the
+//     start; one that answers in time is still waited for.
 //   - A release waited for its token's acquires to be sent to every
 //     master, and a fair lock's tries, which follow the call's previous
 //     request on each master, are sent to a paused master only after that

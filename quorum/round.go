@@ -483,8 +483,8 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 	// call's later tries). With two of five masters paused, waiting cost
 	// every refused try of a fixed token two master_timeouts.
 	down := e.downAt()
-	var wg sync.WaitGroup
 	waited := make([]bool, len(e.nodes))
+	settled := make(chan struct{}, len(e.nodes))
 	// A master that is only slow is waited for: the caller may try again
 	// with the same token in a new call as soon as this one fails (a
 	// drop-in library's retry loop), and that call knows nothing of this
@@ -497,10 +497,38 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 			continue
 		}
 		waited[i] = true
-		wg.Add(1)
-		ur.onSettled(i, wg.Done)
+		ur.onSettled(i, func() { settled <- struct{}{} })
 	}
-	wg.Wait()
+	// A master found down while it is waited for (another request to it
+	// timed out) is tainted then, as one down at the start: a master
+	// paused just before the try is not down yet, and its rollback,
+	// which follows the call's earlier requests there, each with its own
+	// deadline, was waited for up to their sum (230 ms for a fair waiter
+	// that had just queued, with its hand-off missed meanwhile).
+	tick := time.NewTicker(e.opts.MasterTimeout / 10)
+	defer tick.Stop()
+	for {
+		down = e.downAt()
+		pending := false
+		for i := range e.nodes {
+			if !waited[i] || ur.answered(i) {
+				continue
+			}
+			if down[i] {
+				waited[i] = false
+				tainted.add(i, ur)
+				continue
+			}
+			pending = true
+		}
+		if !pending {
+			break
+		}
+		select {
+		case <-settled:
+		case <-tick.C:
+		}
+	}
 	for i := range e.nodes {
 		if waited[i] && ur.ans[i].err != nil {
 			tainted.add(i, ur)
