@@ -157,6 +157,15 @@ func (e *Engine) skipDown(i int) bool {
 	return false
 }
 
+// lateRunOf is how many requests to master i in a row timed out or
+// answered late (skipDown's count), without probing.
+func (e *Engine) lateRunOf(i int) int {
+	h := &e.health[i]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lateRun
+}
+
 // votes reports whether node i's answers count. It first checks the run_id
 // on the node's current connection: a changed run_id means the master
 // restarted and may have lost its locks and fence counters, so it is

@@ -32,6 +32,10 @@ type op struct {
 	// rollbacks and follow-ups are always sent: they clean up after
 	// requests that were.
 	fresh bool
+	// report marks a write that only feeds a report (a waiter's count):
+	// never sent to a master that is down, and never its probe, so that
+	// a paused master's backlog holds no more than what it must run.
+	report bool
 }
 
 // errSkippedDown answers for a fresh request not sent to a master that is down.
@@ -231,7 +235,7 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 				}
 				return
 			}
-			if o.fresh && e.skipDown(i) {
+			if o.fresh && e.skipDown(i) || o.report && e.lateRunOf(i) >= skipAfter {
 				issued()
 				if r.claimed[i].CompareAndSwap(false, true) {
 					r.settle(i, answer{err: errSkippedDown})

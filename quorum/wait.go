@@ -313,6 +313,8 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 	defer func() {
 		if w != nil {
 			w.close()
+		}
+		if counted != nil {
 			counted.leave(ctx)
 		}
 	}()
@@ -333,7 +335,6 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			// failed try and the subscription is not missed: the next try
 			// runs at once and sees it.
 			w = e.wake.watch(channels, e.nodes, fair, e.quorum)
-			counted = e.countWait(ctx, channels, deadline)
 			if rank != nil {
 				w.setRank(rank())
 			}
@@ -347,7 +348,15 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			var zero T
 			return zero, err
 		}
-		counted.refresh(ctx)
+		// A call counts itself among the waiters once it has slept
+		// once without a grant: the many short waits of a contended
+		// resource, over at their first wake-up, cost the masters
+		// nothing (see "Waiters").
+		if counted == nil {
+			counted = e.countWait(ctx, channels, deadline)
+		} else {
+			counted.refresh(ctx)
+		}
 	}
 }
 

@@ -28,9 +28,9 @@ type waitCount struct {
 	last     *round    // that write
 }
 
-// countWait counts a call that starts waiting until deadline in the
-// waiting sets of channels on every master, without waiting for the
-// masters. The entry lives until the deadline or fair.stale_after,
+// countWait counts a call that waits until deadline (retry calls it
+// after the call's first wait) in the waiting sets of channels on every
+// master that is up, without waiting for the masters. The entry lives until the deadline or fair.stale_after,
 // whichever comes first, so that a proxy that dies leaves nothing counted
 // for longer than a fair waiter it had queued; refresh renews it, leave
 // ends it.
@@ -49,7 +49,7 @@ func (wc *waitCount) write(ctx context.Context) {
 		return
 	}
 	wc.at = time.Now()
-	wc.last = wc.e.follow(ctx, wc.last, &op{name: "wait_mark", script: scripts.WaitMark, keys: wc.keys, args: []string{wc.id, ms(life)}}, nil, nil)
+	wc.last = wc.e.follow(ctx, wc.last, &op{name: "wait_mark", script: scripts.WaitMark, keys: wc.keys, args: []string{wc.id, ms(life)}, report: true}, nil, nil)
 }
 
 // refresh renews the entry once half its life has passed.
@@ -62,7 +62,7 @@ func (wc *waitCount) refresh(ctx context.Context) {
 // leave takes the entry out (after its writes, on each master's ordered
 // connection).
 func (wc *waitCount) leave(ctx context.Context) {
-	wc.e.follow(ctx, wc.last, &op{name: "wait_mark", script: scripts.WaitMark, keys: wc.keys, args: []string{wc.id, "0"}}, nil, nil)
+	wc.e.follow(ctx, wc.last, &op{name: "wait_mark", script: scripts.WaitMark, keys: wc.keys, args: []string{wc.id, "0"}, report: true}, nil, nil)
 }
 
 // waiters reads how many calls wait for what channel announces, and
