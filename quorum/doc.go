@@ -933,8 +933,10 @@
 // Restarted masters: the holds a master loses when it restarts empty are
 // on the others, so the count survives as the lock does. An extension
 // that re-enrols a master where the lock is gone (see "Leases re-enrol
-// masters") first reads the holds a quorum records (lock_info) and takes
-// them there with the key (lock_reenrol), so a lock kept alive while
+// masters") first reads the holds from the masters that answered it as
+// holding the lock (lock_info; the masters just heard from, never one
+// that is down) and takes those a quorum of them record there with the
+// key (lock_reenrol), so a lock kept alive while
 // every master restarts in turn keeps its count, as it keeps its key. A
 // hold that a concurrent RUNLOCK took away between that read and the
 // re-enrolment comes back only on the masters re-enrolled, a minority, so

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
@@ -35,9 +34,6 @@ type Info struct {
 	// holds a quorum of masters record, 1 for a lock taken without
 	// REENTRANT; 0 when not held by a writer.
 	Holds int
-	// holds are those holds, each id then its order (lock_hold's), for a
-	// re-enrolment to take them with the lock.
-	holds []string
 }
 
 // Mine reports whether token holds the resource: as its writer, or as one
@@ -121,12 +117,10 @@ func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err
 		}
 		info.Holder = v
 		info.Fence = h.fence
-		info.Holds, info.holds = 0, nil
-		for held, c := range h.counts { // "id order" (see lock_info)
+		info.Holds = 0
+		for _, c := range h.counts { // "id order" (see lock_info)
 			if c >= e.quorum {
 				info.Holds++
-				id, order, _ := strings.Cut(held, " ")
-				info.holds = append(info.holds, id, order)
 			}
 		}
 		info.Holds = max(info.Holds, 1)

@@ -537,7 +537,7 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 			token: token,
 			group: func() string { return "" },
 			held:  func(_ int, v any) bool { return v == int64(ls.n) },
-			take: func(*round) *op {
+			take: func(r *round) *op {
 				// As a TOKEN retry of the grant: the fences the lease
 				// holds (when known) are the least each taken key gets.
 				p := e.fences.next()
@@ -552,10 +552,11 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 				if ls.n == 1 {
 					// A re-entrant lock takes its holds with it, as a
 					// quorum records them (see "Re-entrant locks"): one
-					// more read, only when a master lost the lock.
-					if info, err := e.lockInfo(ctx, ls.given[0]); err == nil && info.Holder == token && len(info.holds) > 0 {
+					// more read, of the masters that hold it, only when
+					// a master lost the lock.
+					if holds := e.heldHolds(ctx, ls, token, r); len(holds) > 0 {
 						keys = append(keys, e.holdsKey(ls.given[0]))
-						args = append(args, info.holds...)
+						args = append(args, holds...)
 					}
 				}
 				return &op{name: "extend", script: scripts.LockReenrol, keys: keys, args: args}
@@ -710,4 +711,49 @@ func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *
 		return false, ut.err(e, "unlock")
 	}
 	return ut.verdict == decidedYes, nil
+}
+
+// heldHolds reads the re-entrant holds of ls's one resource from the
+// masters that answered the extension r as holding it with token, and
+// returns those that a quorum of masters record, each id then its order
+// (nil when fewer than a quorum hold it, or it has no holds). The masters
+// asked hold the lock and answered just now: the read waits for them
+// only, never for a master that is down.
+func (e *Engine) heldHolds(ctx context.Context, ls *lockSet, token string, r *round) []string {
+	holders := make([]bool, len(e.nodes))
+	n := 0
+	for i := range e.nodes {
+		if r.answered(i) && r.ans[i].err == nil && r.ans[i].val == int64(1) {
+			holders[i], n = true, n+1
+		}
+	}
+	if n < e.quorum {
+		return nil
+	}
+	k := e.rwKeys(ls.given[0])
+	notAsked := answer{err: errSkippedDown}
+	q := e.follow(ctx, nil, &op{name: "extend", script: scripts.LockInfo, keys: []string{ls.keys[0], ls.keys[1], k.readers, e.holdsKey(ls.given[0])}}, nil,
+		func(i int) (answer, bool) { return notAsked, !holders[i] })
+	<-q.all
+	count := map[[2]string]int{}
+	for i := range e.nodes {
+		arr, ok := q.ans[i].val.([]any)
+		if !holders[i] || q.ans[i].err != nil || !ok || len(arr) < 3 || arr[0] != token {
+			continue
+		}
+		for j := 3; j+1 < len(arr); j += 2 {
+			id, ok1 := arr[j].(string)
+			order, ok2 := arr[j+1].(string)
+			if ok1 && ok2 {
+				count[[2]string{id, order}]++
+			}
+		}
+	}
+	var out []string
+	for h, c := range count {
+		if c >= e.quorum {
+			out = append(out, h[0], h[1])
+		}
+	}
+	return out
 }
