@@ -644,7 +644,7 @@ func (e *Engine) unhold(ls *lockSet, token, hold string, last bool) *op {
 	if last {
 		args = []string{token, hold, "1", ls.channels[0]}
 	}
-	return &op{name: "unlock", script: scripts.LockUnhold, keys: []string{ls.keys[0], ls.keys[1], ls.keys[2], e.holdsKey(ls.given[0])}, args: args}
+	return &op{name: "unlock", script: scripts.LockUnhold, keys: []string{ls.keys[0], ls.keys[1], ls.keys[2], e.holdsKey(ls.given[0]), e.rwKeys(ls.given[0]).readers}, args: args}
 }
 
 // holdsOf is the holds in a release's answer from a master where the

@@ -53,6 +53,7 @@ func TestReentrant(t *testing.T) {
 	}
 
 	a := hold("t")
+	c.waitHeld(t, "r", "t") // nothing contends: the grant reaches every master
 	b := hold("t")
 	if b.Fences[0] != a.Fences[0] {
 		t.Errorf("a second hold changed the fence: %d then %d", a.Fences[0], b.Fences[0])
@@ -181,5 +182,34 @@ func TestReentrantReenrols(t *testing.T) {
 		if held, err := c.eng.Release(ctx, lease); held != want || err != nil {
 			t.Fatalf("release: %v %v, want %v", held, err, want)
 		}
+	}
+}
+
+// TestReentrantDowngrade: the holder of a re-entrant lock that takes the
+// read lock with its token keeps it when its last hold is released, as a
+// plain lock's downgrade does: no writer gets in beside the reader.
+func TestReentrantDowngrade(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	for range 2 {
+		if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "w", Reentrant: true}); err != nil || l == nil {
+			t.Fatalf("hold: %v %v", l, err)
+		}
+	}
+	if l, err := c.eng.Acquire(ctx, Request{Primitive: Read, Resources: []string{"r"}, TTL: 5 * time.Second, Token: "w"}); err != nil || l == nil {
+		t.Fatalf("downgrade: %v %v", l, err)
+	}
+	lease := &Lease{Primitive: Lock, Resources: []string{"r"}, Token: "w"}
+	for range 2 {
+		if held, err := c.eng.Release(ctx, lease); !held || err != nil {
+			t.Fatalf("release a hold: %v %v", held, err)
+		}
+	}
+	if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: time.Second}); l != nil || err != nil {
+		t.Fatalf("a writer beside the downgraded reader: %v %v", l, err)
+	}
+	info, err := c.eng.Info(ctx, Lock, "r")
+	if err != nil || !info.Held || !info.Mine("w") || info.Readers == nil {
+		t.Fatalf("after the last hold: %+v %v, want the reader w", info, err)
 	}
 }

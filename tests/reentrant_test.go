@@ -30,6 +30,9 @@ func TestReentrantTwoProxies(t *testing.T) {
 			t.Fatalf("hold %d: %v %+v (first fence %d)", i+1, ok, g, fence)
 		}
 		fence = g.fence
+		// Nothing contends: the grant reaches every master, so the next
+		// hold finds the lock there and keeps its fence.
+		waitFor(t, 2*time.Second, "the hold on every master", func() bool { return cl.holders("acct", "me") == 5 })
 	}
 	holds(3)
 	if _, ok := rlock(t, c2, "acct", 1000); ok {

@@ -128,7 +128,7 @@ var (
 	// LockUnhold takes one re-entrant hold away, releasing the lock with
 	// the last.
 	LockUnhold = define("lock_unhold",
-		[]Field{One("lock"), One("fence"), One("lag"), One("holds")},
+		[]Field{One("lock"), One("fence"), One("lag"), One("holds"), One("readers")},
 		[]Field{One("token"), One("hold"), One("last"), Opt("channel")})
 	// LockOwner reads a lock key's value and owner nonce.
 	LockOwner = define("lock_owner", []Field{One("lock"), One("owner")}, nil)
