@@ -706,8 +706,13 @@
 //
 // How long that is, is learnt from the other masters: every grant and
 // extension raises, on each master that makes it, the master's lease
-// high-water mark (lease-hwm: the expiry of its longest-lived grant, on
-// its own clock; the key expires then). A grant the restarted master i
+// high-water mark (lease-hwm: a key that expires, on the master's own
+// clock, no earlier than its longest-lived grant). A grant keeps the mark
+// alive at least its ttl: it reads the mark's PTTL and writes only when
+// the mark would expire sooner, then with an eighth of the ttl to spare,
+// so that a stream of grants writes it once per eighth of their ttl
+// rather than at every grant; the quarantine may last that eighth longer
+// than needed, never shorter. A grant the restarted master i
 // voted for was made by a quorum Q that includes i; any quorum Qr of the
 // N-1 other masters shares a master with Q minus i (q + q-1 > N-1), and
 // that master's mark lives at least as long as the grant. So the longest

@@ -12,11 +12,10 @@ local lag, advert = KEYS[2 * n + 1], KEYS[2 * n + 2]
 local token = ARGV[1]
 local channel = 1
 
-local bound = redis.call('GET', lag)
 local c = 0
 for i = 1, n do
   if redis.call('GET', KEYS[lock + i]) == token then
-    bound = drop(KEYS[lock + i], KEYS[fence + i], lag, bound)
+    drop(KEYS[lock + i], KEYS[fence + i], lag)
     if ARGV[channel + i] then
       redis.call('PUBLISH', ARGV[channel + i], '1')
     end

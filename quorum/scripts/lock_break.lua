@@ -24,7 +24,7 @@ local tokens = redis.call('ZRANGE', readers, 0, -1)
 if v ~= '' then
   tokens[#tokens + 1] = v
 end
-drop(lock, fence, lag, redis.call('GET', lag))
+drop(lock, fence, lag)
 redis.call('DEL', readers, owner, holds)
 if #tokens > 0 then
   redis.call('SADD', broken, unpack(tokens))

@@ -9,12 +9,11 @@ local lock, fence = 0, n
 local lag = KEYS[2 * n + 1]
 local channel = 0
 
-local bound = redis.call('GET', lag)
 local out = {}
 for i = 1, n do
   out[i] = 0
   if redis.call('EXISTS', KEYS[lock + i]) == 1 then
-    bound = drop(KEYS[lock + i], KEYS[fence + i], lag, bound)
+    drop(KEYS[lock + i], KEYS[fence + i], lag)
     if ARGV[channel + i] then
       redis.call('PUBLISH', ARGV[channel + i], '1')
     end

@@ -27,7 +27,7 @@ end
 if o ~= '' then
   redis.call('DEL', owner)
 end
-drop(lock, fence, lag, redis.call('GET', lag))
+drop(lock, fence, lag)
 if channel ~= '' then
   redis.call('PUBLISH', channel, '1')
 end

@@ -23,11 +23,12 @@ local lag, queue = KEYS[4 * n + 1], KEYS[4 * n + 2]
 local token = ARGV[1]
 local channel = 1
 
-local bound = redis.call('GET', lag)
 local c, left = 0, 0
 for i = 1, n do
   if redis.call('GET', KEYS[lock + i]) == token then
-    if n == 1 and redis.call('EXISTS', KEYS[holds + i]) == 1 then
+    -- One EXISTS tells a plain lock (neither holds nor readers) apart.
+    local others = n > 1 or redis.call('EXISTS', KEYS[holds + i], KEYS[readers + i]) > 0
+    if n == 1 and others and redis.call('EXISTS', KEYS[holds + i]) == 1 then
       local out = {-1, redis.call('PTTL', KEYS[lock + i])}
       for _, h in ipairs(redis.call('ZRANGE', KEYS[holds + i], 0, -1, 'WITHSCORES')) do
         out[#out + 1] = h
@@ -38,8 +39,8 @@ for i = 1, n do
       redis.call('DEL', KEYS[holds + i])
     end
     left = math.max(left, redis.call('PTTL', KEYS[lock + i]))
-    bound = drop(KEYS[lock + i], KEYS[fence + i], lag, bound)
-    local keep = readers_left(KEYS[readers + i])
+    drop(KEYS[lock + i], KEYS[fence + i], lag)
+    local keep = others and readers_left(KEYS[readers + i])
     if keep then
       redis.call('SET', KEYS[lock + i], '', 'PX', keep)
     end

@@ -11,14 +11,13 @@ local lock, fence, owner = 0, n, 2 * n + 1
 local lag = KEYS[2 * n + 1]
 local value, nonce = ARGV[1], ARGV[2]
 
-local bound = redis.call('GET', lag)
 local c = 0
 for i = 1, n do
   local o = KEYS[owner + i]
   if redis.call('GET', o) == nonce then
     redis.call('DEL', o)
     if redis.call('GET', KEYS[lock + i]) == value then
-      bound = drop(KEYS[lock + i], KEYS[fence + i], lag, bound)
+      drop(KEYS[lock + i], KEYS[fence + i], lag)
       c = c + 1
     end
   end

@@ -19,7 +19,7 @@ if redis.call('GET', lock) ~= token then
 end
 local left = redis.call('PTTL', lock)
 if last == '1' or (removed == 1 and redis.call('EXISTS', holds) == 0) then
-  drop(lock, fence, lag, redis.call('GET', lag))
+  drop(lock, fence, lag)
   redis.call('DEL', holds)
   local keep = readers_left(readers)
   if keep then

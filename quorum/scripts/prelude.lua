@@ -10,14 +10,28 @@ local function time_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- raise sets the master's lease high-water mark, key (the master's time in
--- ms at which the longest-lived grant it holds expires), to now + ttl if
--- that is later; it expires with that grant (quorum/doc.go, "Restarted
--- masters").
+-- num is the number a value read by MGET holds, nil for a missing key
+-- (Redis gives false; an embedded master may give "").
+local function num(x)
+  if x then
+    return tonumber(x)
+  end
+  return nil
+end
+
+-- raise keeps the master's lease high-water mark, key, alive at least
+-- ttl ms from now: the key's own expiry is when the longest-lived grant
+-- the master holds expires (quorum/doc.go, "Restarted masters"). It is
+-- read (PTTL) at every grant, and written only when it would expire
+-- earlier than this grant, then with an eighth of ttl to spare: a stream
+-- of grants writes it about once per eighth of their ttl, and the mark is
+-- late by at most that much. Its value is its expiry on the master's
+-- clock in ms, which is what earlier versions of the proxy compare
+-- against: proxies of both versions may serve the same masters.
 local function raise(key, ttl)
-  local at = time_ms() + ttl
-  if at > tonumber(redis.call('GET', key) or '0') then
-    redis.call('SET', key, string.format('%d', at), 'PX', ttl)
+  if redis.call('PTTL', key) < ttl then
+    local px = ttl + math.floor(ttl / 8)
+    redis.call('SET', key, string.format('%d', time_ms() + px), 'PX', px)
   end
 end
 
@@ -84,21 +98,27 @@ local function free_or_mine(lock, n, token)
 end
 
 -- grant sets the lock keys KEYS[lock + i] (i = 1..n) to token for ttl ms
--- (or what a key the token held already had left, if longer)
--- and gives each resource its fence: max(proposal, its fence key
--- KEYS[fence + i] + 1, the lagging bound + 1), kept in the fence key for
--- ttl + lagms ms; when mine (the token held every lock key already: a
--- TOKEN retry of the same grant) each resource keeps the fence its key
--- holds. The lagging bound (lagkey) is set to the sequence high (the value
--- read from seqkey) for lagms ms if the master has none; the sequence is
+-- (or what a key the token held already had left, if longer; set: the
+-- caller set the one lock key already, SET NX PX ttl) and gives each
+-- resource its fence: max(proposal, its fence key KEYS[fence + i] + 1,
+-- the lagging bound + 1), kept in the fence key for ttl + lagms ms; when
+-- mine (the token held every lock key already: a TOKEN retry of the same
+-- grant) each resource keeps the fence its key holds. The lagging bound
+-- (lagkey) is set to the sequence for lagms ms if the master has none; the
+-- sequence (seqkey, whose value is high, read here when high is nil) is
 -- raised to the highest fence, and the lease high-water mark (leasekey)
--- with the grant. See quorum/doc.go, "Fencing", for why this is monotonic.
+-- with the grant. One MGET reads the sequence, the bound and the fence
+-- keys. See quorum/doc.go, "Fencing", for why this is monotonic.
 -- Returns {1, sequence, fence_1, ..., fence_n}.
-local function grant(lock, fence, n, lagkey, seqkey, leasekey, high, token, ttl, proposal, lagms, mine)
-  local lag = redis.call('GET', lagkey)
-  if lag then
-    lag = tonumber(lag)
-  else
+local function grant(lock, fence, n, lagkey, seqkey, leasekey, high, token, ttl, proposal, lagms, mine, set)
+  local read = {seqkey, lagkey}
+  for i = 1, n do
+    read[i + 2] = KEYS[fence + i]
+  end
+  local v = redis.call('MGET', unpack(read))
+  high = high or num(v[1]) or 0
+  local lag = num(v[2])
+  if not lag then
     lag = high
     redis.call('SET', lagkey, string.format('%d', high), 'PX', lagms)
   end
@@ -112,16 +132,18 @@ local function grant(lock, fence, n, lagkey, seqkey, leasekey, high, token, ttl,
     -- read lock (a downgrade, read_hold). One key that is not mine is
     -- free: no read for a plain lock's grant.
     local px = tonumber(ttl)
-    if mine or n > 1 then
-      px = math.max(px, redis.call('PTTL', KEYS[lock + i]))
+    if not set then
+      if mine or n > 1 then
+        px = math.max(px, redis.call('PTTL', KEYS[lock + i]))
+      end
+      redis.call('SET', KEYS[lock + i], token, 'PX', px)
     end
-    redis.call('SET', KEYS[lock + i], token, 'PX', px)
     local c = base
-    local cur = redis.call('GET', KEYS[fence + i])
+    local cur = num(v[i + 2])
     if mine and cur then
-      c = tonumber(cur)
-    elseif cur and tonumber(cur) + 1 > c then
-      c = tonumber(cur) + 1
+      c = cur
+    elseif cur and cur + 1 > c then
+      c = cur + 1
     end
     redis.call('SET', KEYS[fence + i], string.format('%d', c), 'PX', math.max(keep, px + tonumber(lagms)))
     top = math.max(top, c)
@@ -189,20 +211,15 @@ local function promote(mark, rnext, rafter, n, markid, markttl)
 end
 
 -- drop deletes a lock key and its fence key, folding the fence into the
--- master's lagging bound (lagkey, whose value is lag, false when it has
--- none) first, so that the next grant of the resource still gets a
--- greater fence. Returns the bound's value after.
-local function drop(lockkey, fencekey, lagkey, lag)
-  redis.call('DEL', lockkey)
-  local f = redis.call('GET', fencekey)
-  if f then
-    if lag and tonumber(f) > tonumber(lag) then
-      lag = f
-      redis.call('SET', lagkey, f, 'KEEPTTL')
-    end
-    redis.call('DEL', fencekey)
+-- master's lagging bound (lagkey) first when the bound lives and is lower,
+-- so that the next grant of the resource still gets a greater fence.
+local function drop(lockkey, fencekey, lagkey)
+  local v = redis.call('MGET', fencekey, lagkey)
+  local f, lag = num(v[1]), num(v[2])
+  if f and lag and f > lag then
+    redis.call('SET', lagkey, v[1], 'KEEPTTL')
   end
-  return lag
+  redis.call('DEL', lockkey, fencekey)
 end
 
 -- extend resets the ttl of each lock key KEYS[lock + i] (i = 1..n) that
