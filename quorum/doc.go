@@ -485,8 +485,11 @@
 //     turn comes as soon as the lock key is free, each with a deadline
 //     (the master's time; the same lifetime as a mark, renewed by every
 //     try). A waiting reader refused because a writer holds the key is
-//     put there. A reader there is admitted despite writer marks, and
-//     leaves it when admitted. A writer that will wait is refused where
+//     put there. A reader there is admitted despite writer marks; it
+//     stays there until its call returns, granted or not, and leaves
+//     then (a try granted on some masters but rolled back keeps the
+//     reader's place: had the grant taken it out, a waiting writer could
+//     take the key before the reader's next try). A writer that will wait is refused where
 //     the key is free and readers next has a live member (it marks the
 //     resource as when refused by a holder).
 //   - readers after (rw-rb:<resource>): waiting readers refused only by a
@@ -539,7 +542,7 @@
 // back) may move readers after into readers next early, which only lets
 // them in one hold sooner. No state lives longer than its waiters: every
 // set expires at its last member's deadline, empty sets are deleted, and
-// a reader that gives up or is granted leaves them.
+// a reader leaves them when its call returns, granted or not.
 //
 // Releases wake through the resource's release channel: the last
 // reader's release wakes the writers, a writer's release everyone.

@@ -69,15 +69,12 @@ func (e *Engine) readAcquire(ctx context.Context, req Request) (lease *Lease, er
 			if last == nil {
 				return
 			}
-			// A master whose last try granted took the reader out of
-			// both sets; elsewhere it may still wait there: leave them,
-			// after the last try on each master.
-			granted := func(i int) (answer, bool) {
-				a := last.ans[i]
-				return answer{val: int64(0)}, a.err == nil && a.val == int64(1)
-			}
+			// The reader keeps its place in both sets while it tries,
+			// granted or not (a try granted on some masters and rolled
+			// back must not lose it to a waiting writer): it leaves them
+			// on every master, after the last try there.
 			e.follow(ctx, last, &op{name: "read_lock", script: scripts.RWLeave, keys: []string{rc.k.next, rc.k.after, rc.k.lock},
-				args: []string{rc.id, rc.k.channel}, timeout: e.releaseTimeout()}, nil, granted)
+				args: []string{rc.id, rc.k.channel}, timeout: e.releaseTimeout()}, nil, nil)
 		}()
 	}
 	return e.acquireLoop(ctx, req, waiting{channels: []string{rc.k.channel}}, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {

@@ -397,6 +397,19 @@ func TestReadWritePhases(t *testing.T) {
 	req := func(ttl, wait time.Duration) Request {
 		return Request{Resources: []string{"doc"}, TTL: ttl, Wait: wait}
 	}
+	diag := func() {
+		for i, f := range c.nodes {
+			for _, k := range f.keys() {
+				if f.m.Type(k) == "zset" {
+					m, _ := f.m.ZMembers(k)
+					t.Logf("DIAG m%d %s %v ttl %v", i, k, m, f.m.TTL(k))
+				} else {
+					v, _ := f.m.Get(k)
+					t.Logf("DIAG m%d %s %q ttl %v", i, k, v, f.m.TTL(k))
+				}
+			}
+		}
+	}
 	granted := func(ch chan rwResult, what string) *Lease {
 		t.Helper()
 		select {
@@ -406,6 +419,7 @@ func TestReadWritePhases(t *testing.T) {
 			}
 			return r.l
 		case <-time.After(5 * time.Second):
+			diag()
 			t.Fatalf("%s not granted", what)
 		}
 		return nil
@@ -453,14 +467,49 @@ func TestReadWritePhases(t *testing.T) {
 
 	// A reader that arrives now is behind W2: readers after.
 	r2 := async(func() (*Lease, error) { return c.eng.readAcquire(ctx, req(10*time.Second, 10*time.Second)) })
-	must("a reader behind a waiting writer is not in readers after on every master", func() bool { return c.inSet("rw-rb", "doc", 1) == 5 })
+	// (On a quorum: a master its try skipped as down, under load, holds
+	// nothing of it until its next try, 10 s later.)
+	must("a reader behind a waiting writer is not in readers after on a quorum", func() bool { return c.inSet("rw-rb", "doc", 1) >= c.eng.quorum })
 	waiting(r2, "a reader behind a waiting writer")
 
 	// The reader phase ends: W2 goes, and its grant makes R2 next.
 	if held, err := c.eng.readRelease(ctx, "doc", l1.Token); !held || err != nil {
 		t.Fatalf("release r1: %v %v", held, err)
 	}
-	lw2 := granted(w2, "w2 after the reader phase")
+	// W2 goes, unless a split try let R2 in one hold sooner: W2 and R2
+	// both wake at R1's release, and where W2's try took the key before
+	// R2's try came, R2 is refused by a writer's hold, hence next there;
+	// if W2's try then fell short of a quorum (R1's release had not yet
+	// reached every master) and was rolled back, R2 is admitted first
+	// (quorum/doc.go, "Read-write locks": partial grants may let readers
+	// in one hold sooner). Then W2 goes after R2's hold.
+	var lw2 *Lease
+	select {
+	case r := <-w2:
+		if r.l == nil || r.err != nil {
+			t.Fatalf("w2 after the reader phase: %v %v", r.l, r.err)
+		}
+		lw2 = r.l
+	case r := <-r2:
+		if r.l == nil || r.err != nil {
+			t.Fatalf("r2, before w2: %v %v", r.l, r.err)
+		}
+		t.Log("a split try of w2 let r2 in one hold sooner")
+		waiting(w2, "w2 beside r2")
+		if held, err := c.eng.readRelease(ctx, "doc", r.l.Token); !held || err != nil {
+			t.Fatalf("release r2: %v %v", held, err)
+		}
+		lw2 = granted(w2, "w2 after r2")
+		if held, err := c.eng.lockRelease(ctx, lw2.Resources, lw2.Token); !held || err != nil {
+			t.Fatalf("release w2: %v %v", held, err)
+		}
+		c.settle()
+		c.expectOnlyFences(t)
+		return
+	case <-time.After(5 * time.Second):
+		diag()
+		t.Fatal("w2 after the reader phase not granted")
+	}
 	must("w2's grant did not move the reader after into readers next on a quorum", func() bool {
 		return c.inSet("rw-ra", "doc", 1) >= c.eng.quorum
 	})
@@ -484,9 +533,12 @@ func TestReadWritePhases(t *testing.T) {
 	if r, err := c.eng.readAcquire(ctx, req(time.Second, 200*time.Millisecond)); r != nil || err != nil {
 		t.Fatalf("a reader beside w3: %v %v", r, err)
 	}
-	must("a reader that gave up is still in a waiting set", func() bool {
+	if !eventually(2*time.Second, func() bool {
 		return !c.anyKey("redlock-proxy:rw-ra:") && !c.anyKey("redlock-proxy:rw-rb:")
-	})
+	}) {
+		diag()
+		t.Fatal("a reader that gave up is still in a waiting set")
+	}
 	if held, err := c.eng.lockRelease(ctx, lw3.Resources, lw3.Token); !held || err != nil {
 		t.Fatalf("release w3: %v %v", held, err)
 	}
@@ -765,4 +817,80 @@ func TestBreak(t *testing.T) {
 		f.m.FastForward(6 * time.Second)
 	}
 	c.expectOnlyFences(t)
+}
+
+// TestReaderRolledBackKeepsPlace: a waiting reader whose try is granted on
+// too few masters, and rolled back, keeps its place in readers next there,
+// so that a waiting writer (its mark lives throughout) cannot overtake it;
+// once a quorum answers, its next try is admitted despite the mark. Were
+// the place lost with the rolled-back grant, the reader would be put in
+// readers after and refused by the mark until it lapsed.
+func TestReaderRolledBackKeepsPlace(t *testing.T) {
+	c := newCluster(t, 5, Options{RetryDelay: 50 * time.Millisecond, RetryJitter: 1})
+	ctx := context.Background()
+	w1, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"doc"}, TTL: time.Minute})
+	if err != nil || w1 == nil {
+		t.Fatalf("the writer: %v %v", w1, err)
+	}
+	r := async(func() (*Lease, error) {
+		return c.eng.readAcquire(ctx, Request{Resources: []string{"doc"}, TTL: 10 * time.Second, Wait: 5 * time.Second})
+	})
+	next := func(f *fakeNode) int {
+		m, _ := f.m.ZMembers("redlock-proxy:rw-ra:doc")
+		return len(m)
+	}
+	if !eventually(2*time.Second, func() bool {
+		for _, f := range c.nodes {
+			if next(f) != 1 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the reader refused by the writer's hold is not next on every master")
+	}
+	// A writer waits (its mark keeps new readers out), and the hold ends
+	// where the reader's tries can reach only 2 of 5 masters.
+	for _, f := range c.nodes {
+		f.set("redlock-proxy:rw-w:doc", "writer", time.Minute)
+	}
+	for _, f := range c.nodes[2:] {
+		f.setDown(true)
+	}
+	m0 := c.nodes[0]
+	before := m0.calls("rw_acquire")
+	for _, f := range c.nodes[:2] {
+		f.del("doc")
+	}
+	if !eventually(2*time.Second, func() bool { return m0.calls("rw_acquire") >= before+2 && m0.calls("rw_release") >= 1 }) {
+		t.Fatal("the reader's tries, granted on 2 of 5 masters, were not rolled back")
+	}
+	for i, f := range c.nodes[:2] {
+		if next(f) != 1 {
+			t.Fatalf("master %d: the rolled-back reader left readers next", i)
+		}
+		if f.m.Exists("redlock-proxy:rw-rb:doc") {
+			t.Fatalf("master %d: the rolled-back reader was put in readers after", i)
+		}
+	}
+	for _, f := range c.nodes[2:] {
+		f.del("doc")
+		f.setDown(false)
+	}
+	select {
+	case got := <-r:
+		if got.l == nil || got.err != nil {
+			t.Fatalf("the reader next, once a quorum answers: %v %v", got.l, got.err)
+		}
+		c.eng.readRelease(ctx, got.l.Resources[0], got.l.Token)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reader never returned")
+	}
+	// Its call returned: it left readers next everywhere.
+	c.settle()
+	for i, f := range c.nodes {
+		if next(f) != 0 {
+			t.Fatalf("master %d: the reader stayed in readers next after its call returned", i)
+		}
+	}
 }

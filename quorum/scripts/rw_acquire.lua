@@ -10,8 +10,9 @@
 -- reader is next (a reader that holds already may renew); or when the
 -- writer that holds it is the token itself (a downgrade: the key keeps
 -- the token until the writer's release, which leaves it to the readers;
--- see read_hold). The lock key then holds "" (or the writer's token) and
--- the reader leaves both sets. A waiting
+-- see read_hold). The lock key then holds "" (or the writer's token); a
+-- waiting reader keeps its place in the sets until its call returns
+-- (rw_leave), so that a try rolled back does not lose it. A waiting
 -- reader refused by a writer's hold is put in readers next, one refused by
 -- a writer mark in readers after (unless it is next). Returns 1 if
 -- granted, else 0.
@@ -46,10 +47,6 @@ if not writer and not (mine and tonumber(mine) > now) and redis.call('EXISTS', m
     end
     return 0
   end
-end
-if id ~= '' then
-  zleave(rnext, id)
-  zleave(rafter, id)
 end
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 read_hold(lock, readers, lease, token, ttl, now, writer)
