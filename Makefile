@@ -91,8 +91,10 @@ dropin:
 	REDLOCK_DROPIN=1 $(GO) test -count=1 -v -timeout 20m -parallel $(DROPIN_PARALLEL) \
 		-run 'TestDropinCorpus/$(DROPIN_RUN)' ./tests
 
-# The proxy beside go-redsync and Redlock written directly on rueidis on the
-# same 5 local redis-server masters (needs redis-server): cycles/s,
+# The proxy beside go-redsync, Redlock written directly on rueidis and
+# node-redlock (when node is installed; its modules are installed into
+# tests/clients first when npm is there) on the same 5 local redis-server
+# masters (needs redis-server): cycles/s,
 # latencies and CPU per cycle at 1, 16 and 64 clients and contended,
 # multi-resource locks, semaphores, fair locks, pipelined clients
 # (redis-benchmark), what a cycle's scripts cost a master, idle-connection
@@ -101,6 +103,7 @@ dropin:
 # pipeline, scripts, idle or scale); see
 # cmd/redlock-bench -h for the knobs.
 bench:
+	@if command -v npm >/dev/null; then cd tests/clients && npm install --no-audit --no-fund --no-package-lock >/dev/null; fi
 	$(GO) run ./cmd/redlock-bench
 
 bench-quick:

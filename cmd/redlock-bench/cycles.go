@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -23,8 +24,9 @@ import (
 // o.contended with K=10, every driver in turn within each repeat
 // (interleaved, so that a drift of the machine hits them alike): the proxy
 // with one client connection per worker, the proxy through go-redis's
-// default pool (at 64 workers), go-redsync, and Redlock written directly on
-// rueidis. It prints the median run of each, its ratios to go-redsync and
+// default pool (at 64 workers), node-redlock v5 on ioredis (uncontended
+// cells, when node and tests/clients' modules are installed), go-redsync,
+// and Redlock written directly on rueidis. It prints the median run of each, its ratios to go-redsync and
 // to direct rueidis, and the CPU per 1000 cycles of the proxy, of this
 // process (the load generator, and the lock client itself for go-redsync
 // and rueidis) and of the masters, read from /proc around each run.
@@ -44,6 +46,7 @@ func (e *env) cycles(o options) error {
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "K\tC\tdriver\tcycles/s\tacq p50\tacq p99\tacq p999\tunl p50\tunl p99\tnot granted\terrors\tkeys left\tx redsync\tx rueidis\tCPU ms/1000: proxy\tclient\tmasters\tscript calls/cycle\t")
+	nodeSaid := false
 	for _, cell := range cells {
 		k, c := cell.k, cell.c
 		drvs := []driver{e.proxyDriver(c)}
@@ -57,6 +60,14 @@ func (e *env) cycles(o options) error {
 			d.name = "proxy, go-redis pool"
 			drvs = append(drvs, d)
 		}
+		if k == 100000 {
+			if d, ok := e.nodeRedlockDriver(); ok {
+				drvs = append(drvs, d)
+			} else if !nodeSaid {
+				fmt.Fprintf(os.Stderr, "node-redlock is not measured: no node, or no %s/node_modules (make clients)\n", filepath.Dir(nodeScript))
+				nodeSaid = true
+			}
+		}
 		drvs = append(drvs, e.redsyncDriver(c))
 		direct, err := e.directDriver()
 		if err != nil {
@@ -68,8 +79,20 @@ func (e *env) cycles(o options) error {
 		for range o.repeat {
 			for d, drv := range drvs {
 				before := e.cpu()
-				r := cycle(drv, c, k, 1, o.duration, o.ttl)
+				var r result
+				var extCPU time.Duration
+				if drv.external != nil {
+					var err error
+					if r, extCPU, err = drv.external(c, k, o.duration, o.ttl); err != nil {
+						return err
+					}
+				} else {
+					r = cycle(drv, c, k, 1, o.duration, o.ttl)
+				}
 				r.cpu = e.cpu().perK(before, r.rate*o.duration.Seconds())
+				if cycles := r.rate * o.duration.Seconds(); cycles > 0 {
+					r.cpu.client += time.Duration(float64(extCPU) * 1000 / cycles)
+				}
 				if r.errors > 0 {
 					fmt.Fprintf(os.Stderr, "%s K=%d C=%d: %d errors, the first: %v\n", drv.name, k, c, r.errors, r.firstErr)
 				}
@@ -114,7 +137,7 @@ func (e *env) cycles(o options) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Println("\n(CPU ms/1000: CPU time per 1000 cycles; client is this process: the load generator, and for redsync and rueidis the lock client itself; script calls/cycle: EVAL and EVALSHA calls the masters ran per cycle, all masters together; the proxy batches concurrent calls)")
+	fmt.Println("\n(CPU ms/1000: CPU time per 1000 cycles; client is this process: the load generator, and for redsync and rueidis the lock client itself, and for node-redlock its node process; script calls/cycle: EVAL and EVALSHA calls the masters ran per cycle, all masters together; the proxy batches concurrent calls)")
 	return nil
 }
 

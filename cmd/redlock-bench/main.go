@@ -389,6 +389,10 @@ type driver struct {
 	lock   func(ctx context.Context, keys []string) (token string, ok bool, err error)
 	unlock func(ctx context.Context, keys []string, token string) error
 	close  func()
+	// external, when set, runs a whole cell in another process (lock and
+	// unlock unset): c workers on one resource drawn from k each cycle,
+	// for d, with ttl; it returns the result and that process's CPU.
+	external func(c, k int, d, ttl time.Duration) (result, time.Duration, error)
 }
 
 type result struct {
