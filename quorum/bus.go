@@ -39,7 +39,11 @@ import (
 //     more than busWindow ahead of the publisher's drops its messages.
 //   - Order: messages from one publishing proxy on one channel arrive in
 //     the order published, unless a master's connection failed between
-//     them (each master keeps the order; the first copy wins).
+//     them (each master keeps the order; the first copy wins, and copies
+//     are handed on one at a time, in the order their ids were first
+//     seen). A master that missed an earlier message (its subscription
+//     confirmed after it, or its connection failed) can still bring a
+//     later one first.
 //   - At most maxSeen ids are remembered (the oldest are forgotten
 //     first): past about maxSeen/busWindow publications a second, a copy
 //     delayed by a stopped master could be handed on again.
@@ -49,6 +53,12 @@ import (
 // messages to local subscribers. The nodes' notifier must pass every
 // message to Notify first.
 type Bus struct {
+	// handOn orders the hand-ons of Notify: a message is handed on under
+	// it, taken before mu is released, so that messages are handed on in
+	// the order their ids were first seen (two masters' readers that
+	// each decide under mu would otherwise race to the receiver, and a
+	// later message could overtake an earlier one).
+	handOn  sync.Mutex
 	mu      sync.Mutex
 	nodes   []Node
 	quorum  int
@@ -345,10 +355,12 @@ func (b *Bus) Notify(channel, message string) bool {
 	}
 	b.remember(id, now, sent)
 	recv, name := b.recv, channel[len(b.prefix):]
+	b.handOn.Lock()
 	b.mu.Unlock()
 	if recv != nil {
 		recv(name, payload)
 	}
+	b.handOn.Unlock()
 	return true
 }
 

@@ -196,3 +196,45 @@ func TestBusRememberBounded(t *testing.T) {
 		t.Fatalf("%d ids kept after the window, want 1", len(b.seen))
 	}
 }
+
+// TestBusHandsOnInOrderSeen: two masters' readers notify two messages at
+// once; the one whose id was seen first is handed on first even when its
+// reader is held up inside the hand-on (as a preempted goroutine would
+// be). Without the ordering, the second reader's hand-on overtakes it.
+func TestBusHandsOnInOrderSeen(t *testing.T) {
+	b := NewBus()
+	b.attach(nil, 1, "meta:", time.Second)
+	var mu sync.Mutex
+	var order []string
+	entered, release := make(chan struct{}), make(chan struct{})
+	b.Receive(func(ch, msg string) int {
+		if msg == "first" {
+			close(entered)
+			<-release
+		}
+		mu.Lock()
+		order = append(order, msg)
+		mu.Unlock()
+		return 1
+	})
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	firstDone, secondDone := make(chan struct{}), make(chan struct{})
+	go func() { b.Notify("meta:pub:c", "id1 "+now+" first"); close(firstDone) }()
+	<-entered
+	go func() { b.Notify("meta:pub:c", "id2 "+now+" second"); close(secondDone) }()
+	// The second hand-on must wait for the first: give a wrong
+	// implementation the time to overtake before the first goes on.
+	select {
+	case <-secondDone:
+		t.Error("the second message was handed on while the first was still being handed on")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-firstDone
+	<-secondDone
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 2 || order[0] != "first" || order[1] != "second" {
+		t.Fatalf("handed on %q, want [first second]", order)
+	}
+}
