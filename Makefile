@@ -98,9 +98,9 @@ dropin:
 # latencies and CPU per cycle at 1, 16 and 64 clients and contended,
 # multi-resource locks, semaphores, fair locks, pipelined clients
 # (redis-benchmark), what a cycle's scripts cost a master, idle-connection
-# memory, cost of masters. About 12 minutes; one section alone with
+# memory, cost of masters. About 14 minutes; one section alone with
 # `go run ./cmd/redlock-bench -only cycles` (cycles, multi, sem, fair,
-# pipeline, scripts, idle or scale); see
+# pipeline, scripts, capacity, idle or scale); see
 # cmd/redlock-bench -h for the knobs.
 bench:
 	@if command -v npm >/dev/null; then cd tests/clients && npm install --no-audit --no-fund --no-package-lock >/dev/null; fi

@@ -10,12 +10,13 @@
 // RFAIRLOCK beside RLOCK: hand-off latency and how evenly grants go round),
 // pipelined clients (redis-benchmark with and without -P 16), what a
 // cycle's scripts cost a master apart from the network (beside the direct
-// client's commands), the proxy's memory with many idle client connections
-// and its throughput as the number of masters grows.
+// client's commands), what one cycle of each primitive costs the masters
+// and the proxy (capacity), the proxy's memory with many idle client
+// connections and its throughput as the number of masters grows.
 //
 //	go run ./cmd/redlock-bench                 # everything, 5 local masters
 //	go run ./cmd/redlock-bench -quick          # a short smoke run
-//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, fair, pipeline, scripts, idle or scale
+//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, fair, pipeline, scripts, capacity, idle or scale
 //	go run ./cmd/redlock-bench -proxy-bin-b /tmp/old-proxy -only cycles   # an earlier build beside this one
 //
 // It starts redis-server processes on free loopback ports and the proxy
@@ -76,6 +77,7 @@ type options struct {
 	skipScale    bool
 	skipPipeline bool
 	skipScripts  bool
+	skipCapacity bool
 
 	proxyProfile string
 	proxyYAML    string
@@ -107,10 +109,11 @@ func main() {
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "skip the scaling measurement")
 	flag.BoolVar(&o.skipScripts, "skip-scripts", false, "skip the measurement of what a cycle's scripts cost a master")
 	flag.BoolVar(&o.skipPipeline, "skip-pipeline", false, "skip the pipelined-clients measurement (redis-benchmark)")
+	flag.BoolVar(&o.skipCapacity, "skip-capacity", false, "skip the measurement of what one cycle of each primitive costs the masters and the proxy")
 	flag.StringVar(&o.proxyProfile, "proxy-cpuprofile", "", "have the proxy of the first environment write a CPU profile here")
 	flag.StringVar(&o.proxyYAML, "proxy-config", "", "extra YAML for the proxy's configuration, e.g. 'master_flush_delay: 300us'")
 	flag.BoolVar(&quick, "quick", false, "short run: 1s cells, 1 repeat, 1000 idle connections, no scaling")
-	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, sem, fair, pipeline, scripts, idle or scale")
+	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, sem, fair, pipeline, scripts, capacity, idle or scale")
 	flag.Parse()
 	o.contended = ints(contended)
 	o.concs, o.multiConcs, o.semLimits, o.keys, o.scale = ints(concs), ints(multiConcs), ints(semLimits), ints(keys), ints(scale)
@@ -118,12 +121,12 @@ func main() {
 		o.duration, o.repeat, o.idle, o.skipScale = time.Second, 1, 1000, true
 	}
 	if only != "" {
-		if !slices.Contains([]string{"cycles", "multi", "sem", "fair", "pipeline", "scripts", "idle", "scale"}, only) {
-			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, fair, pipeline, scripts, idle or scale\n", only)
+		if !slices.Contains([]string{"cycles", "multi", "sem", "fair", "pipeline", "scripts", "capacity", "idle", "scale"}, only) {
+			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, fair, pipeline, scripts, capacity, idle or scale\n", only)
 			os.Exit(2)
 		}
 		o.skipCycles, o.skipMulti, o.skipSem, o.skipIdle, o.skipScale = only != "cycles", only != "multi", only != "sem", only != "idle", only != "scale"
-		o.skipFair, o.skipPipeline, o.skipScripts = only != "fair", only != "pipeline", only != "scripts"
+		o.skipFair, o.skipPipeline, o.skipScripts, o.skipCapacity = only != "fair", only != "pipeline", only != "scripts", only != "capacity"
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
@@ -200,6 +203,12 @@ func run(o options) error {
 
 	if !o.skipScripts {
 		if err := scriptCost(dir, o.repeat); err != nil {
+			return err
+		}
+	}
+
+	if !o.skipCapacity {
+		if err := env.capacity(o); err != nil {
 			return err
 		}
 	}
