@@ -482,7 +482,25 @@ func (f *fakeNode) run(cmd []string) (string, any, error) {
 	if e, ok := v.(error); ok {
 		return raw, nil, e
 	}
-	return raw, v, nil
+	return raw, nilElements(v), nil
+}
+
+// nilElements turns the nil elements of an array reply, which proto.Parse
+// leaves as their raw encoding, into nil (false in Lua, as Redis gives
+// MGET's missing keys to a script).
+func nilElements(v any) any {
+	a, ok := v.([]any)
+	if !ok {
+		return v
+	}
+	for i, e := range a {
+		if s, isString := e.(string); isString && (s == "$-1\r\n" || s == "*-1\r\n" || s == "_\r\n") {
+			a[i] = nil
+			continue
+		}
+		a[i] = nilElements(e)
+	}
+	return a
 }
 
 func (f *fakeNode) Ping(ctx context.Context) error {

@@ -55,8 +55,9 @@ if span > size and not blocked and stored then
   redis.call('SET', sem .. ':c', string.format('%d:%d:%d', size, keep, version), 'KEEPTTL')
 end
 local st = {}
+local slot = slots_read(base, size)
 for i = 0, size - 1 do
-  local v = redis.call('GET', base .. i)
+  local v = slot[i + 1]
   if not v then
     st[i + 1] = 'f'
   elseif v == token then

@@ -10,7 +10,9 @@ if not stored then
 end
 local base = sem .. ':s:'
 local out = {tonumber(stored)}
-for i = 0, sem_span(sem, tonumber(stored)) - 1 do
-  out[#out + 1] = redis.call('GET', base .. i) or ''
+local span = sem_span(sem, tonumber(stored))
+local slot = slots_read(base, span)
+for i = 0, span - 1 do
+  out[#out + 1] = slot[i + 1] or ''
 end
 return out

@@ -23,8 +23,9 @@ local limit = tonumber(stored)
 local span, keep = sem_span(sem, limit)
 local mine, live, above, freed = {}, 0, 0, 0
 local left = 0
+local slot = slots_read(base, span)
 for i = 0, span - 1 do
-  local v = redis.call('GET', base .. i)
+  local v = slot[i + 1]
   if v == token then
     left = math.max(left, redis.call('PTTL', base .. i))
     redis.call('DEL', base .. i)
