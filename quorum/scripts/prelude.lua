@@ -193,7 +193,9 @@ local function wait_check(lock, mark, rnext, n, token, markid, markttl)
       mine = false
     end
     local taken = v and v ~= token
-    if not v and markttl > 0 then
+    -- (readers next is read only where it exists: one call when, as
+    -- mostly, no reader waits)
+    if not v and markttl > 0 and redis.call('EXISTS', KEYS[rnext + i]) == 1 then
       now = now or time_ms()
       taken = redis.call('ZCOUNT', KEYS[rnext + i], '(' .. now, '+inf') > 0
     end
@@ -214,10 +216,13 @@ end
 local function promote(mark, rnext, rafter, n, markid, markttl)
   for i = 1, n do
     local m = KEYS[mark + i]
-    if markid ~= '' and redis.call('GET', m) == markid then
+    -- One EXISTS skips both steps where neither a mark nor readers after
+    -- exist (a writer that did not have to wait).
+    local some = (markid ~= '' or markttl > 0) and redis.call('EXISTS', m, KEYS[rafter + i]) > 0
+    if some and markid ~= '' and redis.call('GET', m) == markid then
       redis.call('DEL', m)
     end
-    if markttl > 0 then
+    if some and markttl > 0 then
       local nx, af = KEYS[rnext + i], KEYS[rafter + i]
       local keep = redis.call('PTTL', af)
       if keep > 0 then
