@@ -53,12 +53,18 @@ import (
 // messages to local subscribers. The nodes' notifier must pass every
 // message to Notify first.
 type Bus struct {
-	// handOn orders the hand-ons of Notify: a message is handed on under
-	// it, taken before mu is released, so that messages are handed on in
-	// the order their ids were first seen (two masters' readers that
-	// each decide under mu would otherwise race to the receiver, and a
-	// later message could overtake an earlier one).
-	handOn  sync.Mutex
+	// Notify hands messages on in the order their ids were first seen:
+	// each takes a ticket under mu (tickets) and, once mu is released,
+	// waits for its turn (serving, under turnMu) to call the receiver.
+	// Two masters' readers that each decide under mu would otherwise race
+	// to the receiver, and a later message could overtake an earlier one.
+	// Nothing waits while holding mu: the receiver takes the proxy's
+	// pub/sub lock, under which tracking calls into the bus.
+	turnMu  sync.Mutex
+	turn    *sync.Cond
+	serving uint64 // the ticket whose turn it is (under turnMu)
+	tickets uint64 // the next ticket (under mu)
+
 	mu      sync.Mutex
 	nodes   []Node
 	quorum  int
@@ -106,7 +112,9 @@ func NewBus() *Bus {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	return &Bus{refs: map[busTopic]int{}, seen: map[string]time.Time{}, now: time.Now, idBase: hex.EncodeToString(b[:])}
+	bus := &Bus{refs: map[busTopic]int{}, seen: map[string]time.Time{}, now: time.Now, idBase: hex.EncodeToString(b[:])}
+	bus.turn = sync.NewCond(&bus.turnMu)
+	return bus
 }
 
 // attach gives the bus its masters; called by New.
@@ -355,12 +363,21 @@ func (b *Bus) Notify(channel, message string) bool {
 	}
 	b.remember(id, now, sent)
 	recv, name := b.recv, channel[len(b.prefix):]
-	b.handOn.Lock()
+	ticket := b.tickets
+	b.tickets++
 	b.mu.Unlock()
+	b.turnMu.Lock()
+	for b.serving != ticket {
+		b.turn.Wait()
+	}
+	b.turnMu.Unlock()
 	if recv != nil {
 		recv(name, payload)
 	}
-	b.handOn.Unlock()
+	b.turnMu.Lock()
+	b.serving++
+	b.turn.Broadcast()
+	b.turnMu.Unlock()
 	return true
 }
 

@@ -238,3 +238,46 @@ func TestBusHandsOnInOrderSeen(t *testing.T) {
 		t.Fatalf("handed on %q, want [first second]", order)
 	}
 }
+
+// TestBusHandOnWaitsWithoutTheBusLock: a hand-on waiting for its turn
+// holds no lock of the bus. The proxy's receiver takes its pub/sub lock,
+// under which client tracking calls into the bus (WatchKeys): had a
+// waiting hand-on held the bus's lock, a receiver blocked on the pub/sub
+// lock, its holder blocked on the bus's lock and the waiting hand-on would
+// wait for each other forever.
+func TestBusHandOnWaitsWithoutTheBusLock(t *testing.T) {
+	b := NewBus()
+	b.attach(nil, 1, "meta:", time.Second)
+	var hub sync.Mutex // the proxy's pub/sub lock
+	entered := make(chan struct{}, 2)
+	recv := func(ch, msg string) int {
+		entered <- struct{}{}
+		hub.Lock()
+		defer hub.Unlock()
+		return 1
+	}
+	b.Receive(recv)
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	hub.Lock()
+	done := make(chan struct{}, 2)
+	go func() { b.Notify("meta:pub:c", "id1 "+now+" first"); done <- struct{}{} }()
+	<-entered // the first hand-on waits for the pub/sub lock
+	go func() { b.Notify("meta:pub:c", "id2 "+now+" second"); done <- struct{}{} }()
+	// Give the second message the time to reach its turn's wait.
+	time.Sleep(50 * time.Millisecond)
+	watched := make(chan struct{})
+	go func() { b.WatchKeys(true); close(watched) }() // under the pub/sub lock, as tracking does
+	select {
+	case <-watched:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the bus's lock is held by a hand-on waiting for its turn: deadlock")
+	}
+	hub.Unlock()
+	for range 2 {
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			t.Fatal("a hand-on never returned")
+		}
+	}
+}

@@ -24,8 +24,8 @@ end
 -- the master holds expires (quorum/doc.go, "Restarted masters"). It is
 -- read (PTTL) at every grant, and written only when it would expire
 -- earlier than this grant, then with an eighth of ttl to spare: a stream
--- of grants writes it about once per eighth of their ttl, and the mark is
--- late by at most that much. Its value is its expiry on the master's
+-- of grants writes it about once per eighth of their ttl, and the mark
+-- outlasts the longest grant by at most that much. Its value is its expiry on the master's
 -- clock in ms, which is what earlier versions of the proxy compare
 -- against: proxies of both versions may serve the same masters.
 local function raise(key, ttl)
