@@ -81,7 +81,19 @@ func TestRueidisDoCacheDropin(t *testing.T) {
 	if v, hit := get(); v != "<nil>" || hit {
 		t.Fatalf("DoCache after the release = %q (cache hit %v), want nil from the proxy", v, hit)
 	}
-	// A nil is not kept: the next holder is seen at once.
+	// A nil is not kept: its invalidation follows the reply at once, so
+	// the next holder is seen. (rueidis hands the reply to the caller
+	// before it reads the push behind it: a read issued meanwhile could
+	// still hit the nil, so the test waits for the push, as the contract
+	// promises it, before reading again.)
+	select {
+	case keys := <-invalidated:
+		if !slices.Contains(keys, key) {
+			t.Fatalf("invalidated %q after the nil read, want %s", keys, key)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no invalidation right after the nil read")
+	}
 	if err := b.Do(ctx, "SET", key, "holder-2", "NX", "PX", "30000").Err(); err != nil {
 		t.Fatal(err)
 	}
