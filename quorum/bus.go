@@ -371,13 +371,17 @@ func (b *Bus) Notify(channel, message string) bool {
 		b.turn.Wait()
 	}
 	b.turnMu.Unlock()
+	// The turn passes on whatever recv does, so that one receiver's
+	// failure cannot stop every later message of every master.
+	defer func() {
+		b.turnMu.Lock()
+		b.serving++
+		b.turn.Broadcast()
+		b.turnMu.Unlock()
+	}()
 	if recv != nil {
 		recv(name, payload)
 	}
-	b.turnMu.Lock()
-	b.serving++
-	b.turn.Broadcast()
-	b.turnMu.Unlock()
 	return true
 }
 
