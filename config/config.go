@@ -76,9 +76,11 @@ type Config struct {
 	LogFormat string `yaml:"log_format"`
 }
 
-// Master is one Redis master.
+// Master is one Redis master: a single server (Addr) or a Redis Cluster
+// (Cluster, its seed nodes), whose shards together cast the master's vote.
 type Master struct {
 	Addr     string     `yaml:"addr"`
+	Cluster  []string   `yaml:"cluster"`
 	Username string     `yaml:"username"`
 	Password string     `yaml:"password"`
 	TLS      *MasterTLS `yaml:"tls"`
@@ -404,8 +406,22 @@ func (c *Config) Validate() error {
 	for i, m := range c.Masters {
 		key := fmt.Sprintf("masters[%d]", i)
 		switch {
+		case m.Addr != "" && len(m.Cluster) > 0:
+			bad(key, "addr and cluster exclude each other: a master is one server or one cluster")
+		case len(m.Cluster) > 0:
+			for j, a := range m.Cluster {
+				ck := fmt.Sprintf("%s.cluster[%d]", key, j)
+				if _, _, err := net.SplitHostPort(a); err != nil {
+					bad(ck, "%v", err)
+					continue
+				}
+				if k, dup := seen[a]; dup {
+					bad(ck, "%s is also in masters[%d]", a, k)
+				}
+				seen[a] = i
+			}
 		case m.Addr == "":
-			bad(key+".addr", "empty")
+			bad(key+".addr", "empty (or give cluster: seed nodes)")
 		default:
 			if _, _, err := net.SplitHostPort(m.Addr); err != nil {
 				bad(key+".addr", "%v", err)

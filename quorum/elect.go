@@ -21,14 +21,16 @@ func (e *Engine) electSet(name string) (*lockSet, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty election name", ErrBadRequest)
 	}
-	m := e.opts.MetaPrefix
+	// Every key of an election lives in the slot of its channel.
+	ch := e.opts.MetaPrefix + "elect-changed:" + name
 	ls := &lockSet{given: []string{name}, pos: []int{0}, n: 1,
-		keys:     []string{m + "elect:" + name, m + "elect-fence:" + name, "", ""},
-		channels: []string{m + "elect-changed:" + name},
-		advert:   m + "elect-value:" + name,
+		keys:     []string{e.meta(ch, "elect:"+name), e.meta(ch, "elect-fence:"+name), "", ""},
+		channels: []string{ch},
+		advert:   e.meta(ch, "elect-value:"+name),
+		lease:    e.leaseKey(ch),
 	}
-	ls.keys[2], ls.keys[3] = e.fenceKeys()
-	ls.acquireKeys = append(append(make([]string, 0, 5), ls.keys...), e.leaseKey())
+	ls.keys[2], ls.keys[3] = e.fenceKeys(ch)
+	ls.acquireKeys = append(append(make([]string, 0, 5), ls.keys...), ls.lease)
 	return ls, nil
 }
 
@@ -126,7 +128,7 @@ func (e *Engine) electExtend(ctx context.Context, l *Lease, ttl time.Duration) (
 	if err != nil {
 		return 0, err
 	}
-	keys := []string{ls.keys[0], ls.keys[1], e.leaseKey(), ls.advert}
+	keys := []string{ls.keys[0], ls.keys[1], ls.lease, ls.advert}
 	return e.extendWith(ctx, ls, l.Token, ttl, scripts.ElectExtend, keys, nil, time.Time{})
 }
 

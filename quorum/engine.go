@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	randv2 "math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,15 @@ type Options struct {
 	// MetaPrefix is the namespace of the proxy's own keys (fences,
 	// channels); default "redlock-proxy:". It must not be empty.
 	MetaPrefix string
+	// Slotted selects the layout for Redis Cluster masters: every key one
+	// script touches lives in one hash slot. Each key of a resource
+	// carries, after MetaPrefix, the hash tag of its lock key's slot
+	// ("{" + SlotTag(slot) + "}"), and the master-wide keys (fence
+	// sequence, lagging bound, lease mark) become one per slot. It must be
+	// the same on every proxy serving the same masters, and MetaPrefix
+	// must then hold no "{" or "}". See "Cluster masters" in the package
+	// doc.
+	Slotted bool
 	// HealthInterval is how often each master is pinged; default 1s.
 	HealthInterval time.Duration
 	// Quarantine is the longest a master whose run_id changed (it restarted,
@@ -154,6 +164,14 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	if opts.MetaPrefix == "" {
 		opts.MetaPrefix = "redlock-proxy:"
 	}
+	for _, n := range nodes {
+		if _, ok := n.(ShardedNode); ok {
+			opts.Slotted = true // cluster masters need it
+		}
+	}
+	if opts.Slotted && strings.ContainsAny(opts.MetaPrefix, "{}") {
+		return nil, fmt.Errorf("quorum: meta prefix %q must not hold a hash tag's braces with cluster masters", opts.MetaPrefix)
+	}
 	if opts.HealthInterval <= 0 {
 		opts.HealthInterval = time.Second
 	}
@@ -189,6 +207,14 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		log:    opts.Logger,
 		kick:   make(chan struct{}, 1),
 		prims:  primitives(),
+	}
+	for i, n := range nodes {
+		if sn, ok := n.(ShardedNode); ok {
+			sn.AttachFloors(func(ctx context.Context, slots []int) error {
+				_, err := e.raiseFloors(ctx, i, slots)
+				return err
+			})
+		}
 	}
 	if opts.Bus != nil {
 		opts.Bus.attach(nodes, q, opts.MetaPrefix, opts.MasterTimeout)

@@ -19,8 +19,11 @@ type fairQueue struct {
 	// queue and deadlines are the queue's keys: tokens by ticket, and by
 	// the master's time after which the waiter counts as gone.
 	queue, deadlines string
-	channel          string
-	stale            time.Duration
+	// seq is the fence sequence the tickets come from (that of the
+	// queue's slot with the slotted layout).
+	seq     string
+	channel string
+	stale   time.Duration
 	// id is the waiter's member in the queue, one per call: the caller's
 	// token if it chose one, else random (the lock token is then fresh for
 	// every try).
@@ -37,7 +40,7 @@ type fairQueue struct {
 
 // fairKeys names a resource's queue and its deadlines.
 func (e *Engine) fairKeys(resource string) [2]string {
-	return [2]string{e.opts.MetaPrefix + "fairq:" + resource, e.opts.MetaPrefix + "fairq-dl:" + resource}
+	return [2]string{e.resMeta(resource, "fairq:"+resource), e.resMeta(resource, "fairq-dl:"+resource)}
 }
 
 // fairAcquire acquires a lock on one resource like Lock, but waiters are
@@ -54,7 +57,7 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 	}
 	fk := e.fairKeys(ls.given[0])
 	// The caller's token, if it chose one, is also its id in the queue.
-	fq := &fairQueue{queue: fk[0], deadlines: fk[1], channel: ls.channels[0], stale: e.opts.FairStaleAfter, id: cmp.Or(req.Token, NewToken()), name: "fairlock"}
+	fq := &fairQueue{queue: fk[0], deadlines: fk[1], seq: ls.keys[3], channel: ls.channels[0], stale: e.opts.FairStaleAfter, id: cmp.Or(req.Token, NewToken()), name: "fairlock"}
 	if req.Wait > 0 {
 		ls.mark = fq.id
 	}
@@ -118,8 +121,7 @@ func (e *Engine) fairAbandon(ctx context.Context, l *Lease) {
 // then on the waiter's tries keep it queued at that ticket.
 func (e *Engine) enqueue(ctx context.Context, fq *fairQueue) error {
 	fq.sent = true
-	_, seqKey := e.fenceKeys()
-	keys := []string{fq.queue, fq.deadlines, seqKey}
+	keys := []string{fq.queue, fq.deadlines, fq.seq}
 	r := e.follow(ctx, fq.last, &op{name: fq.name, script: scripts.FairEnqueue, keys: keys,
 		args: []string{fq.id, strconv.FormatUint(e.fences.next(), 10), ms(fq.stale)}}, nil, nil)
 	fq.last = r

@@ -348,7 +348,19 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 	if !due {
 		return
 	}
-	o := &op{name: "quarantine", script: scripts.LeaseLeft, keys: []string{e.leaseKey()}}
+	if e.opts.Slotted {
+		// One lease mark per slot: the quarantine stays Options.Quarantine
+		// (see "Cluster masters" in the package doc).
+		h.mu.Lock()
+		if h.conn == conn && !h.sized {
+			h.sized = true
+			h.why = fmt.Sprintf("restarted %s; with cluster masters the quarantine is limits.max_ttl (%v)",
+				h.restartSeen.UTC().Format(time.RFC3339), e.opts.Quarantine)
+		}
+		h.mu.Unlock()
+		return
+	}
+	o := &op{name: "quarantine", script: scripts.LeaseLeft, keys: []string{e.leaseKey("")}}
 	var until time.Time
 	var longest time.Duration
 	got := 0
@@ -416,14 +428,7 @@ func (e *Engine) rejoin(ctx context.Context, i int) error {
 	if !due {
 		return nil
 	}
-	floor, err := e.floorFromOthers(ctx, i)
-	if err == nil {
-		lag, seq := e.fenceKeys()
-		o := &op{name: "floor", script: scripts.FenceFloor, keys: []string{seq, lag}, args: []string{strconv.FormatUint(floor, 10)}}
-		cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
-		_, err = e.call(cctx, i, o)
-		cancel()
-	}
+	floor, err := e.raiseFloors(ctx, i, nil)
 	if err != nil {
 		h.mu.Lock()
 		if h.conn == conn {
@@ -494,9 +499,8 @@ func (e *Engine) askOthers(ctx context.Context, i int, o *op) []otherAnswer {
 // power cut that restarted every master. The engine then says so loudly and
 // rejoins with the best floor it can find: what the others hold and what it
 // issued itself.
-func (e *Engine) floorFromOthers(ctx context.Context, i int) (uint64, error) {
-	_, seq := e.fenceKeys()
-	hw := &op{name: "floor", script: scripts.FenceHighwater, keys: []string{seq, e.opts.MetaPrefix + "fence-floor"}}
+func (e *Engine) floorFromOthers(ctx context.Context, i int, seq, old string) (uint64, error) {
+	hw := &op{name: "floor", script: scripts.FenceHighwater, keys: []string{seq, old}}
 	top := e.fences.high()
 	got, intact := 0, 0
 	for j, a := range e.askOthers(ctx, i, hw) {
@@ -517,8 +521,92 @@ func (e *Engine) floorFromOthers(ctx context.Context, i int) (uint64, error) {
 		return 0, fmt.Errorf("%w: %d of the other masters answered, %d needed to raise the fence floor", ErrNoQuorum, got, e.quorum)
 	}
 	if intact < e.quorum {
-		e.log.Error("fewer than a quorum of masters kept their data: fences may repeat; rejoining with the best floor known",
-			"master", e.nodes[i].Addr(), "intact_masters", intact, "quorum", e.quorum, "fence_floor", top)
+		return top, &fewIntactError{intact: intact}
+	}
+	return top, nil
+}
+
+// fewIntactError is floorFromOthers' floor when fewer than a quorum of
+// the masters that answered kept their data: the best known, not a bound.
+type fewIntactError struct{ intact int }
+
+func (f *fewIntactError) Error() string {
+	return fmt.Sprintf("%d intact masters answered", f.intact)
+}
+
+// raiseFloors raises the fence floor of master i: from a quorum of the
+// other masters (floorFromOthers), written to i's sequence. With the
+// slotted layout there is one sequence per hash slot, and it does so for
+// each of slots (every slot when slots is nil), some at a time; else
+// slots is ignored. It returns the highest floor written.
+func (e *Engine) raiseFloors(ctx context.Context, i int, slots []int) (uint64, error) {
+	one := func(ctx context.Context, seq, lag, old string) (uint64, bool, error) {
+		floor, err := e.floorFromOthers(ctx, i, seq, old)
+		var few *fewIntactError
+		fewIntact := errors.As(err, &few)
+		if err != nil && !fewIntact {
+			return 0, false, err
+		}
+		o := &op{name: "floor", script: scripts.FenceFloor, keys: []string{seq, lag}, args: []string{strconv.FormatUint(floor, 10)}}
+		cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
+		_, err = e.call(cctx, i, o)
+		cancel()
+		return floor, fewIntact, err
+	}
+	if !e.opts.Slotted {
+		lag, seq := e.fenceKeys("")
+		floor, few, err := one(ctx, seq, lag, e.opts.MetaPrefix+"fence-floor")
+		if err == nil && few {
+			e.log.Error("fewer than a quorum of masters kept their data: fences may repeat; rejoining with the best floor known",
+				"master", e.nodes[i].Addr(), "quorum", e.quorum, "fence_floor", floor)
+		}
+		return floor, err
+	}
+	if slots == nil {
+		slots = make([]int, Slots)
+		for s := range slots {
+			slots[s] = s
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu          sync.Mutex
+		top         uint64
+		few         bool
+		next        int
+		wg          sync.WaitGroup
+		parallelism = 32
+	)
+	for range min(parallelism, len(slots)) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				mu.Lock()
+				if next == len(slots) {
+					mu.Unlock()
+					return
+				}
+				s := slots[next]
+				next++
+				mu.Unlock()
+				floor, f, err := one(ctx, e.slotMeta(s, "fence-hwm"), e.slotMeta(s, "fence-lag"), e.slotMeta(s, "fence-floor"))
+				if err != nil {
+					cancel(fmt.Errorf("slot %d: %w", s, err))
+					return
+				}
+				mu.Lock()
+				top, few = max(top, floor), few || f
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return 0, err
+	}
+	if few {
+		e.log.Error("fewer than a quorum of masters kept their data: fences may repeat; rejoining with the best floors known",
+			"master", e.nodes[i].Addr(), "quorum", e.quorum, "slots", len(slots), "highest_fence_floor", top)
 	}
 	return top, nil
 }

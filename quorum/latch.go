@@ -37,8 +37,10 @@ func (e *Engine) latchKeys(name string) (latchKeys, error) {
 		return latchKeys{}, fmt.Errorf("%w: empty latch name", ErrBadRequest)
 	}
 	enc := strconv.Itoa(len(name)) + ":" + name
-	base := e.opts.MetaPrefix + "latch:" + enc
-	return latchKeys{count: base, arrivals: base + ":a", channel: e.opts.MetaPrefix + "latch-open:" + enc}, nil
+	// Both keys live in the slot of the latch's channel.
+	ch := e.opts.MetaPrefix + "latch-open:" + enc
+	base := e.meta(ch, "latch:"+enc)
+	return latchKeys{count: base, arrivals: base + ":a", channel: ch}, nil
 }
 
 // latchCreate creates the latch name waiting for count arrivals and living

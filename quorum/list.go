@@ -78,6 +78,7 @@ func (e *Engine) listKind(key string) (p Primitive, name string, ok bool) {
 		name, ok = strings.CutPrefix(key, e.opts.KeyPrefix)
 		return Lock, name, ok && name != ""
 	}
+	rest = e.unslot(rest)
 	if name, ok := strings.CutPrefix(rest, "elect:"); ok && name != "" {
 		return Election, name, true
 	}

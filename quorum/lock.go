@@ -45,6 +45,9 @@ type lockSet struct {
 	advert, value string
 	// reentrant: each try takes one re-entrant hold (lock_hold).
 	reentrant bool
+	// lease is the master's lease high-water mark (that of the first
+	// resource's slot with the slotted layout).
+	lease string
 }
 
 func (ls *lockSet) locksAndFences() []string { return ls.keys[:2*ls.n] }
@@ -88,7 +91,7 @@ func (ls *lockSet) withReaders(e *Engine, tail ...string) []string {
 
 // holdsKey is resource's re-entrant holds: the hold ids of the token that
 // holds its lock, by order (see "Re-entrant locks").
-func (e *Engine) holdsKey(resource string) string { return e.opts.MetaPrefix + "holds:" + resource }
+func (e *Engine) holdsKey(resource string) string { return e.resMeta(resource, "holds:"+resource) }
 
 // unlockKeys are lock_release's keys (without the optional fair queue).
 func (ls *lockSet) unlockKeys(e *Engine) []string { return ls.withReaders(e, ls.keys[2*ls.n]) }
@@ -119,12 +122,15 @@ func (e *Engine) lockSet(rs []string) (*lockSet, error) {
 	ls := &lockSet{given: given, n: n, pos: make([]int, n), keys: make([]string, 2*n+2), channels: make([]string, n)}
 	for i, r := range sorted {
 		ls.keys[i] = e.opts.KeyPrefix + r
-		ls.keys[n+i] = e.opts.MetaPrefix + "fence:" + r
+		ls.keys[n+i] = e.resMeta(r, "fence:"+r)
 		ls.channels[i] = e.opts.MetaPrefix + "released:" + r
 	}
-	ls.keys[2*n], ls.keys[2*n+1] = e.fenceKeys()
+	// The master-wide keys are those of the first resource's slot (one
+	// set per master with single-server masters; see Options.Slotted).
+	ls.keys[2*n], ls.keys[2*n+1] = e.fenceKeys(ls.keys[0])
+	ls.lease = e.leaseKey(ls.keys[0])
 	ls.acquireKeys = append(make([]string, 0, 2*n+3), ls.keys...)
-	ls.acquireKeys = append(ls.acquireKeys, e.leaseKey())
+	ls.acquireKeys = append(ls.acquireKeys, ls.lease)
 	for i, r := range given {
 		ls.pos[i], _ = slices.BinarySearch(sorted, r)
 	}
@@ -150,15 +156,18 @@ func (e *Engine) requestSet(req Request, what string) (*lockSet, error) {
 
 // leaseKey is the master-wide lease high-water mark: when the
 // longest-lived grant the master holds expires (see "Restarted masters").
-func (e *Engine) leaseKey() string { return e.opts.MetaPrefix + "lease-hwm" }
+// With the slotted layout there is one per hash slot: that of anchor.
+func (e *Engine) leaseKey(anchor string) string { return e.meta(anchor, "lease-hwm") }
 
 // brokenKey is resource's break mark: what RLOCKBREAK broke, living as
 // long as that grant had left (see Break).
-func (e *Engine) brokenKey(resource string) string { return e.opts.MetaPrefix + "broken:" + resource }
+func (e *Engine) brokenKey(resource string) string { return e.resMeta(resource, "broken:"+resource) }
 
 // fenceKeys are the master-wide lagging fence bound and fence sequence.
-func (e *Engine) fenceKeys() (lag, seq string) {
-	return e.opts.MetaPrefix + "fence-lag", e.opts.MetaPrefix + "fence-hwm"
+// With the slotted layout there is one pair per hash slot: that of
+// anchor.
+func (e *Engine) fenceKeys(anchor string) (lag, seq string) {
+	return e.meta(anchor, "fence-lag"), e.meta(anchor, "fence-hwm")
 }
 
 // markTTL is how long the writer-waiting marks of a call that waits live
@@ -440,7 +449,8 @@ func (ls *lockSet) nxKeys(e *Engine) []string {
 func (ls *lockSet) ownerKeys(e *Engine) []string {
 	out := make([]string, ls.n)
 	for i, k := range ls.keys[:ls.n] {
-		out[i] = e.opts.MetaPrefix + "owner:" + strings.TrimPrefix(k, e.opts.KeyPrefix)
+		r := strings.TrimPrefix(k, e.opts.KeyPrefix)
+		out[i] = e.resMeta(r, "owner:"+r)
 	}
 	return out
 }
@@ -526,12 +536,12 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 	if ttl <= 0 || token == "" {
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
-	keys := ls.withReaders(e, e.leaseKey())
+	keys := ls.withReaders(e, ls.lease)
 	script := scripts.LockExtend
 	var re *reenrolment
 	if owned {
 		script = scripts.LockExtendOwned
-		keys = append(append(ls.locksAndFences()[:2*ls.n:2*ls.n], e.leaseKey()), ls.ownerKeys(e)...)
+		keys = append(append(ls.locksAndFences()[:2*ls.n:2*ls.n], ls.lease), ls.ownerKeys(e)...)
 	} else {
 		re = &reenrolment{
 			token: token,

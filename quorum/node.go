@@ -4,6 +4,22 @@ import (
 	"context"
 )
 
+// ShardedNode is a Node made of shards that each serve some hash slots (a
+// Redis Cluster; the engine then uses the slotted layout, see
+// Options.Slotted). It keeps a shard that may have lost data (restarted,
+// failed over) out of the vote itself: the shard's requests fail until its
+// quarantine is over and its slots' fence floors were raised with the
+// function the engine gives AttachFloors (see "Cluster masters" in the
+// package doc).
+type ShardedNode interface {
+	Node
+	// AttachFloors gives the node the engine's function that raises the
+	// fence floors of some slots on it from the other masters. The node
+	// calls it from its own goroutine; the floor writes it makes are the
+	// only requests a shard out of the vote must run.
+	AttachFloors(raise func(ctx context.Context, slots []int) error)
+}
+
 // Identity is who answers on a master's current connection.
 type Identity struct {
 	// RunID is the master's run_id (INFO server); "" if it did not say.

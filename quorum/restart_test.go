@@ -234,7 +234,7 @@ func (c *cluster) settle0ForHWM(t *testing.T) {
 	t.Helper()
 	if !eventually(time.Second, func() bool {
 		for _, f := range c.nodes {
-			if _, ok := f.value(c.eng.leaseKey()); !ok {
+			if _, ok := f.value(c.eng.leaseKey("")); !ok {
 				return false
 			}
 		}

@@ -28,13 +28,13 @@ type rwKeys struct {
 func (e *Engine) rwKeys(resource string) rwKeys {
 	return rwKeys{
 		lock:    e.opts.KeyPrefix + resource,
-		readers: e.opts.MetaPrefix + "rw:" + resource,
-		mark:    e.opts.MetaPrefix + "rw-w:" + resource,
-		next:    e.opts.MetaPrefix + "rw-ra:" + resource,
-		after:   e.opts.MetaPrefix + "rw-rb:" + resource,
+		readers: e.resMeta(resource, "rw:"+resource),
+		mark:    e.resMeta(resource, "rw-w:"+resource),
+		next:    e.resMeta(resource, "rw-ra:"+resource),
+		after:   e.resMeta(resource, "rw-rb:"+resource),
 		channel: e.opts.MetaPrefix + "released:" + resource,
-		lease:   e.leaseKey(),
-		owner:   e.opts.MetaPrefix + "owner:" + resource,
+		lease:   e.leaseKey(e.opts.KeyPrefix + resource),
+		owner:   e.resMeta(resource, "owner:"+resource),
 	}
 }
 

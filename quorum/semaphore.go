@@ -69,14 +69,17 @@ func (e *Engine) semKeys(name string) (semKeys, error) {
 		return semKeys{}, fmt.Errorf("%w: empty semaphore name", ErrBadRequest)
 	}
 	enc := strconv.Itoa(len(name)) + ":" + name
+	// Every key of a semaphore, its slots and records too (named by the
+	// scripts after base), lives in the slot of its channel.
+	ch := e.opts.MetaPrefix + "semreleased:" + enc
 	return semKeys{
 		name:    name,
-		base:    e.opts.MetaPrefix + "sem:" + enc,
-		channel: e.opts.MetaPrefix + "semreleased:" + enc,
-		lease:   e.leaseKey(),
+		base:    e.meta(ch, "sem:"+enc),
+		channel: ch,
+		lease:   e.leaseKey(ch),
 		// Beside the limit key, under names no slot or record takes.
-		queue:     e.opts.MetaPrefix + "sem:" + enc + ":q",
-		deadlines: e.opts.MetaPrefix + "sem:" + enc + ":d",
+		queue:     e.meta(ch, "sem:"+enc+":q"),
+		deadlines: e.meta(ch, "sem:"+enc+":d"),
 	}, nil
 }
 
@@ -155,9 +158,10 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 	if req.Limit < 1 || req.Limit > MaxSemaphoreLimit || req.Count < 1 || req.Count > req.Limit || req.TTL <= 0 {
 		return nil, fmt.Errorf("%w: limit, count or ttl out of range", ErrBadRequest)
 	}
+	_, seq := e.fenceKeys(k.channel)
 	// The call's member in the queue: its count, and an id that is the
 	// caller's token or random (the token is fresh for every try).
-	q := &fairQueue{queue: k.queue, deadlines: k.deadlines, channel: k.channel, stale: e.writerMark(),
+	q := &fairQueue{queue: k.queue, deadlines: k.deadlines, seq: seq, channel: k.channel, stale: e.writerMark(),
 		id: strconv.Itoa(req.Count) + ":" + cmp.Or(req.Token, NewToken()), name: "sem_acquire"}
 	gaveBack := false
 	defer func() {

@@ -750,8 +750,8 @@ func checkSubset(t *testing.T, row subsetRow, states []masterState, mode tokenMo
 	// the master-wide fence bounds and lease high-water mark (a master
 	// that granted raised it; it expires with the ttl), and nothing of
 	// this attempt.
-	lag, seq := c.eng.fenceKeys()
-	hwm := c.eng.leaseKey()
+	lag, seq := c.eng.fenceKeys("")
+	hwm := c.eng.leaseKey("")
 	for i, f := range c.nodes {
 		now := f.dump()
 		for k, v := range now {

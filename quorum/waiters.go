@@ -14,7 +14,12 @@ import (
 // (see "Waiters" in the package doc): one per resource, whatever the
 // primitive, as each primitive has one release channel per resource.
 func (e *Engine) waitingKey(channel string) string {
-	return e.opts.MetaPrefix + "waiting:" + strings.TrimPrefix(channel, e.opts.MetaPrefix)
+	rest := strings.TrimPrefix(channel, e.opts.MetaPrefix)
+	anchor := channel
+	if r, ok := strings.CutPrefix(rest, "released:"); ok {
+		anchor = e.opts.KeyPrefix + r // a lock's: in its lock key's slot
+	}
+	return e.meta(anchor, "waiting:"+rest)
 }
 
 // waitCount is one waiting call's entry in the waiting sets of what it

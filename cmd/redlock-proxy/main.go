@@ -156,9 +156,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
-		n, err := redisnode.New(redisnode.Options{Addr: m.Addr, Username: m.Username, Password: m.Password, TLS: tlsCfg,
+		o := redisnode.Options{Addr: m.Addr, Username: m.Username, Password: m.Password, TLS: tlsCfg,
 			FlushDelay: cfg.MasterFlushDelay, Notify: notify, NotifyPattern: func(pattern, channel, message string) { bus.NotifyPattern(pattern, channel, message) },
-			Logger: log})
+			Logger: log}
+		if len(m.Cluster) > 0 {
+			c, err := redisnode.NewCluster(redisnode.ClusterOptions{Seeds: m.Cluster, Node: o, Quarantine: quarantine})
+			if err != nil {
+				return err
+			}
+			closers = append(closers, c.Close)
+			nodes = append(nodes, c)
+			continue
+		}
+		n, err := redisnode.New(o)
 		if err != nil {
 			return err
 		}

@@ -81,6 +81,10 @@ type Options struct {
 	NotifyPattern func(pattern, channel, message string)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Sharded says the master is a shard of a Redis Cluster: requests
+	// batched into one script call (see pipe.evalScript) then all hold
+	// keys of one hash slot, as a cluster requires.
+	Sharded bool
 }
 
 // Node is one Redis master. It is safe for concurrent use.
@@ -314,7 +318,41 @@ func (n *Node) Send(name string, keys, args []string, done func(v any, err error
 		done(nil, n.notConnected())
 		return
 	}
-	p.evalScript(s, keys, args, done)
+	p.evalScript(s, keys, args, done, n.slotOf(keys))
+}
+
+// slotOf is the hash slot of keys (their first's) on a shard, -1 elsewhere
+// or without keys.
+func (n *Node) slotOf(keys []string) int {
+	if !n.opts.Sharded || len(keys) == 0 {
+		return -1
+	}
+	return quorum.KeySlot(keys[0])
+}
+
+// sendAsking is Send preceded by ASKING on the same connection, with
+// nothing in between: a request redirected by ASK during a resharding.
+func (n *Node) sendAsking(name string, keys, args []string, done func(v any, err error)) {
+	s, ok := n.scripts[name]
+	if !ok {
+		done(nil, fmt.Errorf("redisnode: no script %q", name))
+		return
+	}
+	p := n.pipe.Load()
+	if p == nil {
+		done(nil, n.notConnected())
+		return
+	}
+	p.asking(s, keys, args, done)
+}
+
+// Command sends a plain command (no script) and waits for its reply.
+func (n *Node) Command(ctx context.Context, args ...string) (any, error) {
+	p := n.pipe.Load()
+	if p == nil {
+		return nil, n.notConnected()
+	}
+	return wait(ctx, func(done func(any, error)) { p.command(args, done) })
 }
 
 // Eval implements quorum.Node: Send, waiting for the reply or ctx's end.

@@ -33,6 +33,9 @@ type request struct {
 	script     *script
 	keys, args []string
 	done       func(v any, err error)
+	// slot is the hash slot of the keys on a cluster's shard (-1
+	// elsewhere): only requests of one slot share a batch.
+	slot int
 	// members, when set, are the requests a batch carries (script is then
 	// their script, run by its batch wrapper; keys, args and done unset).
 	members []request
@@ -125,13 +128,13 @@ const maxBatch = 32
 // Each request's result is the one it would have had alone (the requests
 // run in the same order, nothing runs between them); the batch is one
 // entry of the queue, at the place of its requests.
-func (p *pipe) evalScript(s *script, keys, args []string, done func(any, error)) {
-	r := request{script: s, keys: keys, args: args, done: done}
+func (p *pipe) evalScript(s *script, keys, args []string, done func(any, error), slot int) {
+	r := request{script: s, keys: keys, args: args, done: done, slot: slot}
 	if !p.lockOpen(done) {
 		return
 	}
 	if p.writing && s.batch != nil {
-		if len(p.open) > 0 && (p.open[0].script != s || len(p.open) >= maxBatch) {
+		if len(p.open) > 0 && (p.open[0].script != s || p.open[0].slot != slot || len(p.open) >= maxBatch) {
 			p.closeOpen()
 		}
 		p.open = append(p.open, r)
@@ -220,6 +223,19 @@ func (p *pipe) lockOpen(done func(any, error)) bool {
 		return false
 	}
 	return true
+}
+
+// asking sends ASKING then script s, adjacent on the wire; done gets the
+// script's reply (ASKING's OK is dropped).
+func (p *pipe) asking(s *script, keys, args []string, done func(any, error)) {
+	if !p.lockOpen(done) {
+		return
+	}
+	p.closeOpen()
+	p.out = appendCommand(p.out, "ASKING")
+	p.queue = append(p.queue, request{done: func(any, error) {}})
+	p.encodeOne(request{script: s, keys: keys, args: args, done: done, slot: -1})
+	p.flushLocked()
 }
 
 // command sends a plain command (PING, SCRIPT...).

@@ -134,7 +134,7 @@ func TestBatch(t *testing.T) {
 		if i == 3 {
 			r = "h"
 		}
-		p.evalScript(acq, lockKeys(3, r), acquireArgs("t"+strconv.Itoa(i), "60000", "1"), func(v any, err error) { results[i] <- res{v, err} })
+		p.evalScript(acq, lockKeys(3, r), acquireArgs("t"+strconv.Itoa(i), "60000", "1"), func(v any, err error) { results[i] <- res{v, err} }, -1)
 	}
 	before := evalCalls(t, rc)
 	defer sc.finish()()
@@ -184,7 +184,7 @@ func TestWriteBufferNotReused(t *testing.T) {
 		answered.Add(1)
 		// Same length for every request, so that a request overwriting
 		// another in a shared buffer stays well-formed RESP.
-		p.evalScript(acq, lockKeys(3, r), acquireArgs(token(r), "60000", "1"), func(any, error) { answered.Done() })
+		p.evalScript(acq, lockKeys(3, r), acquireArgs(token(r), "60000", "1"), func(any, error) { answered.Done() }, -1)
 	}
 	var resources []string
 	// 1: a small write, in progress on its own goroutine.
@@ -207,7 +207,7 @@ func TestWriteBufferNotReused(t *testing.T) {
 	resources = append(resources, "r00002")
 	send("r00002")
 	answered.Add(1)
-	p.evalScript(rel, readerKeys("meta:fence-lag", "none"), []string{"nobody"}, func(any, error) { answered.Done() })
+	p.evalScript(rel, readerKeys("meta:fence-lag", "none"), []string{"nobody"}, func(any, error) { answered.Done() }, -1)
 	defer sc.finish()()
 	answered.Wait()
 	for _, r := range resources {
@@ -291,7 +291,7 @@ func TestBatchAfterScriptFlush(t *testing.T) {
 					return
 				}
 				results[i] = v
-			})
+			}, -1)
 		}
 		stop := sc.finish()
 		answered.Wait()

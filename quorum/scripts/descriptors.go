@@ -69,10 +69,10 @@ var (
 
 	// LockAcquire is the plain (and multi-resource) lock's acquire, for a
 	// writer that does not wait: no fair queue, no reader, no mark.
-	LockAcquire = define("lock_acquire", lockKeys, lockArgs)
+	LockAcquire = define("lock_acquire", lockKeys, lockArgs).splits(MergeGrant)
 	// LockAcquireWait is the acquire of a writer that waits: it marks the
 	// resources that refuse it and lets the readers who waited go first.
-	LockAcquireWait = define("lock_acquire_wait", waitKeys, waitArgs)
+	LockAcquireWait = define("lock_acquire_wait", waitKeys, waitArgs).splits(MergeGrant)
 	// LockAcquireFair is a fair lock's acquire (one resource, its queue).
 	LockAcquireFair = define("lock_acquire_fair",
 		append(waitKeys[:len(waitKeys):len(waitKeys)], One("queue"), One("deadlines")),
@@ -80,27 +80,27 @@ var (
 	// LockAcquireNX is drop-in mode's exclusive acquire (SET NX's rule).
 	LockAcquireNX = define("lock_acquire_nx",
 		append(lockKeys[:len(lockKeys):len(lockKeys)], Each("owner")),
-		[]Field{One("value"), One("ttl"), One("proposal"), One("lagms"), One("nonce")})
+		[]Field{One("value"), One("ttl"), One("proposal"), One("lagms"), One("nonce")}).splits(MergeGrant)
 	// LockUnacquireNX rolls back what one LockAcquireNX attempt set.
 	LockUnacquireNX = define("lock_unacquire_nx",
 		[]Field{Each("lock"), Each("fence"), One("lag"), Each("owner")},
-		[]Field{One("value"), One("nonce")})
+		[]Field{One("value"), One("nonce")}).splits(MergeSum)
 	// LockFence writes a lease's fences back while it holds.
 	LockFence = define("lock_fence",
 		[]Field{Each("lock"), Each("fence"), One("seq")},
-		[]Field{One("token"), One("lagms"), Each("value")})
+		[]Field{One("token"), One("lagms"), Each("value")}).splits(MergeAll)
 	// LockRelease releases the lock keys that hold a token.
 	LockRelease = define("lock_release",
 		[]Field{Each("lock"), Each("fence"), Each("readers"), Each("holds"), One("lag"), Opt("queue")},
-		[]Field{One("token"), EachOpt("channel")})
+		[]Field{One("token"), EachOpt("channel")}).splits(MergeRelease)
 	// LockExtend resets the ttl of the lock keys that hold a token.
 	LockExtend = define("lock_extend",
 		[]Field{Each("lock"), Each("fence"), Each("readers"), Each("holds"), One("lease")},
-		[]Field{One("token"), One("ttl"), One("lagms")})
+		[]Field{One("token"), One("ttl"), One("lagms")}).splits(MergeSum)
 	// LockExtendOwned is LockExtend for drop-in mode's locks (owner keys).
 	LockExtendOwned = define("lock_extend_owned",
 		[]Field{Each("lock"), Each("fence"), One("lease"), Each("owner")},
-		[]Field{One("token"), One("ttl"), One("lagms")})
+		[]Field{One("token"), One("ttl"), One("lagms")}).splits(MergeSum)
 	// LockBreak deletes a resource's lock whatever holds it (RLOCKBREAK)
 	// and marks it broken.
 	LockBreak = define("lock_break",
@@ -110,11 +110,11 @@ var (
 	// where a break mark lists the token.
 	LockReenrol = define("lock_reenrol",
 		append(lockKeys[:len(lockKeys):len(lockKeys)], Each("broken"), Opt("holds")),
-		append(lockArgs[:len(lockArgs):len(lockArgs)], Rest("hold")))
+		append(lockArgs[:len(lockArgs):len(lockArgs)], Rest("hold"))).splits(MergeGrant)
 	// LockDelete deletes lock keys whatever they hold (drop-in DEL).
 	LockDelete = define("lock_delete",
 		[]Field{Each("lock"), Each("fence"), One("lag")},
-		[]Field{Each("channel")})
+		[]Field{Each("channel")}).splits(MergeEach)
 	// LockDeleteExact deletes a lock key only if it holds the grant seen.
 	LockDeleteExact = define("lock_delete_exact",
 		[]Field{One("lock"), One("fence"), One("lag"), One("owner")},
@@ -176,7 +176,7 @@ var (
 
 	// WaitMark counts a waiting call in or out of its resources' waiting
 	// sets.
-	WaitMark = define("wait_mark", []Field{Rest("waiting")}, []Field{One("id"), One("wait")})
+	WaitMark = define("wait_mark", []Field{Rest("waiting")}, []Field{One("id"), One("wait")}).splits(MergeAll)
 	// WaitInfo reads how many calls wait for a resource, and where a fair
 	// waiter stands in its queue.
 	WaitInfo = define("wait_info", []Field{One("waiting"), Opt("queue"), Opt("deadlines")}, []Field{One("id")})

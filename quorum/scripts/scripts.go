@@ -82,7 +82,10 @@ type Script struct {
 	Name string
 	Keys []Field
 	Args []Field
-	src  string
+	// Merge says whether and how a call over resources in several hash
+	// slots runs on a Redis Cluster (see Split); NoSplit for most.
+	Merge Merge
+	src   string
 }
 
 // Source is the assembled script: the prelude functions it calls, then
