@@ -83,8 +83,8 @@ type nodeHealth struct {
 // than master_timeout (a request with a longer timeout, a release say,
 // answered: the master is up, but too slow for a round to wait for).
 func (h *nodeHealth) record(d time.Duration, err error, slow bool) {
-	if errors.Is(err, context.Canceled) {
-		return // the caller left; says nothing about the master
+	if errors.Is(err, context.Canceled) || errors.Is(err, ErrShardNotVoting) {
+		return // the caller left, or one shard is out: says nothing about the master
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 )
 
 // ShardedNode is a Node made of shards that each serve some hash slots (a
@@ -19,6 +20,13 @@ type ShardedNode interface {
 	// only requests a shard out of the vote must run.
 	AttachFloors(raise func(ctx context.Context, slots []int) error)
 }
+
+// ErrShardNotVoting is wrapped by the error a ShardedNode returns for a
+// request it did not run on one of its shards: the shard is quarantined
+// (restarted, failed over), or the request's slot is moving. It counts as
+// a missing vote, but says nothing of the node's other shards: the node's
+// health does not count it as a failure.
+var ErrShardNotVoting = errors.New("quorum: shard not voting")
 
 // Identity is who answers on a master's current connection.
 type Identity struct {

@@ -82,6 +82,7 @@ func TestMain(m *testing.M) {
 // proxyConfig is what a test may change in the proxy's config.yaml.
 type proxyConfig struct {
 	masters       []string
+	clusters      [][]string // masters that are Redis Clusters (their seeds), after masters
 	masterTimeout time.Duration
 	retryDelay    time.Duration
 	retryJitter   time.Duration
@@ -98,11 +99,14 @@ type proxyConfig struct {
 
 func (c proxyConfig) yaml() string {
 	var b strings.Builder
-	if len(c.masters) > 0 {
+	if len(c.masters)+len(c.clusters) > 0 {
 		b.WriteString("masters:\n")
 	}
 	for _, m := range c.masters {
 		fmt.Fprintf(&b, "  - addr: %q\n", m)
+	}
+	for _, seeds := range c.clusters {
+		fmt.Fprintf(&b, "  - cluster: [\"%s\"]\n", strings.Join(seeds, `", "`))
 	}
 	level := c.logLevel
 	if level == "" {

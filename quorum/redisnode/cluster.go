@@ -39,7 +39,11 @@ type ClusterOptions struct {
 // ErrShardOut fails a request for a slot whose shard does not vote: it
 // restarted or failed over and is quarantined, or its fence floors are not
 // raised yet.
-var ErrShardOut = errors.New("redisnode: cluster shard quarantined")
+var ErrShardOut = fmt.Errorf("redisnode: cluster shard quarantined: %w", quorum.ErrShardNotVoting)
+
+// errMoving fails a request redirected while its slot moves (TRYAGAIN, or
+// a redirection not followed).
+var errMoving = fmt.Errorf("redisnode: slot moving: %w", quorum.ErrShardNotVoting)
 
 // ErrNoSlotMap fails requests while no node of the cluster told its slot
 // map.
@@ -70,9 +74,8 @@ var errNoListing = errors.New("redisnode: listing (RLOCKLIST) does not scan clus
 // the engine raised the fence floors of its slots (see "Cluster masters"
 // in the quorum package doc). Lost data is seen two ways: the run_id read
 // on a new connection to the shard changed (the process restarted,
-// perhaps empty), or its slots were taken over by another node while
-// their old master is no longer a master (a failover: the promoted
-// replica may miss the last writes). Slots that move between masters that
+// perhaps empty), or it took over slots while it was not a master (a
+// failover: the promoted replica may miss the last writes). Slots that move between masters that
 // stay masters (a resharding) move with their keys and need nothing.
 // Every request of a shard out of the vote fails at once, except the
 // engine's fence floor writes.
@@ -100,7 +103,7 @@ type Cluster struct {
 // slotTable is one reading of the slot map.
 type slotTable struct {
 	owner   [quorum.Slots]*shard
-	masters map[string]bool // addresses of the nodes that are masters and not failed
+	masters map[string]bool // addresses of the nodes that are masters
 }
 
 // shard is one node of the cluster that served slots.
@@ -310,13 +313,16 @@ func (c *Cluster) anyShard(t *slotTable) *shard {
 // sendTo sends the request to shard s (after ASKING when ask), following
 // one redirection.
 func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(any, error), ask bool, slot int) {
-	if s.out.Load() && name != scripts.FenceFloor.Name {
+	// A shard out of the vote runs only the fence floor's reads and
+	// writes (the engine's, as it raises floors; see ShardedNode).
+	floor := name == scripts.FenceFloor.Name || name == scripts.FenceHighwater.Name
+	if s.out.Load() && !floor {
 		done(nil, fmt.Errorf("%w: %s: %s", ErrShardOut, s.addr, s.reason()))
 		return
 	}
 	cb := func(v any, err error) {
 		if err == nil {
-			if err = c.check(s); err != nil && name != scripts.FenceFloor.Name {
+			if err = c.check(s); err != nil && !floor {
 				done(nil, err)
 				return
 			}
@@ -324,10 +330,16 @@ func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(a
 			return
 		}
 		var re Error
-		if !ask && errors.As(err, &re) {
-			if to, asking, ok := c.redirect(string(re)); ok {
-				c.sendTo(to, name, keys, args, done, asking, slot)
-				return
+		if errors.As(err, &re) {
+			if !ask {
+				if to, asking, ok := c.redirect(string(re)); ok {
+					c.sendTo(to, name, keys, args, done, asking, slot)
+					return
+				}
+			}
+			switch kind, _, _ := strings.Cut(string(re), " "); kind {
+			case "MOVED", "ASK", "TRYAGAIN":
+				err = fmt.Errorf("%w: %s: %w", errMoving, s.addr, err)
 			}
 		}
 		done(nil, err)
@@ -342,7 +354,8 @@ func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(a
 // redirect reads a MOVED or ASK error: the shard to send the request to,
 // if it is a master the slot map knows (a resharding), and whether with
 // ASKING. A MOVED also reads the slot map again, and one to another node
-// is not followed: the map decides first whether that node lost data.
+// (a replica promoted since the map was read) is not followed: the map
+// decides first whether that node lost data.
 func (c *Cluster) redirect(msg string) (to *shard, asking, ok bool) {
 	kind, rest, _ := strings.Cut(msg, " ")
 	if kind != "MOVED" && kind != "ASK" {
@@ -566,12 +579,7 @@ func (c *Cluster) install(nodes []clusterNode) error {
 		if !n.master {
 			continue
 		}
-		// A failed master keeps its slots until a replica takes them: its
-		// requests fail, and the replica that takes them over is seen as
-		// a failover.
-		if !n.failed {
-			t.masters[n.addr] = true
-		}
+		t.masters[n.addr] = true
 		if len(n.slots) == 0 {
 			continue
 		}
@@ -587,11 +595,11 @@ func (c *Cluster) install(nodes []clusterNode) error {
 	}
 	old := c.table.Load()
 	if old != nil {
-		// Slots whose old master is no longer a master went to a promoted
-		// replica.
+		// Slots that went to a node that was not a master went to a
+		// promoted replica (a resharding moves slots between masters).
 		taken := map[*shard][]int{}
 		for slot, o := range old.owner {
-			if n := t.owner[slot]; n != nil && o != nil && n != o && !t.masters[o.addr] {
+			if n := t.owner[slot]; n != nil && n != o && !old.masters[n.addr] {
 				taken[n] = append(taken[n], slot)
 			}
 		}
@@ -608,9 +616,9 @@ func (c *Cluster) install(nodes []clusterNode) error {
 
 // clusterNode is one line of CLUSTER NODES.
 type clusterNode struct {
-	id, addr       string
-	master, failed bool
-	slots          [][2]int
+	id, addr string
+	master   bool
+	slots    [][2]int
 }
 
 // parseClusterNodes reads CLUSTER NODES' reply; host replaces an empty
@@ -637,11 +645,8 @@ func parseClusterNodes(text, host string) ([]clusterNode, error) {
 		}
 		n.addr = net.JoinHostPort(h, port)
 		for _, flag := range strings.Split(f[2], ",") {
-			switch flag {
-			case "master":
+			if flag == "master" {
 				n.master = true
-			case "fail", "handshake", "noaddr":
-				n.failed = true
 			}
 		}
 		for _, r := range f[8:] {

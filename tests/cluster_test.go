@@ -1,0 +1,587 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
+)
+
+// clusterDeployment is real Redis Clusters as the masters (each cluster
+// one vote) and two proxies in front of them.
+type clusterDeployment struct {
+	clusters []*redistest.Cluster
+	p1, p2   *Proxy
+	c1, c2   *redis.Client
+}
+
+// startClusterDeployment starts n clusters of shards masters each (the
+// first with replicas0 replicas per master, the others with none) and two
+// proxies; tweak may change their config.
+func startClusterDeployment(t *testing.T, n, shards, replicas0 int, tweak func(*proxyConfig)) *clusterDeployment {
+	t.Helper()
+	redistest.RequireReal(t, "cluster masters are real Redis Clusters")
+	d := &clusterDeployment{}
+	cfg := defaults(nil)
+	for i := range n {
+		r := 0
+		if i == 0 {
+			r = replicas0
+		}
+		cl := redistest.StartCluster(t, shards, r)
+		d.clusters = append(d.clusters, cl)
+		cfg.clusters = append(cfg.clusters, cl.Seeds())
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	d.p1, d.p2 = startProxy(t, cfg), startProxy(t, cfg)
+	d.c1, d.c2 = d.p1.Client(), d.p2.Client()
+	t.Cleanup(func() { d.c1.Close(); d.c2.Close() })
+	return d
+}
+
+// resourcesOnEveryShard returns count resource names whose lock keys
+// cover every shard of cl (by slot), prefixed by prefix.
+func resourcesOnEveryShard(t *testing.T, cl *redistest.Cluster, prefix string, count int) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var out []string
+	for i := 0; len(out) < count || len(seen) < len(cl.Seeds()); i++ {
+		r := fmt.Sprintf("%s%d", prefix, i)
+		seen[cl.MasterOf(t, quorum.KeySlot(r)).Addr] = true
+		out = append(out, r)
+		if i > 10*count+100 {
+			t.Fatalf("resources do not cover the %d shards", len(cl.Seeds()))
+		}
+	}
+	return out
+}
+
+// TestClusterMastersEveryFamily: 3 Redis Clusters of 3 shards are the
+// masters, behind two proxies. Every command family works across the
+// proxies on resources spread over every shard, and a multi-resource lock
+// over several slots is all-or-nothing and released whole.
+func TestClusterMastersEveryFamily(t *testing.T) {
+	d := startClusterDeployment(t, 3, 3, 0, func(c *proxyConfig) { c.extra = "dropin: true\n" })
+	c1, c2 := d.c1, d.c2
+	ctx := context.Background()
+
+	t.Run("lock", func(t *testing.T) {
+		for _, r := range resourcesOnEveryShard(t, d.clusters[0], "lock-", 9) {
+			g, ok := rlock(t, c1, r, 10000)
+			if !ok {
+				t.Fatalf("%s: not granted", r)
+			}
+			if _, ok := rlock(t, c2, r, 10000); ok {
+				t.Fatalf("%s: granted twice", r)
+			}
+			if v := do(t, c2, "REXTEND", r, g.token, 20000); v == nil {
+				t.Fatalf("%s: not extended", r)
+			}
+			if v := do(t, c2, "RUNLOCK", r, g.token); v != int64(1) {
+				t.Fatalf("%s: RUNLOCK answered %v", r, v)
+			}
+			g2, ok := rlock(t, c2, r, 10000)
+			if !ok || g2.fence <= g.fence {
+				t.Fatalf("%s: after release granted=%v fence %d, first fence %d", r, ok, g2.fence, g.fence)
+			}
+			do(t, c1, "RUNLOCK", r, g2.token)
+		}
+	})
+
+	t.Run("multilock over slots", func(t *testing.T) {
+		rs := resourcesOnEveryShard(t, d.clusters[0], "multi-", 6)
+		args := []any{"RMULTILOCK", 10000, len(rs)}
+		for _, r := range rs {
+			args = append(args, r)
+		}
+		v := do(t, c1, args...)
+		arr, ok := v.([]any)
+		if !ok || len(arr) != 3 || len(arr[2].([]any)) != len(rs) {
+			t.Fatalf("RMULTILOCK over %v: %v", rs, v)
+		}
+		token := arr[0].(string)
+		// Every resource is held: alone, or in another multi-lock.
+		if _, ok := rlock(t, c2, rs[len(rs)-1], 10000); ok {
+			t.Fatal("a resource of the multi-lock was granted to another")
+		}
+		if v := do(t, c2, "RMULTILOCK", 10000, 2, "multi-free", rs[2]); v != nil {
+			t.Fatalf("an overlapping multi-lock was granted: %v", v)
+		}
+		// All or nothing: the refused multi-lock holds no part of it.
+		g, ok := rlock(t, c2, "multi-free", 1000)
+		if !ok {
+			t.Fatal("the refused multi-lock kept a resource")
+		}
+		do(t, c2, "RUNLOCK", "multi-free", g.token)
+		ext := append([]any{"RMULTIEXTEND", token, 20000}, args[3:]...)
+		if v := do(t, c2, ext...); v == nil {
+			t.Fatal("RMULTIEXTEND: not extended")
+		}
+		un := append([]any{"RMULTIUNLOCK", token}, args[3:]...)
+		if v := do(t, c2, un...); v != int64(1) {
+			t.Fatalf("RMULTIUNLOCK answered %v", v)
+		}
+		for _, r := range rs {
+			g, ok := rlock(t, c1, r, 1000)
+			if !ok {
+				t.Fatalf("%s still held after RMULTIUNLOCK", r)
+			}
+			do(t, c1, "RUNLOCK", r, g.token)
+		}
+	})
+
+	t.Run("fair lock", func(t *testing.T) {
+		v := do(t, c1, "RFAIRLOCK", "fair", 10000)
+		first := v.([]any)[0].(string)
+		got := make(chan any, 1)
+		go func() { got <- c2.Do(ctx, "RFAIRLOCK", "fair", 10000, "WAIT", 5000).Val() }()
+		waitFor(t, 5*time.Second, "the waiter to queue", func() bool {
+			return replyField(do(t, c1, "RLOCKINFO", "fair"), "waiters") == int64(1)
+		})
+		do(t, c1, "RUNLOCK", "fair", first)
+		select {
+		case v := <-got:
+			arr, ok := v.([]any)
+			if !ok {
+				t.Fatalf("the waiter got %v", v)
+			}
+			do(t, c1, "RUNLOCK", "fair", arr[0])
+		case <-time.After(5 * time.Second):
+			t.Fatal("the waiter was not granted")
+		}
+	})
+
+	t.Run("semaphore", func(t *testing.T) {
+		a := do(t, c1, "RSEMACQUIRE", "sem", 2, 10000).([]any)
+		b := do(t, c2, "RSEMACQUIRE", "sem", 2, 10000).([]any)
+		if v := do(t, c2, "RSEMACQUIRE", "sem", 2, 10000); v != nil {
+			t.Fatalf("a third permit of 2: %v", v)
+		}
+		if v := do(t, c1, "RSEMCOUNT", "sem"); v != int64(2) {
+			t.Fatalf("RSEMCOUNT %v", v)
+		}
+		do(t, c1, "RSEMRELEASE", "sem", a[0])
+		c := do(t, c2, "RSEMACQUIRE", "sem", 2, 10000).([]any)
+		do(t, c1, "RSEMRELEASE", "sem", b[0])
+		do(t, c1, "RSEMRELEASE", "sem", c[0])
+		if v := do(t, c2, "RSEMCOUNT", "sem"); v != int64(0) {
+			t.Fatalf("RSEMCOUNT after release %v", v)
+		}
+	})
+
+	t.Run("read-write lock", func(t *testing.T) {
+		r1 := do(t, c1, "RRLOCK", "rw", 10000).([]any)
+		r2 := do(t, c2, "RRLOCK", "rw", 10000).([]any)
+		if _, ok := rlock(t, c1, "rw", 10000); ok {
+			t.Fatal("a writer was granted with readers in")
+		}
+		do(t, c1, "RRUNLOCK", "rw", r1[0])
+		do(t, c2, "RRUNLOCK", "rw", r2[0])
+		g, ok := rlock(t, c1, "rw", 10000)
+		if !ok {
+			t.Fatal("the writer was refused once the readers left")
+		}
+		if v := do(t, c2, "RRLOCK", "rw", 10000); v != nil {
+			t.Fatalf("a reader was granted while a writer holds: %v", v)
+		}
+		do(t, c1, "RUNLOCK", "rw", g.token)
+	})
+
+	t.Run("latch", func(t *testing.T) {
+		do(t, c1, "RLATCH", "latch", 2, 10000)
+		got := make(chan any, 1)
+		go func() { got <- c2.Do(ctx, "RLATCHWAIT", "latch", 5000).Val() }()
+		do(t, c1, "RLATCHDOWN", "latch", "a")
+		if v := do(t, c2, "RLATCHDOWN", "latch", "b"); v != int64(0) {
+			t.Fatalf("RLATCHDOWN answered %v, want 0 (open)", v)
+		}
+		select {
+		case v := <-got:
+			if v != int64(1) {
+				t.Fatalf("RLATCHWAIT answered %v", v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("RLATCHWAIT not woken")
+		}
+	})
+
+	t.Run("auto-extended lease", func(t *testing.T) {
+		conn := redis.NewClient(&redis.Options{Addr: d.p1.Addr, PoolSize: 1})
+		defer conn.Close()
+		v, err := conn.Do(ctx, "RLOCK", "lease", 600, "AUTOEXTEND").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := v.([]any)[0]
+		time.Sleep(1500 * time.Millisecond) // 2.5 ttls: only the proxy's extensions keep it
+		if _, ok := rlock(t, c2, "lease", 1000); ok {
+			t.Fatal("the auto-extended lease lapsed")
+		}
+		if v := conn.Do(ctx, "RUNLOCK", "lease", token).Val(); v != int64(1) {
+			t.Fatalf("RUNLOCK of the lease answered %v", v)
+		}
+	})
+
+	t.Run("election", func(t *testing.T) {
+		v := do(t, c1, "RELECT", "CAMPAIGN", "elect", 10000, "node-a").([]any)
+		if do(t, c2, "RELECT", "CAMPAIGN", "elect", 10000, "node-b") != nil {
+			t.Fatal("two leaders")
+		}
+		if l := do(t, c2, "RELECT", "LEADER", "elect").([]any); l[0] != "node-a" {
+			t.Fatalf("leader %v", l)
+		}
+		if do(t, c2, "RELECT", "RESIGN", "elect", v[0]) != int64(1) {
+			t.Fatal("RESIGN")
+		}
+	})
+
+	t.Run("drop-in", func(t *testing.T) {
+		if v := do(t, c1, "SET", "dropin-key", "v1", "NX", "PX", 10000); v != "OK" {
+			t.Fatalf("SET NX: %v", v)
+		}
+		if v := do(t, c2, "SET", "dropin-key", "v2", "NX", "PX", 10000); v != nil {
+			t.Fatalf("SET NX granted twice: %v", v)
+		}
+		if v := do(t, c2, "GET", "dropin-key"); v != "v1" {
+			t.Fatalf("GET %v", v)
+		}
+		// The release script of the Redis docs' lock pattern.
+		release := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+		if v := do(t, c2, "EVAL", release, 1, "dropin-key", "v1"); v != int64(1) {
+			t.Fatalf("release script: %v", v)
+		}
+		if v := do(t, c1, "GET", "dropin-key"); v != nil {
+			t.Fatalf("GET after release %v", v)
+		}
+	})
+
+	t.Run("keys of one resource share its slot", func(t *testing.T) {
+		g, _ := rlock(t, c1, "slotcheck", 10000)
+		defer do(t, c1, "RUNLOCK", "slotcheck", g.token)
+		want := quorum.KeySlot("slotcheck")
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.clusters[1].Seeds()})
+		defer cc.Close()
+		var keys []string
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			ks, err := m.Keys(ctx, "*slotcheck*").Result()
+			if err != nil {
+				return err
+			}
+			for _, k := range ks {
+				keys = append(keys, k)
+				if s := quorum.KeySlot(k); s != want {
+					return fmt.Errorf("%q is in slot %d, the lock key in %d", k, s, want)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) < 2 {
+			t.Fatalf("keys of the lock: %v, want the lock and its fence at least", keys)
+		}
+	})
+}
+
+// clusterRestartScenario: A holds a lock granted on the 3 clusters; the
+// shards holding it in 2 of them restart empty. It returns the grant, a
+// client of the other proxy and when the grant was asked.
+func clusterRestartScenario(t *testing.T, quarantine bool) (*clusterDeployment, grant, time.Time) {
+	d := startClusterDeployment(t, 3, 3, 0, func(c *proxyConfig) {
+		c.maxTTL = 7 * time.Second
+		if !quarantine {
+			// Longer, so that the double grant happens while it is valid:
+			// the floors are raised only once a restarted shard takes
+			// writes again (2 s after its start).
+			c.maxTTL = 12 * time.Second
+			c.extra = "restart_quarantine: false\n"
+		}
+	})
+	started := time.Now()
+	ttl := 6000
+	if !quarantine {
+		ttl = 10000
+	}
+	g, ok := rlock(t, d.c1, "ledger", ttl)
+	if !ok {
+		t.Fatal("not granted")
+	}
+	slot := quorum.KeySlot("ledger")
+	var wg sync.WaitGroup
+	for _, cl := range d.clusters[:2] {
+		n := cl.MasterOf(t, slot)
+		wg.Go(n.RestartEmpty) // at once: each takes 2 s before it takes writes
+	}
+	wg.Wait()
+	return d, g, started
+}
+
+// TestClusterShardRestartedEmpty: the shards that hold a lock in 2 of the
+// 3 clusters restart empty. A client of the other proxy is refused for as
+// long as the grant is valid (only those shards are quarantined: a
+// resource of another shard is granted meanwhile), and after max_ttl the
+// shards rejoin and the next grant has a greater fence.
+func TestClusterShardRestartedEmpty(t *testing.T) {
+	d, g, started := clusterRestartScenario(t, true)
+	validUntil := started.Add(time.Duration(g.validity) * time.Millisecond)
+	wait := time.Until(validUntil).Milliseconds()
+	if wait < 300 {
+		t.Fatalf("too little validity left to test (%dms)", wait)
+	}
+	if _, ok, err := tryRlock(d.c2, "ledger", 1000, "WAIT", wait); ok {
+		t.Fatal("a second client was granted the lock while the first grant was valid: the shards' quarantine failed")
+	} else if err != nil && !strings.HasPrefix(err.Error(), "NOQUORUM") {
+		t.Fatalf("refusal: %v", err)
+	}
+	// Another shard of the same clusters still votes.
+	other := ""
+	for _, r := range resourcesOnEveryShard(t, d.clusters[0], "other-", 3) {
+		if d.clusters[0].MasterOf(t, quorum.KeySlot(r)) != d.clusters[0].MasterOf(t, quorum.KeySlot("ledger")) &&
+			d.clusters[1].MasterOf(t, quorum.KeySlot(r)) != d.clusters[1].MasterOf(t, quorum.KeySlot("ledger")) {
+			other = r
+			break
+		}
+	}
+	if other == "" {
+		t.Fatal("no resource on other shards")
+	}
+	if _, ok, err := tryRlock(d.c2, other, 1000); !ok {
+		t.Fatalf("a resource of a shard that did not restart was refused (%v): the whole cluster was quarantined", err)
+	}
+	for _, p := range []*Proxy{d.p1, d.p2} {
+		if !strings.Contains(p.log.String(), "cluster shard lost its data") {
+			t.Errorf("proxy %s did not log the shard's restart", p.Addr)
+		}
+	}
+	var g2 grant
+	waitFor(t, 20*time.Second, "the restarted shards to rejoin", func() bool {
+		var ok bool
+		g2, ok, _ = tryRlock(d.c2, "ledger", 1000)
+		return ok
+	})
+	if time.Now().Before(validUntil) {
+		t.Fatal("granted before the first grant expired")
+	}
+	if g2.fence <= g.fence {
+		t.Fatalf("fence %d after %d", g2.fence, g.fence)
+	}
+	if !strings.Contains(d.p2.log.String(), "cluster shard rejoins") {
+		t.Error("no rejoin logged")
+	}
+}
+
+// TestClusterShardRestartWithoutQuarantine is the same scenario with
+// restart_quarantine: false: the second client IS granted the lock while
+// the first grant is valid. It shows what the shards' quarantine prevents
+// (and that the test above can fail).
+func TestClusterShardRestartWithoutQuarantine(t *testing.T) {
+	d, g, started := clusterRestartScenario(t, false)
+	validUntil := started.Add(time.Duration(g.validity) * time.Millisecond)
+	g2, ok, err := tryRlock(d.c2, "ledger", 1000, "WAIT", time.Until(validUntil).Milliseconds()-100)
+	if err != nil || !ok {
+		t.Fatalf("without quarantine the double grant did not happen (%v, %v): this scenario no longer shows the danger", ok, err)
+	}
+	if time.Now().After(validUntil) {
+		t.Fatal("granted only after the first grant expired")
+	}
+	t.Logf("double grant: fence %d while fence %d is valid for %v more", g2.fence, g.fence, time.Until(validUntil).Round(time.Millisecond))
+}
+
+// TestClusterFailover: the first cluster has a replica per shard. A lock
+// is granted on the first and third clusters (the second has the key
+// taken by someone else for 500 ms) while the replica of its shard in the
+// first is cut off, so that the replica never gets it; the master dies and
+// the replica takes over. Once the other holder's key expired, the
+// promoted replica and the second cluster both lack the lock: only the
+// failover's quarantine keeps a second client out while the grant is
+// valid. Afterwards the promoted shard votes again, with greater fences.
+func TestClusterFailover(t *testing.T) {
+	d := startClusterDeployment(t, 3, 3, 1, func(c *proxyConfig) { c.maxTTL = 12 * time.Second })
+	slot := quorum.KeySlot("ledger")
+	cl := d.clusters[0]
+	master := cl.MasterOf(t, slot)
+	replica := cl.ReplicasOf(t, master)[0]
+	other := redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.clusters[1].Seeds()})
+	defer other.Close()
+	// Cut the replica off: its link is closed and it cannot log in again
+	// (the proxy's connections stay logged in), so the lock never reaches
+	// it. (A paused replica would still receive it in its socket.)
+	ctx := context.Background()
+	mc := redis.NewClient(&redis.Options{Addr: master.Addr})
+	defer mc.Close()
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer rc.Close()
+	if err := mc.ConfigSet(ctx, "requirepass", "cut-the-replica-off").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the replica's link to go down", func() bool {
+		return strings.Contains(rc.Info(ctx, "replication").Val(), "master_link_status:down")
+	})
+	if err := other.Set(ctx, "ledger", "someone-else", 500*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	g, ok := rlock(t, d.c1, "ledger", 10000)
+	if !ok {
+		t.Fatal("not granted")
+	}
+	master.Kill()
+	cl.Failover(t, replica)
+	if n := rc.Exists(ctx, "ledger").Val(); n != 0 {
+		t.Fatal("the promoted replica has the lock: this scenario no longer loses it")
+	}
+	waitFor(t, 2*time.Second, "the other holder's key to expire", func() bool {
+		return other.Exists(ctx, "ledger").Val() == 0
+	})
+	validUntil := started.Add(time.Duration(g.validity) * time.Millisecond)
+	if wait := time.Until(validUntil).Milliseconds(); wait > 300 {
+		if _, ok, err := tryRlock(d.c2, "ledger", 1000, "WAIT", wait); ok {
+			t.Fatal("a second client was granted the lock while the first grant was valid: the failover was not quarantined")
+		} else if err != nil && !strings.HasPrefix(err.Error(), "NOQUORUM") {
+			t.Fatalf("refusal: %v", err)
+		}
+	} else {
+		t.Fatalf("too little validity left to test (%dms)", wait)
+	}
+	waitFor(t, 10*time.Second, "the failover to be seen", func() bool {
+		return strings.Contains(d.p2.log.String(), "in a failover")
+	})
+	var g2 grant
+	waitFor(t, 20*time.Second, "the promoted replica to vote", func() bool {
+		var ok bool
+		g2, ok, _ = tryRlock(d.c2, "ledger", 1000)
+		return ok
+	})
+	if g2.fence <= g.fence {
+		t.Fatalf("fence %d after %d", g2.fence, g.fence)
+	}
+}
+
+// TestClusterResharding: 8 workers through two proxies lock random
+// resources while slots holding them move between the shards of two
+// clusters, keys and all. No two workers ever hold one resource at once,
+// each resource's fences strictly increase, and locks are still granted
+// after the moves.
+func TestClusterResharding(t *testing.T) {
+	d := startClusterDeployment(t, 3, 3, 0, nil)
+	rs := resourcesOnEveryShard(t, d.clusters[0], "res-", 24)
+	var (
+		mu         sync.Mutex
+		lastFence  = map[string]int64{}
+		inside     = map[string]*atomic.Int32{}
+		violations []string
+		grants     atomic.Int64
+	)
+	for _, r := range rs {
+		inside[r] = &atomic.Int32{}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		c := d.c1
+		if w%2 == 1 {
+			c = d.c2
+		}
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := rs[rand.IntN(len(rs))]
+				g, ok, err := tryRlock(c, r, 2000, "WAIT", 200)
+				if err != nil || !ok {
+					continue
+				}
+				if n := inside[r].Add(1); n != 1 {
+					mu.Lock()
+					violations = append(violations, fmt.Sprintf("%s held by %d at once", r, n))
+					mu.Unlock()
+				}
+				mu.Lock()
+				if g.fence <= lastFence[r] {
+					violations = append(violations, fmt.Sprintf("%s: fence %d after %d", r, g.fence, lastFence[r]))
+				}
+				lastFence[r] = g.fence
+				mu.Unlock()
+				grants.Add(1)
+				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+				inside[r].Add(-1)
+				c.Do(context.Background(), "RUNLOCK", r, g.token)
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	before := grants.Load()
+	for _, cl := range d.clusters[:2] {
+		// Move the slots of a third of the resources to the next shard.
+		masters := cl.Nodes()[:len(cl.Seeds())]
+		for _, r := range rs[:len(rs)/3] {
+			slot := quorum.KeySlot(r)
+			from := cl.MasterOf(t, slot)
+			to := masters[0]
+			for i, m := range masters {
+				if m == from {
+					to = masters[(i+1)%len(masters)]
+				}
+			}
+			cl.MoveSlots(t, from, to, []int{slot})
+		}
+	}
+	moved := grants.Load()
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	after := grants.Load()
+	if len(violations) > 0 {
+		t.Fatalf("%d violations, first: %v", len(violations), violations[:min(5, len(violations))])
+	}
+	t.Logf("grants: %d before the moves, %d during, %d after", before, moved-before, after-moved)
+	if before == 0 || after-moved == 0 {
+		t.Fatalf("too few grants to tell: %d before the moves, %d after", before, after-moved)
+	}
+	for _, p := range []*Proxy{d.p1, d.p2} {
+		if strings.Contains(p.log.String(), "cluster shard lost its data") {
+			t.Errorf("proxy %s took a resharding for lost data", p.Addr)
+		}
+	}
+	for _, r := range rs[:len(rs)/3] {
+		g, ok := rlock(t, d.c1, r, 1000)
+		if !ok {
+			t.Fatalf("%s not granted after its slot moved", r)
+		}
+		do(t, d.c1, "RUNLOCK", r, g.token)
+	}
+}
+
+// replyField is field name of a reply that is a map (RESP3) or a flat
+// array of names and values (RESP2); nil when absent.
+func replyField(v any, name string) any {
+	switch m := v.(type) {
+	case map[any]any:
+		return m[name]
+	case []any:
+		for i := 0; i+1 < len(m); i += 2 {
+			if m[i] == name {
+				return m[i+1]
+			}
+		}
+	}
+	return nil
+}
