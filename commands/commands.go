@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // since is the proxy version every command of this package first
@@ -63,6 +64,17 @@ func MastersInfo(eng Engine) proxy.InfoSection {
 		for i, s := range st.Masters {
 			lines = append(lines, fmt.Sprintf("master%d:addr=%s,state=%s,quarantine_ms=%d,latency_us=%d,run_id=%s,restarts=%d,last_error=%s",
 				i, s.Addr, s.State, s.QuarantineLeft.Milliseconds(), s.Latency/time.Microsecond, s.RunID, s.Restarts, infoText(s.LastError)))
+			for j, sh := range s.Shards {
+				state := quorum.StateUp
+				switch {
+				case !sh.Voting:
+					state = quorum.StateQuarantined
+				case !sh.Up:
+					state = quorum.StateDown
+				}
+				lines = append(lines, fmt.Sprintf("master%d_shard%d:addr=%s,slots=%d,state=%s,quarantine_ms=%d,restarts=%d,failovers=%d,why=%s",
+					i, j, sh.Addr, sh.Slots, state, sh.QuarantineLeft.Milliseconds(), sh.Restarts, sh.Failovers, infoText(sh.Why)))
+			}
 		}
 		return lines
 	}}

@@ -44,6 +44,8 @@ func MapError(err error) *proxy.Error {
 		return errBadCursor
 	case errors.Is(err, quorum.ErrNoLatch):
 		return errNoLatch
+	case errors.Is(err, quorum.ErrListClusters):
+		return proxy.Errorf("RLOCKLIST does not list cluster masters (docs/PROTOCOL.md, Cluster masters)")
 	case errors.Is(err, quorum.ErrNotQuarantined):
 		return proxy.Errorf("master is not quarantined (RQUARANTINE LIST shows each master)")
 	case errors.Is(err, quorum.ErrNoSuchMaster):

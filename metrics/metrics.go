@@ -256,7 +256,7 @@ func (m *Metrics) AutoLeases(delta int) { m.autoLeases.Add(float64(delta)) }
 func (m *Metrics) AuthFailed() { m.authFailures.Inc() }
 
 // Handler serves /metrics, /healthz (the process answers) and /readyz
-// (ready() is true: a quorum of masters is up).
+// (ready() is true: a quorum of masters is up, see quorum.Status.Ready).
 func (m *Metrics) Handler(ready func() bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
@@ -265,7 +265,7 @@ func (m *Metrics) Handler(ready func() bool) http.Handler {
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if ready != nil && !ready() {
-			http.Error(w, "not ready: fewer than a quorum of masters up", http.StatusServiceUnavailable)
+			http.Error(w, "not ready: fewer than a quorum of masters up (a cluster master counts with every slot on a shard that is up and voting)", http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n"))
@@ -289,6 +289,16 @@ var (
 		"Time left in the master's restart quarantine.", []string{"master"}, nil)
 	masterRestartsDesc = prometheus.NewDesc("redlock_proxy_master_restarts_total",
 		"Restarts (run_id changes) of the master seen since the proxy started.", []string{"master"}, nil)
+	shardUpDesc = prometheus.NewDesc("redlock_proxy_shard_up",
+		"1 while the connection to the shard of a cluster master is up, else 0.", []string{"master", "shard"}, nil)
+	shardQuarantinedDesc = prometheus.NewDesc("redlock_proxy_shard_quarantined",
+		"1 while the shard's vote does not count after a restart or a failover (quarantine, or waiting for its fence floors).", []string{"master", "shard"}, nil)
+	shardSlotsDesc = prometheus.NewDesc("redlock_proxy_shard_slots",
+		"Hash slots the shard serves.", []string{"master", "shard"}, nil)
+	shardRestartsDesc = prometheus.NewDesc("redlock_proxy_shard_restarts_total",
+		"Restarts (run_id changes) of the shard seen since the proxy started.", []string{"master", "shard"}, nil)
+	shardFailoversDesc = prometheus.NewDesc("redlock_proxy_shard_failovers_total",
+		"Failovers seen since the proxy started: slots the shard took over while it was not a master.", []string{"master", "shard"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -298,6 +308,11 @@ func (c *masterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- masterQuarantinedDesc
 	ch <- masterQuarantineLeftDesc
 	ch <- masterRestartsDesc
+	ch <- shardUpDesc
+	ch <- shardQuarantinedDesc
+	ch <- shardSlotsDesc
+	ch <- shardRestartsDesc
+	ch <- shardFailoversDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -316,5 +331,19 @@ func (c *masterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(masterQuarantinedDesc, prometheus.GaugeValue, q, s.Addr)
 		ch <- prometheus.MustNewConstMetric(masterQuarantineLeftDesc, prometheus.GaugeValue, s.QuarantineLeft.Seconds(), s.Addr)
 		ch <- prometheus.MustNewConstMetric(masterRestartsDesc, prometheus.CounterValue, float64(s.Restarts), s.Addr)
+		for _, sh := range s.Shards {
+			ch <- prometheus.MustNewConstMetric(shardUpDesc, prometheus.GaugeValue, b2f(sh.Up), s.Addr, sh.Addr)
+			ch <- prometheus.MustNewConstMetric(shardQuarantinedDesc, prometheus.GaugeValue, b2f(!sh.Voting), s.Addr, sh.Addr)
+			ch <- prometheus.MustNewConstMetric(shardSlotsDesc, prometheus.GaugeValue, float64(sh.Slots), s.Addr, sh.Addr)
+			ch <- prometheus.MustNewConstMetric(shardRestartsDesc, prometheus.CounterValue, float64(sh.Restarts), s.Addr, sh.Addr)
+			ch <- prometheus.MustNewConstMetric(shardFailoversDesc, prometheus.CounterValue, float64(sh.Failovers), s.Addr, sh.Addr)
+		}
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

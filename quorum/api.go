@@ -495,6 +495,31 @@ func (s Status) Up() int {
 	return n
 }
 
+// Ready reports whether a quorum of masters can vote for every resource:
+// up, not quarantined, and for a cluster master every slot served by a
+// shard that is up and voting.
+func (s Status) Ready() bool {
+	n := 0
+	for _, m := range s.Masters {
+		if m.State != StateUp {
+			continue
+		}
+		if m.Shards != nil {
+			slots := 0
+			for _, sh := range m.Shards {
+				if sh.Up && sh.Voting {
+					slots += sh.Slots
+				}
+			}
+			if slots < Slots {
+				continue
+			}
+		}
+		n++
+	}
+	return n >= s.Quorum
+}
+
 // Status reports every master's state, the quorum and the longest ttl
 // granted.
 func (e *Engine) Status() Status {

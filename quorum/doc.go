@@ -997,6 +997,82 @@
 // when its turn comes is passed over; the listing fails (NOQUORUM) only
 // when too few masters are left to meet every quorum.
 //
+// # Cluster masters
+//
+// A master may be a Redis Cluster (a ShardedNode, redisnode.Cluster): its
+// shards together cast that master's one vote, and the N masters stay N
+// independent failure domains. Redis Cluster runs a script only on keys
+// of one hash slot, so with any cluster master the engine uses the
+// slotted layout (Options.Slotted). Lock keys keep their names
+// (<key_prefix><resource>, a resource's own {tag} included, so libraries
+// and the proxy still exclude each other); every other key of a resource
+// carries, right after the meta prefix, the hash tag of its lock key's
+// slot (SlotTag: the shortest base-36 string in that slot). Semaphores,
+// latches and elections, which have no lock key, take their release
+// channel's slot, and the keys a script names after a base key (a
+// semaphore's slots and records) keep its tag. The master-wide keys
+// (fence-hwm, fence-lag, lease-hwm) become one per slot. Every script
+// then touches one slot, on every master alike: the layout is the
+// deployment's, single servers included.
+//
+// Fencing, per slot. The Fencing argument holds with "master" read as
+// "slot of a master": every key it uses for a resource r (fence:<r>, the
+// lagging bound, the sequence) lives in r's slot, and each step is one
+// script there. Fences strictly increase per resource; fences of
+// resources in different slots come from different sequences and are not
+// comparable.
+//
+// Resharding. A slot moves between the masters of a cluster with its
+// keys (MIGRATE moves each key with its ttl, atomically), so the
+// sequence, the lagging bound and the lease mark move with the keys they
+// bound, and the arguments hold on the new master. While a slot moves, a
+// script whose keys are split between the two nodes is refused
+// (TRYAGAIN, or ASK to a node that lacks some of them): that cluster's
+// vote is missing for that try, as when a master is slow.
+//
+// Shards that lose data. A shard whose run_id changed (it restarted,
+// perhaps empty), or that took over slots while it was not a master (a
+// replica promoted in a failover, which may miss the last writes), is
+// quarantined by the Cluster node itself, shard by shard: every request
+// routed to it fails with ErrShardNotVoting (a missing vote, not a fault
+// of the cluster: the other shards vote on), except the reads and writes
+// of the fence floors, for Options.Quarantine; then the engine raises the
+// floors of its slots (raiseFloors: the Restarted masters argument, slot
+// by slot, from a quorum of the other masters' same slot) and it votes
+// again. A restart is seen before the shard's first answer counts: the
+// shard's Node reads the run_id on each new connection before it sends
+// on it, and the Cluster node compares it as each answer arrives. A
+// failover is seen when the slot map is read (every second, and at once
+// after a MOVED); a MOVED to a node that was not a master in the map the
+// proxy holds is not followed, so no request reaches a promoted replica
+// before the map that quarantines it is installed. The quarantine is not
+// shortened from the others' lease marks as for single servers: they are
+// one per slot, and one shard's restart would need the marks of all its
+// slots; it lasts Options.Quarantine (limits.max_ttl). A restarted
+// single-server master in a slotted deployment has its floors raised for
+// every slot, and its quarantine is not shortened either. Shards of two
+// clusters restarted at once read each other's sequences while
+// quarantined, as restarted single servers do (a floor is the maximum of
+// every other master's answer, and one more answer never lowers it); the
+// engine cannot tell such a shard's answer from an intact one, so its
+// error log "fewer than a quorum of masters kept their data" is not given
+// for shards.
+//
+// Multi-resource calls. On a cluster master a call over resources in
+// several slots runs as one script per slot, one after another in
+// ascending slot order (scripts.Split). An acquisition stops at the first
+// slot that refuses, and the master's answer is a grant only when every
+// slot granted; a refusal after some slots were taken says so, and the
+// engine rolls the try back on that master as where it was granted
+// (acquireReply.partial). Exclusion is per resource, so this keeps the
+// lock's safety; the vote stays all-or-nothing; no try waits while it
+// holds anything, so two overlapping multi-locks cannot deadlock, and the
+// one order makes them meet at their first common slot. The cost is one
+// round trip to that cluster per slot instead of one.
+//
+// Not with cluster masters: RLOCKLIST (a listing pages through one
+// server's keyspace).
+//
 // # What is NOT guaranteed
 //
 // Redlock's safety rests on timing assumptions: bounded clock drift between

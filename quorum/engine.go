@@ -224,6 +224,9 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	for i := range nodes {
 		e.votes(i)
 	}
+	if opts.Slotted {
+		e.learnUnslotted()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop, e.life = cancel, ctx
 	e.loopWG.Add(1)

@@ -56,9 +56,12 @@ type fakeNode struct {
 	delay     time.Duration
 	sendDelay time.Duration // before a request is sent (see do)
 	inline    bool          // Send runs a request that is not slowed at once (see Send)
-	queue     []lateOp
-	working   bool          // a worker applies the queue
-	gate      chan struct{} // while open (not closed), late requests wait for it
+	// oneSlot refuses, as a Redis Cluster does, a request whose keys
+	// live in several hash slots.
+	oneSlot bool
+	queue   []lateOp
+	working bool          // a worker applies the queue
+	gate    chan struct{} // while open (not closed), late requests wait for it
 	// strand: requests for strandScript wait for strandGate, out of order
 	// with the others, each reported on strandArrived (see strand).
 	strandScript  string
@@ -124,6 +127,7 @@ func (f *fakeNode) recycle() {
 	f.unhold()
 	f.drain()
 	f.mu.Lock()
+	f.oneSlot = false
 	for ch := range f.subs {
 		f.sub.Unsubscribe(ch)
 	}
@@ -413,6 +417,12 @@ func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (
 	// directly is held to the same layout).
 	if err := s.Check(keys, args); err != nil {
 		return nil, err
+	}
+	f.mu.Lock()
+	oneSlotOnly := f.oneSlot
+	f.mu.Unlock()
+	if oneSlotOnly && !oneSlot(keys) {
+		return nil, fmt.Errorf("CROSSSLOT Keys in request don't hash to the same slot: %s %q", name, keys)
 	}
 	op := func() (any, error) {
 		f.evals[name]++

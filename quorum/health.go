@@ -47,6 +47,8 @@ type NodeStatus struct {
 	// restart, how the quarantine was sized, or what its rejoining waits
 	// for.
 	Why string
+	// Shards are a cluster master's shards (nil for a single server).
+	Shards []ShardStatus
 }
 
 type nodeHealth struct {
@@ -230,6 +232,9 @@ func (e *Engine) nodeStatus() []NodeStatus {
 		out[i] = NodeStatus{Addr: nd.Addr(), State: st, QuarantineLeft: left, RunID: h.runID, Restarts: h.restarts,
 			Latency: h.latency, LastError: h.lastErr, LastErrorAt: h.lastErrAt, Why: why}
 		h.mu.Unlock()
+		if sn, ok := nd.(ShardedNode); ok {
+			out[i].Shards = sn.Shards()
+		}
 	}
 	return out
 }

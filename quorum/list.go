@@ -37,6 +37,10 @@ type ListEntry struct {
 // give.
 var ErrBadCursor = fmt.Errorf("%w: invalid cursor", ErrBadRequest)
 
+// ErrListClusters is List's error when a master is a Redis Cluster: a
+// listing pages through one server's keyspace (see "Cluster masters").
+var ErrListClusters = errors.New("quorum: RLOCKLIST does not list cluster masters")
+
 // listCursor is a listing's place: the master it scans (index), the
 // masters it scanned to the end (scanned, a bit each) and that master's
 // own SCAN cursor. It packs into one integer, 0 at the start, the master's
@@ -116,6 +120,11 @@ func (e *Engine) List(ctx context.Context, cursor uint64, count int, match func(
 	}
 	if count <= 0 {
 		return 0, nil, fmt.Errorf("%w: count must be positive", ErrBadRequest)
+	}
+	for _, n := range e.nodes {
+		if _, ok := n.(ShardedNode); ok {
+			return 0, nil, ErrListClusters
+		}
 	}
 	need := len(e.nodes) - e.quorum + 1
 	i := lc.index

@@ -183,10 +183,14 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 
 // acquireReply is one master's answer to lock_acquire.
 type acquireReply struct {
-	ok     bool
-	full   bool     // a re-entrant hold refused: the lock counts MaxHolds
-	seq    uint64   // the master's fence sequence after the script
-	fences []uint64 // one per lock key, in canonical order; set when ok
+	ok   bool
+	full bool // a re-entrant hold refused: the lock counts MaxHolds
+	// partial: refused, but holding some of the keys (a cluster master
+	// that ran the call slot by slot; see "Cluster masters"): rolled back
+	// as a grant is.
+	partial bool
+	seq     uint64   // the master's fence sequence after the script
+	fences  []uint64 // one per lock key, in canonical order; set when ok
 }
 
 func decodeAcquire(v any, n int) (acquireReply, bool) {
@@ -201,6 +205,7 @@ func decodeAcquire(v any, n int) (acquireReply, bool) {
 	}
 	r := acquireReply{ok: flag == 1, full: flag == -1, seq: uint64(seq)}
 	if !r.ok {
+		r.partial = len(arr) == 3 && arr[2] == int64(1)
 		return r, true
 	}
 	if len(arr) != n+2 {
@@ -314,7 +319,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 			return false // never sent
 		}
 		a, ok := reply(i)
-		return r.ans[i].err != nil || !ok || a.ok || fixed
+		return r.ans[i].err != nil || !ok || a.ok || a.partial || fixed
 	}
 	trusted := func(i int) bool { return !tainted.has(i) }
 	rollback := func() {

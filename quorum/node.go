@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ShardedNode is a Node made of shards that each serve some hash slots (a
@@ -19,6 +20,28 @@ type ShardedNode interface {
 	// calls it from its own goroutine; the floor writes it makes are the
 	// only requests a shard out of the vote must run.
 	AttachFloors(raise func(ctx context.Context, slots []int) error)
+	// Shards reports the shards serving slots now.
+	Shards() []ShardStatus
+}
+
+// ShardStatus is one shard of a cluster master, for INFO and metrics.
+type ShardStatus struct {
+	// Addr is the shard's address.
+	Addr string
+	// Slots is how many hash slots it serves.
+	Slots int
+	// Up is set while its connection is up.
+	Up bool
+	// Voting is unset while it is quarantined (restarted or failed over)
+	// or its fence floors are not raised yet.
+	Voting bool
+	// QuarantineLeft is how long its quarantine still lasts.
+	QuarantineLeft time.Duration
+	// Restarts and Failovers count the run_id changes and the failovers
+	// (slots taken over while not a master) seen since the proxy started.
+	Restarts, Failovers int
+	// Why says why it does not vote ("" while it does).
+	Why string
 }
 
 // ErrShardNotVoting is wrapped by the error a ShardedNode returns for a

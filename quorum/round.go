@@ -162,7 +162,7 @@ func (r *round) arm(timeout time.Duration) {
 func (r *round) issue(i int) {
 	e, o := r.e, r.op
 	t0 := time.Now()
-	e.nodes[i].Send(o.script.Name, o.keys, o.args, func(v any, err error) {
+	e.sendNode(i, o.script, o.keys, o.args, func(v any, err error) {
 		if !r.claimed[i].CompareAndSwap(false, true) {
 			// The round's timer answered for it.
 			if r.late != nil {
@@ -298,7 +298,7 @@ func (e *Engine) call(ctx context.Context, i int, o *op) (any, error) {
 		return nil, err
 	}
 	t0 := time.Now()
-	v, err := e.nodes[i].Eval(ctx, o.script.Name, o.keys, o.args)
+	v, err := e.evalNode(ctx, i, o.script, o.keys, o.args)
 	e.record(i, time.Since(t0), err)
 	return v, err
 }

@@ -1,9 +1,12 @@
 package quorum
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // Slots is the number of hash slots of a Redis Cluster.
@@ -22,11 +25,22 @@ func KeySlot(key string) int {
 }
 
 // crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the one
-// Redis Cluster uses.
+// Redis Cluster uses, a byte at a time from a table.
 func crc16(s string) uint16 {
+	t := crcTable()
 	var crc uint16
 	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
+		crc = crc<<8 ^ t[byte(crc>>8)^s[i]]
+	}
+	return crc
+}
+
+// crcTable is crc16's table: the CRC of each byte. Computed once, then
+// only read.
+var crcTable = sync.OnceValue(func() *[256]uint16 {
+	var t [256]uint16
+	for b := range t {
+		crc := uint16(b) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -34,9 +48,10 @@ func crc16(s string) uint16 {
 				crc <<= 1
 			}
 		}
+		t[b] = crc
 	}
-	return crc
-}
+	return &t
+})
 
 // slotTags holds, for each slot, the shortest string (base 36, then the
 // lowest) whose CRC16 falls in that slot: "{" + SlotTag(s) + "}" in a key
@@ -91,4 +106,41 @@ func (e *Engine) unslot(rest string) string {
 		return rest[j+1:]
 	}
 	return rest
+}
+
+// retag gives a key of the slotted layout that carries a hash tag (the
+// master-wide keys, one per slot) the tag of slot.
+func retag(key string, slot int) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return key
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return key
+	}
+	return key[:i+1] + SlotTag(slot) + key[i+1+j:]
+}
+
+// learnUnslotted raises this engine's fence proposals above the sequences
+// the masters kept under the layout without slots (one per master), if
+// any: a deployment that turned to the slotted layout (its first cluster
+// master) then issues no fence below one issued before, although the
+// per-slot sequences start empty. Masters that do not answer within four
+// master timeouts are skipped: it is a floor for this proxy's proposals,
+// the best known.
+func (e *Engine) learnUnslotted() {
+	keys := []string{e.opts.MetaPrefix + "fence-hwm", e.opts.MetaPrefix + "fence-floor"}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*e.opts.MasterTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range e.nodes {
+		wg.Go(func() {
+			v, err := e.nodes[i].Eval(ctx, scripts.FenceHighwater.Name, keys, nil)
+			if n, ok := v.(int64); err == nil && ok && n > 0 {
+				e.fences.learn(uint64(n))
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -266,6 +266,33 @@ func TestClusterMastersEveryFamily(t *testing.T) {
 		}
 	})
 
+	t.Run("INFO, RLOCKLIST", func(t *testing.T) {
+		info := do(t, c1, "INFO", "masters").(string)
+		for i, cl := range d.clusters {
+			slots := 0
+			for j := range cl.Seeds() {
+				line := ""
+				for _, l := range strings.Split(info, "\r\n") {
+					if strings.HasPrefix(l, fmt.Sprintf("master%d_shard%d:", i, j)) {
+						line = l
+					}
+				}
+				if !strings.Contains(line, "state=up") {
+					t.Errorf("INFO masters: shard %d of master %d: %q", j, i, line)
+				}
+				var n int
+				if _, err := fmt.Sscanf(line[strings.Index(line, "slots="):], "slots=%d", &n); err != nil {
+					t.Fatalf("%q: %v", line, err)
+				}
+				slots += n
+			}
+			if slots != quorum.Slots {
+				t.Errorf("master %d: shards serve %d slots", i, slots)
+			}
+		}
+		expectErr(t, c1, "ERR RLOCKLIST does not list cluster masters (docs/PROTOCOL.md, Cluster masters)", "RLOCKLIST", 0)
+	})
+
 	t.Run("keys of one resource share its slot", func(t *testing.T) {
 		g, _ := rlock(t, c1, "slotcheck", 10000)
 		defer do(t, c1, "RUNLOCK", "slotcheck", g.token)
@@ -365,6 +392,20 @@ func TestClusterShardRestartedEmpty(t *testing.T) {
 			t.Errorf("proxy %s did not log the shard's restart", p.Addr)
 		}
 	}
+	// INFO masters shows the restarted shards quarantined, the others up.
+	info := do(t, d.c2, "INFO", "masters").(string)
+	for i, cl := range d.clusters {
+		restarted := cl.MasterOf(t, quorum.KeySlot("ledger")).Addr
+		for _, line := range strings.Split(info, "\r\n") {
+			if !strings.HasPrefix(line, fmt.Sprintf("master%d_shard", i)) {
+				continue
+			}
+			quarantined := strings.Contains(line, "state=quarantined")
+			if want := i < 2 && strings.Contains(line, "addr="+restarted+","); quarantined != want {
+				t.Errorf("INFO masters: %s (quarantined %v, want %v)", line, quarantined, want)
+			}
+		}
+	}
 	var g2 grant
 	waitFor(t, 20*time.Second, "the restarted shards to rejoin", func() bool {
 		var ok bool
@@ -377,7 +418,7 @@ func TestClusterShardRestartedEmpty(t *testing.T) {
 	if g2.fence <= g.fence {
 		t.Fatalf("fence %d after %d", g2.fence, g.fence)
 	}
-	if !strings.Contains(d.p2.log.String(), "cluster shard rejoins") {
+	if !strings.Contains(d.p2.log.String(), "cluster slots rejoin") {
 		t.Error("no rejoin logged")
 	}
 }

@@ -259,7 +259,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("metrics_listen: %w", err)
 		}
 		hs = &http.Server{
-			Handler:           met.Handler(func() bool { st := eng.Status(); return st.Up() >= st.Quorum }),
+			Handler:           met.Handler(func() bool { return eng.Status().Ready() }),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 		go hs.Serve(mln)

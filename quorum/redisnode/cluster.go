@@ -58,27 +58,31 @@ var errNoListing = errors.New("redisnode: listing (RLOCKLIST) does not scan clus
 
 // Cluster is one of the engine's masters made of a Redis Cluster: it
 // implements quorum.Node, and quorum.ShardedNode. Each request goes to the
-// shard serving the hash slot of its keys (every key of one script lives
-// in one slot with the engine's slotted layout), over that shard's Node
-// (one pipelined connection, batching across clients per shard; Options.
-// Sharded batches only requests of one slot together).
+// shard serving the hash slot of its keys (the engine's slotted layout
+// puts every key of one script in one slot, and splits calls over several
+// slots), over that shard's Node: one pipelined connection, batching
+// across clients per shard (Options.Sharded batches only requests of one
+// slot together).
 //
 // Routing follows the slot map read with CLUSTER NODES from any node it
 // knows, read again every RefreshInterval and at once after a MOVED. A
-// MOVED to a shard the map knows as a master (a resharding) is followed
-// at once, and an ASK is followed with ASKING on the target's connection;
-// a MOVED elsewhere, TRYAGAIN and CLUSTERDOWN fail the request (the
-// engine counts it as a missing vote and tries again).
+// MOVED to a node the map knows as a healthy master (a resharding) is
+// followed at once, and an ASK is followed with ASKING on the target's
+// connection; a MOVED elsewhere, TRYAGAIN and CLUSTERDOWN fail the request
+// (the engine counts a missing vote and tries again).
 //
-// A shard that lost its data does not vote until Quarantine is over and
-// the engine raised the fence floors of its slots (see "Cluster masters"
-// in the quorum package doc). Lost data is seen two ways: the run_id read
-// on a new connection to the shard changed (the process restarted,
-// perhaps empty), or it took over slots while it was not a master (a
-// failover: the promoted replica may miss the last writes). Slots that move between masters that
-// stay masters (a resharding) move with their keys and need nothing.
-// Every request of a shard out of the vote fails at once, except the
-// engine's fence floor writes.
+// Slots whose data may be lost do not vote (quorum.ErrShardNotVoting)
+// until Quarantine is over and the engine raised their fence floors (see
+// "Cluster masters" in the quorum package doc). The quarantine belongs to
+// the slots, wherever they move meanwhile. Lost data is seen three ways:
+// the run_id read on a new connection to a shard changed (the process
+// restarted, maybe empty): its slots; a node took over slots while it was
+// not a healthy master (a failover: the promoted replica may miss the last
+// writes): those slots; a master's replication id changed between two
+// readings of the map (it was promoted, or restarted, unseen): its slots.
+// Slots that move between masters that stay masters (a resharding) move
+// with their keys and need nothing. A request for a slot out of the vote
+// fails at once, except the engine's fence floor reads and writes.
 //
 // Release notifications and the proxies' pub/sub messages use the first
 // seed's subscriber: a cluster carries a PUBLISH to all its nodes.
@@ -88,11 +92,14 @@ type Cluster struct {
 	name string
 
 	mu     sync.Mutex
-	shards map[string]*shard // by address, never removed (a cluster's nodes are few)
+	shards map[string]*shard // by address; pruned once gone from the cluster
 	sub    *Node             // subscriptions
 
 	table atomic.Pointer[slotTable]
 	raise atomic.Pointer[func(ctx context.Context, slots []int) error]
+
+	// q is each slot's quarantine.
+	q [quorum.Slots]slotQuarantine
 
 	kick   chan struct{}
 	ctx    context.Context
@@ -100,29 +107,32 @@ type Cluster struct {
 	wg     sync.WaitGroup
 }
 
+// slotQuarantine is one slot's quarantine: out while its votes do not
+// count, until when at least, gen counting its quarantines.
+type slotQuarantine struct {
+	out   atomic.Bool
+	until atomic.Int64 // unix nanoseconds
+	gen   atomic.Uint32
+}
+
 // slotTable is one reading of the slot map.
 type slotTable struct {
 	owner   [quorum.Slots]*shard
-	masters map[string]bool // addresses of the nodes that are masters
+	masters map[string]bool // addresses of the healthy masters
 }
 
-// shard is one node of the cluster that served slots.
+// shard is one node of the cluster.
 type shard struct {
 	addr string
 	node *Node
 
-	// out is set while the shard does not vote (quarantined, or its fence
-	// floors not raised); the rest is under mu.
-	out atomic.Bool
-
-	mu         sync.Mutex
-	runID      string    // the run_id its votes count for, "" until known
-	until      time.Time // the quarantine's end
-	needsFloor bool
-	floor      []int // the slots whose floors to raise
-	restarts   int
-	failovers  int
-	why        string
+	mu        sync.Mutex
+	runID     string // the run_id its votes count for, "" until known
+	replID    string // its replication id at the last reading, "" until known
+	restarts  int
+	failovers int
+	why       string // the last reason its slots were quarantined
+	missing   int    // readings of the map in a row that did not list it
 }
 
 var _ quorum.ShardedNode = (*Cluster)(nil)
@@ -156,16 +166,19 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 	if err := c.refresh(); err != nil {
 		c.log.Warn("cluster slot map not read; retrying in the background", "err", err)
 	}
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.loop()
+	go c.rejoinLoop()
 	return c, nil
 }
 
-// shardAt returns the shard at addr, connecting to it the first time.
+// shardAt returns the shard at addr, connecting to it the first time (not
+// under c.mu: a dial may take DialTimeout).
 func (c *Cluster) shardAt(addr string) (*shard, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.shards[addr]; ok {
+	s, ok := c.shards[addr]
+	c.mu.Unlock()
+	if ok {
 		return s, nil
 	}
 	o := c.opts.Node
@@ -174,8 +187,13 @@ func (c *Cluster) shardAt(addr string) (*shard, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &shard{addr: addr, node: n}
-	s.runID = n.Identity().RunID
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.shards[addr]; ok {
+		n.Close() // dialled meanwhile
+		return s, nil
+	}
+	s = &shard{addr: addr, node: n, runID: n.Identity().RunID}
 	c.shards[addr] = s
 	return s, nil
 }
@@ -189,7 +207,8 @@ func (c *Cluster) AttachFloors(raise func(ctx context.Context, slots []int) erro
 }
 
 // Identity implements quorum.Node. A cluster's shards restart one by one
-// and are quarantined here, not by the engine: its identity never changes.
+// and their slots are quarantined here, not by the engine: its identity
+// never changes.
 func (c *Cluster) Identity() quorum.Identity { return quorum.Identity{RunID: "cluster"} }
 
 // Eval implements quorum.Node.
@@ -198,7 +217,8 @@ func (c *Cluster) Eval(ctx context.Context, name string, keys, args []string) (a
 }
 
 // Send implements quorum.Node: the request goes to the shard of its keys'
-// slot.
+// slot. Keys in several slots fail with ErrCrossSlot (the engine splits
+// such calls before they reach a node).
 func (c *Cluster) Send(name string, keys, args []string, done func(v any, err error)) {
 	if name == scripts.ListScan.Name {
 		done(nil, errNoListing)
@@ -216,7 +236,7 @@ func (c *Cluster) Send(name string, keys, args []string, done func(v any, err er
 		case slot == -1:
 			slot = s
 		case s != slot:
-			c.sendSplit(name, keys, args, done)
+			done(nil, fmt.Errorf("%w: %q and %q", ErrCrossSlot, keys[0], k))
 			return
 		}
 	}
@@ -231,68 +251,6 @@ func (c *Cluster) Send(name string, keys, args []string, done func(v any, err er
 		return
 	}
 	c.sendTo(s, name, keys, args, done, false, slot)
-}
-
-// sendSplit runs a request whose keys live in several slots as one
-// request per slot, one after another in ascending slot order, and
-// combines their answers (scripts.Split, Script.Combine); a request whose
-// script cannot be split fails with ErrCrossSlot.
-func (c *Cluster) sendSplit(name string, keys, args []string, done func(any, error)) {
-	d := scripts.ByName(name)
-	if d == nil {
-		done(nil, fmt.Errorf("redisnode: no script %q", name))
-		return
-	}
-	parts, err := d.Split(keys, args, quorum.KeySlot, retag)
-	if err != nil {
-		done(nil, fmt.Errorf("%w: %s: %w", ErrCrossSlot, name, err))
-		return
-	}
-	items := 0
-	for _, p := range parts {
-		items += len(p.Items)
-	}
-	answers := make([]any, 0, len(parts))
-	var step func(i int)
-	step = func(i int) {
-		if i == len(parts) {
-			done(d.Combine(parts, items, answers))
-			return
-		}
-		p := parts[i]
-		t := c.table.Load()
-		if t.owner[p.Slot] == nil {
-			done(nil, fmt.Errorf("%w: no node serves slot %d", ErrNoSlotMap, p.Slot))
-			return
-		}
-		c.sendTo(t.owner[p.Slot], name, p.Keys, p.Args, func(v any, err error) {
-			if err != nil {
-				done(nil, err)
-				return
-			}
-			answers = append(answers, v)
-			if arr, ok := v.([]any); ok && d.Merge == scripts.MergeGrant && len(arr) > 0 && arr[0] != int64(1) {
-				done(d.Combine(parts, items, answers)) // refused: the later parts are not asked
-				return
-			}
-			step(i + 1)
-		}, false, p.Slot)
-	}
-	step(0)
-}
-
-// retag gives a per-slot key of the slotted layout (one hash tag) the tag
-// of slot.
-func retag(key string, slot int) string {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return key
-	}
-	j := strings.IndexByte(key[i+1:], '}')
-	if j <= 0 {
-		return key
-	}
-	return key[:i+1] + quorum.SlotTag(slot) + key[i+1+j:]
 }
 
 // anyShard is a master of t, the subscriber's if it is one.
@@ -310,20 +268,28 @@ func (c *Cluster) anyShard(t *slotTable) *shard {
 	return nil
 }
 
+// out reports whether slot is out of the vote.
+func (c *Cluster) out(slot int) bool {
+	return slot >= 0 && c.q[slot].out.Load()
+}
+
 // sendTo sends the request to shard s (after ASKING when ask), following
-// one redirection.
+// one redirection. A request for a slot out of the vote fails, before it
+// is sent and again when its answer comes (the slot may have been taken
+// out meanwhile: a restart seen by another answer).
 func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(any, error), ask bool, slot int) {
-	// A shard out of the vote runs only the fence floor's reads and
-	// writes (the engine's, as it raises floors; see ShardedNode).
+	// Only the fence floor's reads and writes run for a slot out of the
+	// vote (the engine's, as it raises floors; see ShardedNode).
 	floor := name == scripts.FenceFloor.Name || name == scripts.FenceHighwater.Name
-	if s.out.Load() && !floor {
-		done(nil, fmt.Errorf("%w: %s: %s", ErrShardOut, s.addr, s.reason()))
+	if c.out(slot) && !floor {
+		done(nil, c.outErr(s, slot))
 		return
 	}
 	cb := func(v any, err error) {
 		if err == nil {
-			if err = c.check(s); err != nil && !floor {
-				done(nil, err)
+			c.check(s)
+			if c.out(slot) && !floor {
+				done(nil, c.outErr(s, slot))
 				return
 			}
 			done(v, nil)
@@ -351,11 +317,22 @@ func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(a
 	}
 }
 
+// outErr is the error of a request for slot, out of the vote, to s.
+func (c *Cluster) outErr(s *shard, slot int) error {
+	s.mu.Lock()
+	why := s.why
+	s.mu.Unlock()
+	if left := time.Until(time.Unix(0, c.q[slot].until.Load())); left > 0 {
+		return fmt.Errorf("%w: slot %d on %s: %s; quarantined %v more", ErrShardOut, slot, s.addr, why, left.Round(time.Millisecond))
+	}
+	return fmt.Errorf("%w: slot %d on %s: %s; fence floors not raised yet", ErrShardOut, slot, s.addr, why)
+}
+
 // redirect reads a MOVED or ASK error: the shard to send the request to,
-// if it is a master the slot map knows (a resharding), and whether with
-// ASKING. A MOVED also reads the slot map again, and one to another node
-// (a replica promoted since the map was read) is not followed: the map
-// decides first whether that node lost data.
+// if it is a healthy master in the slot map (a resharding), and whether
+// with ASKING. A MOVED also reads the slot map again, and one to another
+// node (a replica promoted since the map was read) is not followed: the
+// map decides first whether that node lost data.
 func (c *Cluster) redirect(msg string) (to *shard, asking, ok bool) {
 	kind, rest, _ := strings.Cut(msg, " ")
 	if kind != "MOVED" && kind != "ASK" {
@@ -382,52 +359,44 @@ func (c *Cluster) redirect(msg string) (to *shard, asking, ok bool) {
 	return s, kind == "ASK", true
 }
 
-// check fails an answer from a connection to s whose run_id is not the
-// one s votes with: s restarted, and is quarantined from now.
-func (c *Cluster) check(s *shard) error {
+// check quarantines the slots of s when the run_id of its connection is
+// not the one its votes count for: s restarted.
+func (c *Cluster) check(s *shard) {
 	id := s.node.Identity().RunID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case id == s.runID:
-		return nil
+		return
 	case s.runID == "":
 		s.runID = id // first known
-		return nil
+		return
 	}
 	old := s.runID
 	s.runID = id
 	s.restarts++
-	c.quarantine(s, fmt.Sprintf("restarted (run_id %s -> %s)", short(old), short(id)), nil)
-	return fmt.Errorf("%w: %s restarted", ErrShardOut, s.addr)
+	c.quarantine(s, fmt.Sprintf("restarted (run_id %s -> %s)", short(old), short(id)), c.slotsOf(s))
 }
 
-// quarantine takes s out of the vote for Quarantine and until the floors
-// of slots (every slot it serves when nil) are raised. s.mu is held.
+// quarantine takes slots out of the vote for Quarantine and until their
+// floors are raised, for why; s.mu (s serves them) is held.
 func (c *Cluster) quarantine(s *shard, why string, slots []int) {
-	s.until = time.Now().Add(c.opts.Quarantine)
-	if s.needsFloor && slots != nil && s.floor != nil {
-		slots = append(slices.Clone(s.floor), slots...)
+	if len(slots) == 0 {
+		return
 	}
-	s.needsFloor = true
-	s.floor = slots
+	until := time.Now().Add(c.opts.Quarantine).UnixNano()
+	for _, slot := range slots {
+		q := &c.q[slot]
+		q.gen.Add(1)
+		q.until.Store(max(q.until.Load(), until))
+		q.out.Store(true)
+	}
 	s.why = why
-	s.out.Store(true)
-	c.log.Warn("cluster shard lost its data: its votes do not count until its quarantine ends and its fence floors are raised",
-		"shard", s.addr, "why", why, "quarantine", c.opts.Quarantine)
+	c.log.Warn("cluster shard lost its data: the votes of its slots do not count until their quarantine ends and their fence floors are raised",
+		"shard", s.addr, "why", why, "slots", len(slots), "quarantine", c.opts.Quarantine)
 }
 
 func short(runID string) string { return runID[:min(len(runID), 8)] }
-
-// reason says why s does not vote.
-func (s *shard) reason() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if left := time.Until(s.until); left > 0 {
-		return fmt.Sprintf("%s; quarantined %v more", s.why, left.Round(time.Millisecond))
-	}
-	return s.why + "; quarantine over, fence floors not raised yet"
-}
 
 // refreshSoon asks the loop for a slot map reading now.
 func (c *Cluster) refreshSoon() {
@@ -437,8 +406,8 @@ func (c *Cluster) refreshSoon() {
 	}
 }
 
-// loop reads the slot map, checks the shards' identities and lets
-// quarantined shards rejoin, every RefreshInterval or when kicked.
+// loop checks the shards' identities and reads the slot map every
+// RefreshInterval, or when kicked.
 func (c *Cluster) loop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.opts.RefreshInterval)
@@ -450,14 +419,68 @@ func (c *Cluster) loop() {
 		case <-t.C:
 		case <-c.kick:
 		}
+		for _, s := range c.shardList() {
+			c.check(s)
+		}
 		if err := c.refresh(); err != nil {
 			c.log.Debug("cluster slot map not read", "err", err)
 		}
-		for _, s := range c.shardList() {
-			c.check(s)
-			c.rejoin(s)
+	}
+}
+
+// rejoinLoop raises the fence floors of the slots whose quarantine is
+// over, and lets them vote again, every RefreshInterval (its own loop: a
+// raise waits for the other masters).
+func (c *Cluster) rejoinLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.opts.RefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.rejoin()
+	}
+}
+
+// rejoin raises the floors of the slots whose quarantine is over.
+func (c *Cluster) rejoin() {
+	raise := c.raise.Load()
+	if raise == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	var slots []int
+	var gens []uint32
+	for slot := range c.q {
+		q := &c.q[slot]
+		if q.out.Load() && q.until.Load() <= now {
+			slots = append(slots, slot)
+			gens = append(gens, q.gen.Load())
 		}
 	}
+	if len(slots) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
+	err := (*raise)(ctx, slots)
+	cancel()
+	if err != nil {
+		c.log.Warn("cluster slots cannot rejoin yet: their fence floors cannot be raised", "slots", len(slots), "err", err)
+		return
+	}
+	for _, s := range c.shardList() {
+		c.check(s) // a restart during the raise quarantines its slots again
+	}
+	for i, slot := range slots {
+		q := &c.q[slot]
+		if q.gen.Load() == gens[i] {
+			q.out.Store(false)
+		}
+	}
+	c.log.Info("cluster slots rejoin: their fence floors are raised", "slots", len(slots))
 }
 
 func (c *Cluster) shardList() []*shard {
@@ -469,40 +492,6 @@ func (c *Cluster) shardList() []*shard {
 	}
 	slices.SortFunc(out, func(a, b *shard) int { return strings.Compare(a.addr, b.addr) })
 	return out
-}
-
-// rejoin raises the fence floors of a shard whose quarantine is over, and
-// lets it vote again.
-func (c *Cluster) rejoin(s *shard) {
-	s.mu.Lock()
-	due := s.needsFloor && !time.Now().Before(s.until)
-	slots, runID := s.floor, s.runID
-	s.mu.Unlock()
-	raise := c.raise.Load()
-	if !due || raise == nil {
-		return
-	}
-	if slots == nil {
-		slots = c.slotsOf(s)
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
-	err := (*raise)(ctx, slots)
-	cancel()
-	if err != nil {
-		s.mu.Lock()
-		s.why = fmt.Sprintf("%s; its fence floors cannot be raised yet: %v", s.why, err)
-		s.mu.Unlock()
-		c.log.Warn("cluster shard cannot rejoin yet: its fence floors cannot be raised", "shard", s.addr, "err", err)
-		return
-	}
-	c.check(s) // a restart during the raise quarantines it again
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.runID == runID && s.needsFloor && !time.Now().Before(s.until) {
-		s.needsFloor, s.floor, s.why = false, nil, ""
-		s.out.Store(false)
-		c.log.Info("cluster shard rejoins", "shard", s.addr, "slots", len(slots))
-	}
 }
 
 // slotsOf lists the slots s serves in the current map.
@@ -521,8 +510,7 @@ func (c *Cluster) slotsOf(s *shard) []int {
 }
 
 // refresh reads the slot map from a node that answers (the shards first,
-// then the seeds) and installs it; slots taken over from a master that is
-// no longer one quarantine their new shard (a failover).
+// then the seeds) and installs it.
 func (c *Cluster) refresh() error {
 	var lastErr error
 	tried := map[string]bool{}
@@ -536,9 +524,7 @@ func (c *Cluster) refresh() error {
 			lastErr = err
 			continue
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, c.opts.Node.DialTimeout+time.Second)
-		v, err := s.node.Command(ctx, "CLUSTER", "NODES")
-		cancel()
+		v, err := c.command(s, "CLUSTER", "NODES")
 		text, ok := v.(string)
 		if err == nil && !ok {
 			err = fmt.Errorf("CLUSTER NODES answered %T", v)
@@ -561,6 +547,13 @@ func (c *Cluster) refresh() error {
 	return lastErr
 }
 
+// command runs a plain command on s, bounded by the dial timeout.
+func (c *Cluster) command(s *shard, args ...string) (any, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.Node.DialTimeout+time.Second)
+	defer cancel()
+	return s.node.Command(ctx, args...)
+}
+
 func (c *Cluster) addrs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -572,14 +565,21 @@ func (c *Cluster) addrs() []string {
 	return out
 }
 
-// install makes nodes the slot map.
+// install makes nodes the slot map. Before it does, it quarantines the
+// slots that a node took over while it was not a healthy master, and
+// those of a master whose replication id changed: both may have lost data
+// (a failover, or a restart not seen yet).
 func (c *Cluster) install(nodes []clusterNode) error {
 	t := &slotTable{masters: map[string]bool{}}
+	listed := map[string]bool{}
 	for _, n := range nodes {
+		listed[n.addr] = true
 		if !n.master {
 			continue
 		}
-		t.masters[n.addr] = true
+		if !n.failed {
+			t.masters[n.addr] = true
+		}
 		if len(n.slots) == 0 {
 			continue
 		}
@@ -594,31 +594,81 @@ func (c *Cluster) install(nodes []clusterNode) error {
 		}
 	}
 	old := c.table.Load()
-	if old != nil {
-		// Slots that went to a node that was not a master went to a
-		// promoted replica (a resharding moves slots between masters).
-		taken := map[*shard][]int{}
-		for slot, o := range old.owner {
-			if n := t.owner[slot]; n != nil && n != o && !old.masters[n.addr] {
-				taken[n] = append(taken[n], slot)
-			}
+	taken := map[*shard][]int{}
+	serving := map[*shard][]int{}
+	for slot, s := range t.owner {
+		if s == nil {
+			continue
 		}
-		for s, slots := range taken {
-			s.mu.Lock()
-			s.failovers++
-			c.quarantine(s, fmt.Sprintf("took over %d slots in a failover", len(slots)), slots)
-			s.mu.Unlock()
+		serving[s] = append(serving[s], slot)
+		if old != nil && old.owner[slot] != s && !old.masters[s.addr] {
+			taken[s] = append(taken[s], slot)
 		}
 	}
+	for s, slots := range serving {
+		id := c.replID(s)
+		s.mu.Lock()
+		switch {
+		case len(taken[s]) > 0:
+			s.failovers++
+			c.quarantine(s, fmt.Sprintf("took over %d slots in a failover", len(taken[s])), taken[s])
+		case id != "" && s.replID != "" && id != s.replID:
+			s.failovers++
+			c.quarantine(s, fmt.Sprintf("replication id changed (%s -> %s): promoted or restarted", short(s.replID), short(id)), slots)
+		}
+		if id != "" {
+			s.replID = id
+		}
+		s.mu.Unlock()
+	}
 	c.table.Store(t)
+	c.prune(listed)
 	return nil
+}
+
+// replID reads the master_replid of s ("" if it does not answer).
+func (c *Cluster) replID(s *shard) string {
+	v, err := c.command(s, "INFO", "replication")
+	text, ok := v.(string)
+	if err != nil || !ok {
+		return ""
+	}
+	for line := range strings.Lines(text) {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "master_replid:"); ok {
+			return id
+		}
+	}
+	return ""
+}
+
+// prune closes the shards that the cluster has not listed for a minute
+// of readings (a node removed, or an address that changed), but the
+// subscriber's and the seeds'.
+func (c *Cluster) prune(listed map[string]bool) {
+	var gone []*shard
+	c.mu.Lock()
+	for addr, s := range c.shards {
+		if listed[addr] || s.node == c.sub || slices.Contains(c.opts.Seeds, addr) {
+			s.missing = 0
+			continue
+		}
+		if s.missing++; s.missing > 60 {
+			delete(c.shards, addr)
+			gone = append(gone, s)
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range gone {
+		c.log.Info("cluster node gone: its connection closed", "shard", s.addr)
+		s.node.Close()
+	}
 }
 
 // clusterNode is one line of CLUSTER NODES.
 type clusterNode struct {
-	id, addr string
-	master   bool
-	slots    [][2]int
+	id, addr       string
+	master, failed bool
+	slots          [][2]int
 }
 
 // parseClusterNodes reads CLUSTER NODES' reply; host replaces an empty
@@ -645,8 +695,11 @@ func parseClusterNodes(text, host string) ([]clusterNode, error) {
 		}
 		n.addr = net.JoinHostPort(h, port)
 		for _, flag := range strings.Split(f[2], ",") {
-			if flag == "master" {
+			switch flag {
+			case "master":
 				n.master = true
+			case "fail", "fail?", "handshake", "noaddr":
+				n.failed = true
 			}
 		}
 		for _, r := range f[8:] {
@@ -670,7 +723,8 @@ func parseClusterNodes(text, host string) ([]clusterNode, error) {
 	return out, nil
 }
 
-// Ping implements quorum.Node: every shard serving slots answers.
+// Ping implements quorum.Node: nil when a shard serving slots answers (a
+// shard down fails the requests of its slots, not the cluster's).
 func (c *Cluster) Ping(ctx context.Context) error {
 	t := c.table.Load()
 	if t == nil {
@@ -678,16 +732,19 @@ func (c *Cluster) Ping(ctx context.Context) error {
 		return ErrNoSlotMap
 	}
 	seen := map[*shard]bool{}
+	var errs []error
 	for _, s := range t.owner {
 		if s == nil || seen[s] {
 			continue
 		}
 		seen[s] = true
-		if err := s.node.Ping(ctx); err != nil {
-			return fmt.Errorf("%s: %w", s.addr, err)
+		err := s.node.Ping(ctx)
+		if err == nil {
+			return nil
 		}
+		errs = append(errs, fmt.Errorf("%s: %w", s.addr, err))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Subscribe implements quorum.Node.
@@ -712,36 +769,43 @@ func (c *Cluster) PSubscribed(ctx context.Context, pattern string) error {
 	return c.sub.PSubscribed(ctx, pattern)
 }
 
-// ShardStatus is one shard's state, for INFO and metrics.
-type ShardStatus struct {
-	Addr      string
-	Slots     int
-	Voting    bool
-	Restarts  int
-	Failovers int
-	Why       string
-}
-
-// Shards reports the shards serving slots, by address.
-func (c *Cluster) Shards() []ShardStatus {
+// Shards implements quorum.ShardedNode: the shards serving slots, by
+// address. A shard votes while none of its slots is out of the vote.
+func (c *Cluster) Shards() []quorum.ShardStatus {
 	t := c.table.Load()
-	count := map[*shard]int{}
-	if t != nil {
-		for _, s := range t.owner {
-			if s != nil {
-				count[s]++
-			}
+	if t == nil {
+		return nil
+	}
+	byShard := map[*shard]*quorum.ShardStatus{}
+	now := time.Now()
+	for slot, s := range t.owner {
+		if s == nil {
+			continue
+		}
+		st := byShard[s]
+		if st == nil {
+			st = &quorum.ShardStatus{Addr: s.addr, Up: s.node.pipe.Load() != nil, Voting: true}
+			byShard[s] = st
+		}
+		st.Slots++
+		if c.q[slot].out.Load() {
+			st.Voting = false
+			st.QuarantineLeft = max(st.QuarantineLeft, time.Unix(0, c.q[slot].until.Load()).Sub(now))
 		}
 	}
-	var out []ShardStatus
+	var out []quorum.ShardStatus
 	for _, s := range c.shardList() {
-		if count[s] == 0 {
+		st := byShard[s]
+		if st == nil {
 			continue
 		}
 		s.mu.Lock()
-		out = append(out, ShardStatus{Addr: s.addr, Slots: count[s], Voting: !s.out.Load(),
-			Restarts: s.restarts, Failovers: s.failovers, Why: s.why})
+		st.Restarts, st.Failovers = s.restarts, s.failovers
+		if !st.Voting {
+			st.Why = s.why
+		}
 		s.mu.Unlock()
+		out = append(out, *st)
 	}
 	return out
 }

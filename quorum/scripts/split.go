@@ -21,9 +21,10 @@ const (
 	NoSplit Merge = iota
 	// MergeGrant: each part answers {1, sequence, fence_1, ...} or {0,
 	// sequence}. The parts run one after another, in ascending slot
-	// order, and the first refusal is the answer (the parts granted
-	// before it hold the call's token, as a grant would: the engine rolls
-	// a try back, or releases a grant, on every master). Else the answer
+	// order, and the first refusal ends the call: its answer is {0,
+	// highest sequence}, or {0, highest sequence, 1} when parts before it
+	// were granted (they hold the call's token: the engine then rolls the
+	// try back there as it does where a try was granted). Else the answer
 	// is {1, highest sequence, every fence in the call's order}.
 	MergeGrant
 	// MergeRelease: each part answers {count, ms left}: the counts add up,
@@ -222,6 +223,9 @@ func (s *Script) Combine(parts []Part, items int, answers []any) (any, error) {
 			}
 			seq = max(seq, q)
 			if g != 1 {
+				if i > 0 {
+					return []any{g, seq, int64(1)}, nil // parts before it hold the token
+				}
 				return []any{g, seq}, nil
 			}
 			if len(arr) != 2+len(parts[i].Items) {

@@ -123,7 +123,7 @@ func TestCombine(t *testing.T) {
 		{"refused by the first part", LockAcquire,
 			[]any{[]any{int64(0), int64(7)}}, []any{int64(0), int64(7)}},
 		{"refused by the second part", LockAcquire,
-			[]any{[]any{int64(1), int64(7), int64(5)}, []any{int64(0), int64(3)}}, []any{int64(0), int64(7)}},
+			[]any{[]any{int64(1), int64(7), int64(5)}, []any{int64(0), int64(3)}}, []any{int64(0), int64(7), int64(1)}},
 		{"release: counts add up, longest left", LockRelease,
 			[]any{[]any{int64(1), int64(500)}, []any{int64(2), int64(900)}}, []any{int64(3), int64(900)}},
 		{"extend: sum", LockExtend, []any{int64(1), int64(1)}, int64(2)},
