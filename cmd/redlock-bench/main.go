@@ -16,7 +16,7 @@
 //
 //	go run ./cmd/redlock-bench                 # everything, 5 local masters
 //	go run ./cmd/redlock-bench -quick          # a short smoke run
-//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, fair, pipeline, scripts, capacity, idle or scale
+//	go run ./cmd/redlock-bench -only multi     # one section: cycles, multi, sem, fair, pipeline, scripts, capacity, idle, shards or scale
 //	go run ./cmd/redlock-bench -proxy-bin-b /tmp/old-proxy -only cycles   # an earlier build beside this one
 //
 // It starts redis-server processes on free loopback ports and the proxy
@@ -78,6 +78,8 @@ type options struct {
 	skipPipeline bool
 	skipScripts  bool
 	skipCapacity bool
+	skipShards   bool
+	shards       []int
 
 	proxyProfile string
 	proxyYAML    string
@@ -85,7 +87,7 @@ type options struct {
 
 func main() {
 	var o options
-	var concs, contended, multiConcs, semLimits, keys, scale, only string
+	var concs, contended, multiConcs, semLimits, keys, scale, shards, only string
 	var quick bool
 	flag.IntVar(&o.masters, "masters", 5, "number of redis-server masters")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "duration of each cell")
@@ -97,6 +99,7 @@ func main() {
 	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "lock ttl")
 	flag.IntVar(&o.idle, "idle", 10000, "idle client connections for the memory measurement")
 	flag.StringVar(&scale, "scale", "3,5,7,9", "numbers of masters for the scaling measurement (C=64, uncontended)")
+	flag.StringVar(&shards, "shards", "1,2,4", "shards per cluster master for the shards measurement (3 Redis Cluster masters, C=64, uncontended)")
 	flag.StringVar(&o.proxyBin, "proxy-bin", "", "redlock-proxy binary (default: go build ./cmd/redlock-proxy)")
 	flag.StringVar(&o.proxyBinB, "proxy-bin-b", "", "a second redlock-proxy binary (an earlier build) measured beside the first in the cycles section, as \"proxy B\"")
 	flag.BoolVar(&o.skipMulti, "skip-multi", false, "skip the multi-resource measurement")
@@ -113,20 +116,22 @@ func main() {
 	flag.StringVar(&o.proxyProfile, "proxy-cpuprofile", "", "have the proxy of the first environment write a CPU profile here")
 	flag.StringVar(&o.proxyYAML, "proxy-config", "", "extra YAML for the proxy's configuration, e.g. 'master_flush_delay: 300us'")
 	flag.BoolVar(&quick, "quick", false, "short run: 1s cells, 1 repeat, 1000 idle connections, no scaling")
-	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, sem, fair, pipeline, scripts, capacity, idle or scale")
+	flag.StringVar(&only, "only", "", "run only this section: cycles, multi, sem, fair, pipeline, scripts, capacity, idle, shards or scale")
 	flag.Parse()
 	o.contended = ints(contended)
 	o.concs, o.multiConcs, o.semLimits, o.keys, o.scale = ints(concs), ints(multiConcs), ints(semLimits), ints(keys), ints(scale)
+	o.shards = ints(shards)
 	if quick {
 		o.duration, o.repeat, o.idle, o.skipScale = time.Second, 1, 1000, true
 	}
 	if only != "" {
-		if !slices.Contains([]string{"cycles", "multi", "sem", "fair", "pipeline", "scripts", "capacity", "idle", "scale"}, only) {
-			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, fair, pipeline, scripts, capacity, idle or scale\n", only)
+		if !slices.Contains([]string{"cycles", "multi", "sem", "fair", "pipeline", "scripts", "capacity", "idle", "shards", "scale"}, only) {
+			fmt.Fprintf(os.Stderr, "redlock-bench: -only %q: want cycles, multi, sem, fair, pipeline, scripts, capacity, idle, shards or scale\n", only)
 			os.Exit(2)
 		}
 		o.skipCycles, o.skipMulti, o.skipSem, o.skipIdle, o.skipScale = only != "cycles", only != "multi", only != "sem", only != "idle", only != "scale"
 		o.skipFair, o.skipPipeline, o.skipScripts, o.skipCapacity = only != "fair", only != "pipeline", only != "scripts", only != "capacity"
+		o.skipShards = only != "shards"
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
@@ -219,6 +224,12 @@ func run(o options) error {
 		}
 	}
 	env.stop()
+
+	if !o.skipShards {
+		if err := shardScaling(dir, o, o.shards); err != nil {
+			return err
+		}
+	}
 
 	if !o.skipScale {
 		fmt.Printf("\n## cost of masters: cycles/s at C=64, K=100000, median of %d\n\n", o.repeat)
@@ -583,7 +594,7 @@ func startProxy(bin, cfgPath, profile string) (*exec.Cmd, string, error) {
 	return cmd, addr, nil
 }
 
-func startRedis(dir string) (*exec.Cmd, string, error) {
+func startRedis(dir string, extra ...string) (*exec.Cmd, string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
 	}
@@ -595,8 +606,8 @@ func startRedis(dir string) (*exec.Cmd, string, error) {
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
 		addr := "127.0.0.1:" + strconv.Itoa(port)
-		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--dir", dir, "--loglevel", "warning", "--maxclients", "20000")
+		cmd := exec.Command("redis-server", append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", dir, "--loglevel", "warning", "--maxclients", "20000"}, extra...)...)
 		if err := cmd.Start(); err != nil {
 			return nil, "", fmt.Errorf("redis-server: %w (is it installed?)", err)
 		}
