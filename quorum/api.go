@@ -507,8 +507,8 @@ func (s Status) Ready() bool {
 		if m.Shards != nil {
 			slots := 0
 			for _, sh := range m.Shards {
-				if sh.Up && sh.Voting {
-					slots += sh.Slots
+				if sh.Up {
+					slots += sh.Slots - sh.Out
 				}
 			}
 			if slots < Slots {

@@ -119,7 +119,8 @@
 // A Lease is returned only when, within one attempt:
 //
 //  1. a quorum of masters set every lock key of the lease to the lease's
-//     token (atomically, all keys or none on each master);
+//     token (atomically, all keys or none on each master; with the
+//     slotted layout, atomically per hash slot, see Cluster masters);
 //  2. a quorum of masters hold the lease's fence for each resource, written
 //     while they held the lock (see Fencing);
 //  3. the validity, ttl - elapsed - (ttl*drift_factor + 2ms), measured from
@@ -132,7 +133,9 @@
 //
 // A multi-resource lock is one lock over a set: duplicates are dropped and
 // the keys are sorted, so every master takes the whole set or none of it
-// in one script; two requests over overlapping sets therefore contend like
+// in one script (with the slotted layout, one script per slot, and a
+// master that refuses any slot rolls back the others: see Cluster
+// masters); two requests over overlapping sets therefore contend like
 // two plain locks, and cannot hold half each.
 //
 // Release of a lock reports held only with a quorum of masters that released every
@@ -1030,45 +1033,57 @@
 // (TRYAGAIN, or ASK to a node that lacks some of them): that cluster's
 // vote is missing for that try, as when a master is slow.
 //
-// Shards that lose data. A shard whose run_id changed (it restarted,
-// perhaps empty), or that took over slots while it was not a master (a
-// replica promoted in a failover, which may miss the last writes), is
-// quarantined by the Cluster node itself, shard by shard: every request
-// routed to it fails with ErrShardNotVoting (a missing vote, not a fault
-// of the cluster: the other shards vote on), except the reads and writes
-// of the fence floors, for Options.Quarantine; then the engine raises the
-// floors of its slots (raiseFloors: the Restarted masters argument, slot
-// by slot, from a quorum of the other masters' same slot) and it votes
-// again. A restart is seen before the shard's first answer counts: the
-// shard's Node reads the run_id on each new connection before it sends
-// on it, and the Cluster node compares it as each answer arrives. A
-// failover is seen when the slot map is read (every second, and at once
-// after a MOVED); a MOVED to a node that was not a master in the map the
-// proxy holds is not followed, so no request reaches a promoted replica
-// before the map that quarantines it is installed. The quarantine is not
-// shortened from the others' lease marks as for single servers: they are
-// one per slot, and one shard's restart would need the marks of all its
-// slots; it lasts Options.Quarantine (limits.max_ttl). A restarted
-// single-server master in a slotted deployment has its floors raised for
-// every slot, and its quarantine is not shortened either. Shards of two
-// clusters restarted at once read each other's sequences while
-// quarantined, as restarted single servers do (a floor is the maximum of
-// every other master's answer, and one more answer never lowers it); the
-// engine cannot tell such a shard's answer from an intact one, so its
-// error log "fewer than a quorum of masters kept their data" is not given
-// for shards.
+// Slots that lose data. The Cluster node keeps out of the vote the slots
+// of a shard whose run_id changed (it restarted, perhaps empty), the slots
+// a node took over while it was not a healthy master (a replica promoted
+// in a failover, which may miss the last writes), and those of a master
+// whose replication id changed between two readings of the slot map with
+// its previous one kept (a promotion not seen as one). The quarantine
+// belongs to the slots, wherever they move meanwhile: every request for
+// such a slot fails with ErrShardNotVoting (a missing vote, not a fault of
+// the cluster: its other slots vote on), except the reads and writes of
+// the fence floors, for Options.Quarantine; then the engine raises the
+// floors of those slots (raiseFloors: the Restarted masters argument,
+// slot by slot, from a quorum of the other masters' same slot) and they
+// vote again. A restart is seen before the shard's first answer counts:
+// the shard's Node reads the run_id on each new connection before it
+// sends on it, and the Cluster node compares it as each answer arrives,
+// before the answer is handed on. A failover is seen when the slot map is
+// read (every second, and at once after a MOVED); a MOVED to a node that
+// was not a healthy master in the map the proxy holds is not followed, so
+// no request reaches a promoted replica before the map that quarantines
+// its slots is installed. What it does not see: a node demoted and
+// promoted again between two readings of the map, when its replication
+// history reads like a reset. The quarantine is not shortened from the
+// others' lease marks as for single servers: they are one per slot, and
+// one shard's restart would need the marks of all its slots; it lasts
+// Options.Quarantine (limits.max_ttl). A restarted single-server master
+// in a slotted deployment has its floors raised for every slot, and its
+// quarantine is not shortened either. Shards of two clusters restarted at
+// once read each other's sequences while quarantined, as restarted
+// single servers do (a floor is the maximum of every other master's
+// answer, and one more answer never lowers it); the engine cannot tell
+// such a shard's answer from an intact one, so its error log "fewer than a
+// quorum of masters kept their data" is not given for shards.
 //
-// Multi-resource calls. On a cluster master a call over resources in
-// several slots runs as one script per slot, one after another in
-// ascending slot order (scripts.Split). An acquisition stops at the first
-// slot that refuses, and the master's answer is a grant only when every
-// slot granted; a refusal after some slots were taken says so, and the
-// engine rolls the try back on that master as where it was granted
-// (acquireReply.partial). Exclusion is per resource, so this keeps the
-// lock's safety; the vote stays all-or-nothing; no try waits while it
-// holds anything, so two overlapping multi-locks cannot deadlock, and the
-// one order makes them meet at their first common slot. The cost is one
-// round trip to that cluster per slot instead of one.
+// Multi-resource calls. A call over resources in several slots runs, on
+// every master of a slotted deployment (single servers too, so that each
+// resource's fence comes from its own slot's sequence), as one script per
+// slot (scripts.Split), all sent at once in ascending slot order: on one
+// connection they reach the master before anything the engine sends
+// later (a rollback, a release), as an unsplit call does. The master's
+// answer is a grant only when every slot granted; a refusal where some
+// slots were taken says so, and the engine rolls the try back on that
+// master as where it was granted (acquireReply.partial). Exclusion is per
+// resource, so this keeps the lock's safety; the vote stays
+// all-or-nothing; no try waits while it holds anything, so two
+// overlapping multi-locks cannot deadlock. A redirected request (MOVED or
+// ASK during a resharding) is sent again after what followed it, which
+// the per-slot scripts tolerate: each is token-checked, and a rollback
+// overtaken by its acquire leaves a key that expires with the ttl. A
+// writer that waits and was granted some slots but not all loses its
+// writer marks on those (they are deleted by the grant, not restored by
+// the rollback) until its next try sets them again.
 //
 // Not with cluster masters: RLOCKLIST (a listing pages through one
 // server's keyspace).

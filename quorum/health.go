@@ -581,7 +581,7 @@ func (e *Engine) raiseFloors(ctx context.Context, i int, slots []int) (uint64, e
 		few         bool
 		next        int
 		wg          sync.WaitGroup
-		parallelism = 32
+		parallelism = 128
 	)
 	for range min(parallelism, len(slots)) {
 		wg.Go(func() {

@@ -32,9 +32,11 @@ type ShardStatus struct {
 	Slots int
 	// Up is set while its connection is up.
 	Up bool
-	// Voting is unset while it is quarantined (restarted or failed over)
-	// or its fence floors are not raised yet.
+	// Voting is unset while some of its slots are quarantined (it
+	// restarted or failed over) or their fence floors are not raised yet.
 	Voting bool
+	// Out is how many of its slots do not vote.
+	Out int
 	// QuarantineLeft is how long its quarantine still lasts.
 	QuarantineLeft time.Duration
 	// Restarts and Failovers count the run_id changes and the failovers

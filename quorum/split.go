@@ -12,10 +12,11 @@ import (
 // whose keys live in several hash slots runs as one call per slot
 // (scripts.Split), on every master alike, single servers too, so that
 // each resource's fence comes from its own slot's sequence (see "Cluster
-// masters"): a grant's parts one after another in ascending slot order,
-// stopping at the first refusal; the other scripts' parts all at once,
-// answering once every part did. done gets the combined answer
-// (Script.Combine), or the first error.
+// masters"). The parts are all sent at once, in ascending slot order,
+// before sendNode returns: whatever the engine sends to that master
+// afterwards (a rollback, a release) follows every part on its
+// connection, as it follows an unsplit call. done gets the combined
+// answer (Script.Combine) once every part answered, or the first error.
 func (e *Engine) sendNode(i int, s *scripts.Script, keys, args []string, done func(any, error)) {
 	if !e.opts.Slotted || oneSlot(keys) {
 		e.nodes[i].Send(s.Name, keys, args, done)
@@ -34,32 +35,9 @@ func (e *Engine) sendNode(i int, s *scripts.Script, keys, args []string, done fu
 	for _, p := range parts {
 		items += len(p.Items)
 	}
-	answers := make([]any, len(parts))
-	if s.Merge == scripts.MergeGrant {
-		var step func(k int)
-		step = func(k int) {
-			if k == len(parts) {
-				done(s.Combine(parts, items, answers))
-				return
-			}
-			e.nodes[i].Send(s.Name, parts[k].Keys, parts[k].Args, func(v any, err error) {
-				if err != nil {
-					done(nil, err)
-					return
-				}
-				answers[k] = v
-				if arr, ok := v.([]any); ok && len(arr) > 0 && arr[0] != int64(1) {
-					done(s.Combine(parts, items, answers[:k+1])) // refused: the later parts are not asked
-					return
-				}
-				step(k + 1)
-			})
-		}
-		step(0)
-		return
-	}
 	var (
 		mu       sync.Mutex
+		answers  = make([]any, len(parts))
 		left     = len(parts)
 		firstErr error
 	)
@@ -100,8 +78,12 @@ func oneSlot(keys []string) bool {
 	return true
 }
 
-// evalNode is sendNode, waiting for the answer or ctx's end.
+// evalNode is sendNode, waiting for the answer or ctx's end (the node's
+// own Eval when nothing is split).
 func (e *Engine) evalNode(ctx context.Context, i int, s *scripts.Script, keys, args []string) (any, error) {
+	if !e.opts.Slotted || oneSlot(keys) {
+		return e.nodes[i].Eval(ctx, s.Name, keys, args)
+	}
 	type result struct {
 		v   any
 		err error

@@ -418,9 +418,9 @@ func TestClusterShardRestartedEmpty(t *testing.T) {
 	if g2.fence <= g.fence {
 		t.Fatalf("fence %d after %d", g2.fence, g.fence)
 	}
-	if !strings.Contains(d.p2.log.String(), "cluster slots rejoin") {
-		t.Error("no rejoin logged")
-	}
+	waitFor(t, 20*time.Second, "the rejoin of the restarted shards' slots to be logged", func() bool {
+		return strings.Contains(d.p2.log.String(), "cluster slots rejoin")
+	})
 }
 
 // TestClusterShardRestartWithoutQuarantine is the same scenario with

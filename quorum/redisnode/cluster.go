@@ -98,8 +98,10 @@ type Cluster struct {
 	table atomic.Pointer[slotTable]
 	raise atomic.Pointer[func(ctx context.Context, slots []int) error]
 
-	// q is each slot's quarantine.
-	q [quorum.Slots]slotQuarantine
+	// q is each slot's quarantine; qmu orders its changes (out is read
+	// without it).
+	qmu sync.Mutex
+	q   [quorum.Slots]slotQuarantine
 
 	kick   chan struct{}
 	ctx    context.Context
@@ -108,11 +110,12 @@ type Cluster struct {
 }
 
 // slotQuarantine is one slot's quarantine: out while its votes do not
-// count, until when at least, gen counting its quarantines.
+// count, until when at least, gen counting its quarantines. Written under
+// Cluster.qmu; out is also read without it.
 type slotQuarantine struct {
 	out   atomic.Bool
 	until atomic.Int64 // unix nanoseconds
-	gen   atomic.Uint32
+	gen   uint32
 }
 
 // slotTable is one reading of the slot map.
@@ -287,7 +290,7 @@ func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(a
 	}
 	cb := func(v any, err error) {
 		if err == nil {
-			c.check(s)
+			c.check(s, slot)
 			if c.out(slot) && !floor {
 				done(nil, c.outErr(s, slot))
 				return
@@ -359,9 +362,11 @@ func (c *Cluster) redirect(msg string) (to *shard, asking, ok bool) {
 	return s, kind == "ASK", true
 }
 
-// check quarantines the slots of s when the run_id of its connection is
-// not the one its votes count for: s restarted.
-func (c *Cluster) check(s *shard) {
+// check quarantines the slots of s, and slot (the slot of an answer, -1
+// for none: the map may not list it on s yet), when the run_id of its
+// connection is not the one its votes count for: s restarted. A run_id
+// that cannot be read where one was known counts as a restart.
+func (c *Cluster) check(s *shard, slot int) {
 	id := s.node.Identity().RunID
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -373,9 +378,15 @@ func (c *Cluster) check(s *shard) {
 		return
 	}
 	old := s.runID
-	s.runID = id
+	if id != "" {
+		s.runID = id
+	}
 	s.restarts++
-	c.quarantine(s, fmt.Sprintf("restarted (run_id %s -> %s)", short(old), short(id)), c.slotsOf(s))
+	slots := c.slotsOf(s)
+	if slot >= 0 && !slices.Contains(slots, slot) {
+		slots = append(slots, slot)
+	}
+	c.quarantine(s, fmt.Sprintf("restarted (run_id %s -> %s)", short(old), short(id)), slots)
 }
 
 // quarantine takes slots out of the vote for Quarantine and until their
@@ -385,12 +396,14 @@ func (c *Cluster) quarantine(s *shard, why string, slots []int) {
 		return
 	}
 	until := time.Now().Add(c.opts.Quarantine).UnixNano()
+	c.qmu.Lock()
 	for _, slot := range slots {
 		q := &c.q[slot]
-		q.gen.Add(1)
+		q.gen++
 		q.until.Store(max(q.until.Load(), until))
 		q.out.Store(true)
 	}
+	c.qmu.Unlock()
 	s.why = why
 	c.log.Warn("cluster shard lost its data: the votes of its slots do not count until their quarantine ends and their fence floors are raised",
 		"shard", s.addr, "why", why, "slots", len(slots), "quarantine", c.opts.Quarantine)
@@ -420,7 +433,7 @@ func (c *Cluster) loop() {
 		case <-c.kick:
 		}
 		for _, s := range c.shardList() {
-			c.check(s)
+			c.check(s, -1)
 		}
 		if err := c.refresh(); err != nil {
 			c.log.Debug("cluster slot map not read", "err", err)
@@ -445,7 +458,13 @@ func (c *Cluster) rejoinLoop() {
 	}
 }
 
-// rejoin raises the floors of the slots whose quarantine is over.
+// rejoinChunk is how many slots one raise of fence floors covers: a slot
+// that cannot be raised keeps only its chunk out.
+const rejoinChunk = 1024
+
+// rejoin raises the floors of the slots whose quarantine is over, a chunk
+// at a time, and lets each chunk raised vote again (unless it was
+// quarantined again meanwhile).
 func (c *Cluster) rejoin() {
 	raise := c.raise.Load()
 	if raise == nil {
@@ -454,33 +473,45 @@ func (c *Cluster) rejoin() {
 	now := time.Now().UnixNano()
 	var slots []int
 	var gens []uint32
+	c.qmu.Lock()
 	for slot := range c.q {
 		q := &c.q[slot]
 		if q.out.Load() && q.until.Load() <= now {
 			slots = append(slots, slot)
-			gens = append(gens, q.gen.Load())
+			gens = append(gens, q.gen)
 		}
 	}
-	if len(slots) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
-	err := (*raise)(ctx, slots)
-	cancel()
-	if err != nil {
-		c.log.Warn("cluster slots cannot rejoin yet: their fence floors cannot be raised", "slots", len(slots), "err", err)
-		return
-	}
-	for _, s := range c.shardList() {
-		c.check(s) // a restart during the raise quarantines its slots again
-	}
-	for i, slot := range slots {
-		q := &c.q[slot]
-		if q.gen.Load() == gens[i] {
-			q.out.Store(false)
+	c.qmu.Unlock()
+	raised := 0
+	var lastErr error
+	for lo := 0; lo < len(slots); lo += rejoinChunk {
+		hi := min(lo+rejoinChunk, len(slots))
+		ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
+		err := (*raise)(ctx, slots[lo:hi])
+		cancel()
+		if err != nil {
+			lastErr = err
+			continue
 		}
+		for _, s := range c.shardList() {
+			c.check(s, -1) // a restart during the raise quarantines its slots again
+		}
+		c.qmu.Lock()
+		for i := lo; i < hi; i++ {
+			q := &c.q[slots[i]]
+			if q.gen == gens[i] && q.until.Load() <= time.Now().UnixNano() {
+				q.out.Store(false)
+				raised++
+			}
+		}
+		c.qmu.Unlock()
 	}
-	c.log.Info("cluster slots rejoin: their fence floors are raised", "slots", len(slots))
+	if lastErr != nil {
+		c.log.Warn("cluster slots cannot rejoin yet: their fence floors cannot be raised", "slots", len(slots)-raised, "err", lastErr)
+	}
+	if raised > 0 {
+		c.log.Info("cluster slots rejoin: their fence floors are raised", "slots", raised)
+	}
 }
 
 func (c *Cluster) shardList() []*shard {
@@ -605,16 +636,43 @@ func (c *Cluster) install(nodes []clusterNode) error {
 			taken[s] = append(taken[s], slot)
 		}
 	}
-	for s, slots := range serving {
-		id := c.replID(s)
+	// The replication ids of every healthy master, slots or not (a master
+	// without slots may be demoted and promoted before it takes any).
+	masters := map[*shard]bool{}
+	for addr := range t.masters {
+		if s, err := c.shardAt(addr); err == nil {
+			masters[s] = true
+		}
+	}
+	for s := range serving {
+		masters[s] = true
+	}
+	ids := map[*shard][2]string{}
+	var idMu sync.Mutex
+	var wg sync.WaitGroup
+	for s := range masters {
+		wg.Go(func() {
+			id, prev := c.replIDs(s)
+			idMu.Lock()
+			ids[s] = [2]string{id, prev}
+			idMu.Unlock()
+		})
+	}
+	wg.Wait()
+	for s := range masters {
+		slots := serving[s]
+		id, prev := ids[s][0], ids[s][1]
 		s.mu.Lock()
 		switch {
 		case len(taken[s]) > 0:
 			s.failovers++
 			c.quarantine(s, fmt.Sprintf("took over %d slots in a failover", len(taken[s])), taken[s])
-		case id != "" && s.replID != "" && id != s.replID:
+		case id != "" && s.replID != "" && id != s.replID && prev != "" && strings.Trim(prev, "0") != "":
+			// A new replication id with the one before it kept: a
+			// promotion (a reset of the backlog, or a restart, keeps
+			// none; a restart is seen by its run_id).
 			s.failovers++
-			c.quarantine(s, fmt.Sprintf("replication id changed (%s -> %s): promoted or restarted", short(s.replID), short(id)), slots)
+			c.quarantine(s, fmt.Sprintf("promoted since the map was read (replication id %s -> %s)", short(s.replID), short(id)), slots)
 		}
 		if id != "" {
 			s.replID = id
@@ -626,19 +684,26 @@ func (c *Cluster) install(nodes []clusterNode) error {
 	return nil
 }
 
-// replID reads the master_replid of s ("" if it does not answer).
-func (c *Cluster) replID(s *shard) string {
-	v, err := c.command(s, "INFO", "replication")
+// replIDs reads the master_replid and master_replid2 of s ("" if it does
+// not answer within a second).
+func (c *Cluster) replIDs(s *shard) (id, prev string) {
+	ctx, cancel := context.WithTimeout(c.ctx, time.Second)
+	defer cancel()
+	v, err := s.node.Command(ctx, "INFO", "replication")
 	text, ok := v.(string)
 	if err != nil || !ok {
-		return ""
+		return "", ""
 	}
 	for line := range strings.Lines(text) {
-		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "master_replid:"); ok {
-			return id
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "master_replid:"); ok {
+			id = v
+		}
+		if v, ok := strings.CutPrefix(line, "master_replid2:"); ok {
+			prev = v
 		}
 	}
-	return ""
+	return id, prev
 }
 
 // prune closes the shards that the cluster has not listed for a minute
@@ -790,6 +855,7 @@ func (c *Cluster) Shards() []quorum.ShardStatus {
 		st.Slots++
 		if c.q[slot].out.Load() {
 			st.Voting = false
+			st.Out++
 			st.QuarantineLeft = max(st.QuarantineLeft, time.Unix(0, c.q[slot].until.Load()).Sub(now))
 		}
 	}

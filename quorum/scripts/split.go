@@ -20,12 +20,11 @@ const (
 	// NoSplit: the call cannot be split; its keys must share one slot.
 	NoSplit Merge = iota
 	// MergeGrant: each part answers {1, sequence, fence_1, ...} or {0,
-	// sequence}. The parts run one after another, in ascending slot
-	// order, and the first refusal ends the call: its answer is {0,
-	// highest sequence}, or {0, highest sequence, 1} when parts before it
-	// were granted (they hold the call's token: the engine then rolls the
-	// try back there as it does where a try was granted). Else the answer
-	// is {1, highest sequence, every fence in the call's order}.
+	// sequence}. The answer is {1, highest sequence, every fence in the
+	// call's order} when every part granted; else {0, highest sequence},
+	// or {0, highest sequence, 1} when some parts were granted (they hold
+	// the call's token: the engine then rolls the try back there, as it
+	// does where a try was granted).
 	MergeGrant
 	// MergeRelease: each part answers {count, ms left}: the counts add up,
 	// the longest time left wins.
@@ -179,6 +178,8 @@ func (s *Script) Split(keys, args []string, slot func(string) int, retag func(ke
 				for _, it := range p.Items {
 					p.Keys = append(p.Keys, keys[sp.start+it])
 				}
+			case sp.f.Optional && sp.len > 0:
+				return nil, ErrNoSplit // a key of one resource (a queue, holds)
 			default:
 				for _, k := range keys[sp.start : sp.start+sp.len] {
 					p.Keys = append(p.Keys, retag(k, p.Slot))
@@ -208,9 +209,14 @@ func (s *Script) Combine(parts []Part, items int, answers []any) (any, error) {
 	bad := func(v any) error { return fmt.Errorf("scripts: %s: a part answered %v", s.Name, v) }
 	switch s.Merge {
 	case MergeGrant:
+		if len(answers) != len(parts) {
+			return nil, fmt.Errorf("scripts: %s: %d answers for %d parts", s.Name, len(answers), len(parts))
+		}
 		out := make([]any, 2+items)
 		out[0] = int64(1)
 		var seq int64
+		refusal := int64(1)
+		granted := false
 		for i, v := range answers {
 			arr, ok := v.([]any)
 			if !ok || len(arr) < 2 {
@@ -223,11 +229,10 @@ func (s *Script) Combine(parts []Part, items int, answers []any) (any, error) {
 			}
 			seq = max(seq, q)
 			if g != 1 {
-				if i > 0 {
-					return []any{g, seq, int64(1)}, nil // parts before it hold the token
-				}
-				return []any{g, seq}, nil
+				refusal = g
+				continue
 			}
+			granted = true
 			if len(arr) != 2+len(parts[i].Items) {
 				return nil, bad(v)
 			}
@@ -235,8 +240,11 @@ func (s *Script) Combine(parts []Part, items int, answers []any) (any, error) {
 				out[2+it] = arr[2+j]
 			}
 		}
-		if len(answers) != len(parts) {
-			return nil, fmt.Errorf("scripts: %s: %d answers for %d parts", s.Name, len(answers), len(parts))
+		switch {
+		case refusal != 1 && granted:
+			return []any{refusal, seq, int64(1)}, nil // the granted parts hold the token
+		case refusal != 1:
+			return []any{refusal, seq}, nil
 		}
 		out[1] = seq
 		return out, nil
