@@ -418,12 +418,6 @@ func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (
 	if err := s.Check(keys, args); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	oneSlotOnly := f.oneSlot
-	f.mu.Unlock()
-	if oneSlotOnly && !oneSlot(keys) {
-		return nil, fmt.Errorf("CROSSSLOT Keys in request don't hash to the same slot: %s %q", name, keys)
-	}
 	op := func() (any, error) {
 		f.evals[name]++
 		if len(args) > 0 {
@@ -436,6 +430,10 @@ func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (
 		return v, err
 	}
 	f.mu.Lock()
+	if f.oneSlot && !oneSlot(keys) {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("CROSSSLOT Keys in request don't hash to the same slot: %s %q", name, keys)
+	}
 	gate, arrived := f.strandGate, f.strandArrived
 	stranded := gate != nil && f.strandScript == name
 	if stranded {
