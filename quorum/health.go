@@ -696,6 +696,15 @@ func (e *Engine) master(name string) (int, error) {
 
 // endQuarantine is EndQuarantine of master i.
 func (e *Engine) endQuarantine(ctx context.Context, i int, by string) (NodeStatus, error) {
+	if sn, ok := e.nodes[i].(ShardedNode); ok {
+		n := sn.EndQuarantine()
+		if n == 0 {
+			return e.nodeStatus()[i], fmt.Errorf("%w: %s", ErrNotQuarantined, e.nodes[i].Addr())
+		}
+		e.log.Warn("QUARANTINE ENDED BY AN OPERATOR: the cluster's quarantined slots vote again once their fence floors are raised; a grant they voted for before their shard lost its data that is still live can now be granted to a second client",
+			"master", e.nodes[i].Addr(), "by", by, "slots", n)
+		return e.nodeStatus()[i], nil
+	}
 	h := &e.health[i]
 	h.mu.Lock()
 	if !h.needsFloor {

@@ -22,6 +22,10 @@ type ShardedNode interface {
 	AttachFloors(raise func(ctx context.Context, slots []int) error)
 	// Shards reports the shards serving slots now.
 	Shards() []ShardStatus
+	// EndQuarantine ends the quarantine of every slot out of the vote now
+	// (an operator's word, see Engine.EndQuarantine): each votes again
+	// once its fence floor is raised. It returns how many slots it ended.
+	EndQuarantine() int
 }
 
 // ShardStatus is one shard of a cluster master, for INFO and metrics.

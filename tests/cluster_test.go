@@ -725,3 +725,52 @@ func TestClusterShardRestartUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterQuarantineEndByAdmin: the shards of one slot restart empty in
+// 2 of the 3 clusters with a quarantine of an hour: their resources answer
+// NOQUORUM, the other slots are served. RQUARANTINE END of both masters
+// (on each proxy) lets the slots vote again once their floors are raised,
+// with a greater fence; a master with nothing quarantined is refused.
+func TestClusterQuarantineEndByAdmin(t *testing.T) {
+	d := startClusterDeployment(t, 3, 3, 0, func(c *proxyConfig) {
+		c.maxTTL = time.Hour
+		c.extra = "auth:\n  users:\n    - {name: ops, password: opw, resources: [\"*\"], admin: true}\n"
+	})
+	for _, c := range []*redis.Client{d.c1, d.c2} {
+		c.Options().Username, c.Options().Password = "ops", "opw"
+	}
+	g, ok := rlock(t, d.c1, "ledger", 1000)
+	if !ok {
+		t.Fatal("not granted")
+	}
+	do(t, d.c1, "RUNLOCK", "ledger", g.token)
+	slot := quorum.KeySlot("ledger")
+	var wg sync.WaitGroup
+	for _, cl := range d.clusters[:2] {
+		wg.Go(cl.MasterOf(t, slot).RestartEmpty)
+	}
+	wg.Wait()
+	waitFor(t, 10*time.Second, "both proxies to quarantine the restarted shards' slots", func() bool {
+		_, ok1, err1 := tryRlock(d.c1, "ledger", 1000)
+		_, ok2, err2 := tryRlock(d.c2, "ledger", 1000)
+		return !ok1 && !ok2 && err1 != nil && err2 != nil && strings.HasPrefix(err1.Error(), "NOQUORUM") && strings.HasPrefix(err2.Error(), "NOQUORUM")
+	})
+	expectErr(t, d.c1, "ERR master is not quarantined (RQUARANTINE LIST shows each master)", "RQUARANTINE", "END", "2")
+	for _, c := range []*redis.Client{d.c1, d.c2} {
+		for _, m := range []string{"0", "1"} {
+			if v := do(t, c, "RQUARANTINE", "END", m); v == nil {
+				t.Fatalf("RQUARANTINE END %s: nil", m)
+			}
+		}
+	}
+	g2, ok := rlock(t, d.c2, "ledger", 1000)
+	if !ok {
+		t.Fatal("not granted after the quarantine was ended")
+	}
+	if g2.fence <= g.fence {
+		t.Fatalf("fence %d after %d", g2.fence, g.fence)
+	}
+	if !strings.Contains(d.p1.log.String(), "QUARANTINE ENDED BY AN OPERATOR") {
+		t.Error("the end of the quarantine was not logged")
+	}
+}

@@ -458,6 +458,27 @@ func (c *Cluster) rejoinLoop() {
 	}
 }
 
+// EndQuarantine implements quorum.ShardedNode: every slot out of the vote
+// may rejoin at once, its fence floor raised first (here, before it
+// returns; what cannot be raised yet is left to the rejoin loop).
+func (c *Cluster) EndQuarantine() int {
+	now := time.Now().UnixNano()
+	n := 0
+	c.qmu.Lock()
+	for slot := range c.q {
+		q := &c.q[slot]
+		if q.out.Load() {
+			q.until.Store(min(q.until.Load(), now))
+			n++
+		}
+	}
+	c.qmu.Unlock()
+	if n > 0 {
+		c.rejoin()
+	}
+	return n
+}
+
 // rejoinChunk is how many slots one raise of fence floors covers: a slot
 // that cannot be raised keeps only its chunk out.
 const rejoinChunk = 1024
