@@ -1034,9 +1034,12 @@
 // vote is missing for that try, as when a master is slow.
 //
 // Slots that lose data. The Cluster node keeps out of the vote the slots
-// of a shard whose run_id changed (it restarted, perhaps empty), the slots
-// a node took over while it was not a healthy master (a replica promoted
-// in a failover, which may miss the last writes), and those of a master
+// of a shard whose run_id changed (it restarted, perhaps empty; a
+// connection whose run_id cannot be read has its answers refused), the
+// slots that changed owner other than between two healthy masters (a
+// replica promoted in a failover, which may miss the last writes, or a
+// master given the slots of a failed one without their keys), and those
+// of a master
 // whose replication id changed between two readings of the slot map with
 // its previous one kept (a promotion not seen as one). The quarantine
 // belongs to the slots, wherever they move meanwhile: every request for
@@ -1049,12 +1052,13 @@
 // the shard's Node reads the run_id on each new connection before it
 // sends on it, and the Cluster node compares it as each answer arrives,
 // before the answer is handed on. A failover is seen when the slot map is
-// read (every second, and at once after a MOVED); a MOVED to a node that
-// was not a healthy master in the map the proxy holds is not followed, so
-// no request reaches a promoted replica before the map that quarantines
-// its slots is installed. What it does not see: a node demoted and
-// promoted again between two readings of the map, when its replication
-// history reads like a reset. The quarantine is not shortened from the
+// read (every second, and at once after a MOVED); a MOVED is not
+// followed (the next try goes by the new map), so no request reaches a
+// new owner before the map that decides on its slots is installed. What
+// it does not see: a node demoted and promoted again between two readings
+// of the map, when its replication history reads like a reset; a map read
+// from a node cut off from its cluster (its stale view stands until it
+// rejoins or stops answering). The quarantine is not shortened from the
 // others' lease marks as for single servers: they are one per slot, and
 // one shard's restart would need the marks of all its slots; it lasts
 // Options.Quarantine (limits.max_ttl). A restarted single-server master
@@ -1077,8 +1081,8 @@
 // master as where it was granted (acquireReply.partial). Exclusion is per
 // resource, so this keeps the lock's safety; the vote stays
 // all-or-nothing; no try waits while it holds anything, so two
-// overlapping multi-locks cannot deadlock. A redirected request (MOVED or
-// ASK during a resharding) is sent again after what followed it, which
+// overlapping multi-locks cannot deadlock. A request redirected by ASK
+// (a slot moving) is sent again after what followed it, which
 // the per-slot scripts tolerate: each is token-checked, and a rollback
 // overtaken by its acquire leaves a key that expires with the ttl. A
 // writer that waits and was granted some slots but not all loses its
@@ -1086,7 +1090,10 @@
 // the rollback) until its next try sets them again.
 //
 // Not with cluster masters: RLOCKLIST (a listing pages through one
-// server's keyspace).
+// server's keyspace). Release notifications and the proxies' pub/sub
+// messages come through the first seed of each cluster: while it is down,
+// that cluster's copies are missing (the other masters' arrive, and
+// waiters still retry on their timer).
 //
 // # What is NOT guaranteed
 //

@@ -224,11 +224,11 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	for i := range nodes {
 		e.votes(i)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stop, e.life = cancel, ctx
 	if opts.Slotted {
 		e.learnUnslotted()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e.stop, e.life = cancel, ctx
 	e.loopWG.Add(1)
 	go e.healthLoop(ctx)
 	return e, nil

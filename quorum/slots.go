@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
@@ -123,24 +124,69 @@ func retag(key string, slot int) string {
 }
 
 // learnUnslotted raises this engine's fence proposals above the sequences
-// the masters kept under the layout without slots (one per master), if
-// any: a deployment that turned to the slotted layout (its first cluster
-// master) then issues no fence below one issued before, although the
-// per-slot sequences start empty. Masters that do not answer within four
-// master timeouts are skipped: it is a floor for this proxy's proposals,
-// the best known.
+// the single-server masters kept under the layout without slots (one per
+// master), if any: a deployment that turned to the slotted layout (its
+// first cluster master) then issues no fence below one issued before,
+// although the per-slot sequences start empty. It asks every single
+// server once at start (four master timeouts), and those that did not
+// answer again in the background until each has, logging an error every
+// minute meanwhile: until then a fence from this proxy may fall below one
+// issued under the old layout. Cluster masters never held that layout.
 func (e *Engine) learnUnslotted() {
 	keys := []string{e.opts.MetaPrefix + "fence-hwm", e.opts.MetaPrefix + "fence-floor"}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*e.opts.MasterTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i := range e.nodes {
-		wg.Go(func() {
-			v, err := e.nodes[i].Eval(ctx, scripts.FenceHighwater.Name, keys, nil)
-			if n, ok := v.(int64); err == nil && ok && n > 0 {
-				e.fences.learn(uint64(n))
-			}
-		})
+	ask := func(pending []int) []int {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*e.opts.MasterTimeout)
+		defer cancel()
+		var mu sync.Mutex
+		var left []int
+		var wg sync.WaitGroup
+		for _, i := range pending {
+			wg.Go(func() {
+				v, err := e.nodes[i].Eval(ctx, scripts.FenceHighwater.Name, keys, nil)
+				n, ok := v.(int64)
+				if err != nil || !ok {
+					mu.Lock()
+					left = append(left, i)
+					mu.Unlock()
+					return
+				}
+				if n > 0 {
+					e.fences.learn(uint64(n))
+				}
+			})
+		}
+		wg.Wait()
+		return left
 	}
-	wg.Wait()
+	var pending []int
+	for i, n := range e.nodes {
+		if _, ok := n.(ShardedNode); !ok {
+			pending = append(pending, i)
+		}
+	}
+	if pending = ask(pending); len(pending) == 0 {
+		return
+	}
+	e.goBackground(func() {
+		t := time.NewTicker(e.opts.HealthInterval)
+		defer t.Stop()
+		var warned time.Time
+		for len(pending) > 0 {
+			if time.Since(warned) > time.Minute {
+				warned = time.Now()
+				addrs := make([]string, len(pending))
+				for k, i := range pending {
+					addrs[k] = e.nodes[i].Addr()
+				}
+				e.log.Error("the fence sequences of the layout without slots cannot be read on some masters yet: until they answer, a fence may fall below one issued before the switch to cluster masters' layout",
+					"masters", addrs)
+			}
+			select {
+			case <-e.life.Done():
+				return
+			case <-t.C:
+			}
+			pending = ask(pending)
+		}
+	})
 }

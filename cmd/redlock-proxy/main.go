@@ -150,6 +150,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			c()
 		}
 	}()
+	clusterOf := map[string]int{} // node ID -> master index, for cluster masters
 	for i := range cfg.Masters {
 		m := cfg.MasterFor(i)
 		tlsCfg, err := masterTLS(m.TLS, fmt.Sprintf("masters[%d]", i))
@@ -165,6 +166,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				return err
 			}
 			closers = append(closers, c.Close)
+			// Two entries that are one cluster would cast two votes.
+			for _, id := range c.NodeIDs() {
+				if j, dup := clusterOf[id]; dup {
+					return fmt.Errorf("masters[%d] and masters[%d] are one Redis Cluster (both list node %s): each master must be an independent cluster", j, i, id)
+				}
+				clusterOf[id] = i
+			}
 			nodes = append(nodes, c)
 			continue
 		}

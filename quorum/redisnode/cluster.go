@@ -103,10 +103,11 @@ type Cluster struct {
 	qmu sync.Mutex
 	q   [quorum.Slots]slotQuarantine
 
-	kick   chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	kick       chan struct{}
+	rejoinKick chan struct{}
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // slotQuarantine is one slot's quarantine: out while its votes do not
@@ -122,6 +123,15 @@ type slotQuarantine struct {
 type slotTable struct {
 	owner   [quorum.Slots]*shard
 	masters map[string]bool // addresses of the healthy masters
+	ids     []string        // the node IDs the map lists
+}
+
+// ownerOf is the owner of slot in t (nil for none, or no t).
+func (t *slotTable) ownerOf(slot int) *shard {
+	if t == nil {
+		return nil
+	}
+	return t.owner[slot]
 }
 
 // shard is one node of the cluster.
@@ -154,10 +164,11 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 		opts.Node.Logger = slog.Default()
 	}
 	c := &Cluster{
-		opts:   opts,
-		name:   "cluster(" + strings.Join(opts.Seeds, ",") + ")",
-		shards: map[string]*shard{},
-		kick:   make(chan struct{}, 1),
+		opts:       opts,
+		name:       "cluster(" + strings.Join(opts.Seeds, ",") + ")",
+		shards:     map[string]*shard{},
+		kick:       make(chan struct{}, 1),
+		rejoinKick: make(chan struct{}, 1),
 	}
 	c.log = opts.Node.Logger.With("master", c.name)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -199,6 +210,15 @@ func (c *Cluster) shardAt(addr string) (*shard, error) {
 	s = &shard{addr: addr, node: n, runID: n.Identity().RunID}
 	c.shards[addr] = s
 	return s, nil
+}
+
+// NodeIDs are the IDs of the nodes the cluster's slot map lists (none
+// before it was read).
+func (c *Cluster) NodeIDs() []string {
+	if t := c.table.Load(); t != nil {
+		return slices.Clone(t.ids)
+	}
+	return nil
 }
 
 // Addr implements quorum.Node: the cluster's seeds.
@@ -250,7 +270,7 @@ func (c *Cluster) Send(name string, keys, args []string, done func(v any, err er
 		s = c.anyShard(t) // a script without keys (pub/sub): any node
 	}
 	if s == nil {
-		done(nil, fmt.Errorf("%w: no node serves slot %d", ErrNoSlotMap, slot))
+		done(nil, fmt.Errorf("%w: no node serves slot %d: %w", ErrNoSlotMap, slot, quorum.ErrShardNotVoting))
 		return
 	}
 	c.sendTo(s, name, keys, args, done, false, slot)
@@ -290,7 +310,10 @@ func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(a
 	}
 	cb := func(v any, err error) {
 		if err == nil {
-			c.check(s, slot)
+			if !c.check(s, slot) && !floor {
+				done(nil, fmt.Errorf("%w: %s: its run_id could not be read on this connection", ErrShardOut, s.addr))
+				return
+			}
 			if c.out(slot) && !floor {
 				done(nil, c.outErr(s, slot))
 				return
@@ -331,11 +354,11 @@ func (c *Cluster) outErr(s *shard, slot int) error {
 	return fmt.Errorf("%w: slot %d on %s: %s; fence floors not raised yet", ErrShardOut, slot, s.addr, why)
 }
 
-// redirect reads a MOVED or ASK error: the shard to send the request to,
-// if it is a healthy master in the slot map (a resharding), and whether
-// with ASKING. A MOVED also reads the slot map again, and one to another
-// node (a replica promoted since the map was read) is not followed: the
-// map decides first whether that node lost data.
+// redirect reads an ASK error: the shard to send the request to with
+// ASKING, if it is a healthy master in the slot map (a slot moving to
+// it). A MOVED reads the slot map again at once and is not followed: the
+// next try goes by the new map, which first decides whether the new owner
+// lost data.
 func (c *Cluster) redirect(msg string) (to *shard, asking, ok bool) {
 	kind, rest, _ := strings.Cut(msg, " ")
 	if kind != "MOVED" && kind != "ASK" {
@@ -347,7 +370,11 @@ func (c *Cluster) redirect(msg string) (to *shard, asking, ok bool) {
 		return nil, false, false
 	}
 	if kind == "MOVED" {
+		// Not followed: the map is read again at once, and decides
+		// whether the new owner lost data before any request reaches it
+		// (a MOVED may point to a node promoted since the last reading).
 		c.refreshSoon()
+		return nil, false, false
 	}
 	t := c.table.Load()
 	if t == nil || !t.masters[addr] {
@@ -364,29 +391,32 @@ func (c *Cluster) redirect(msg string) (to *shard, asking, ok bool) {
 
 // check quarantines the slots of s, and slot (the slot of an answer, -1
 // for none: the map may not list it on s yet), when the run_id of its
-// connection is not the one its votes count for: s restarted. A run_id
-// that cannot be read where one was known counts as a restart.
-func (c *Cluster) check(s *shard, slot int) {
+// connection is not the one its votes count for: s restarted. It reports
+// false when the connection's run_id could not be read where one was
+// known: its answers cannot be vouched for (and are refused) until a
+// connection tells it.
+func (c *Cluster) check(s *shard, slot int) bool {
 	id := s.node.Identity().RunID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case id == s.runID:
-		return
+		return true
 	case s.runID == "":
 		s.runID = id // first known
-		return
+		return true
+	case id == "":
+		return false
 	}
 	old := s.runID
-	if id != "" {
-		s.runID = id
-	}
+	s.runID = id
 	s.restarts++
 	slots := c.slotsOf(s)
 	if slot >= 0 && !slices.Contains(slots, slot) {
 		slots = append(slots, slot)
 	}
 	c.quarantine(s, fmt.Sprintf("restarted (run_id %s -> %s)", short(old), short(id)), slots)
+	return true
 }
 
 // quarantine takes slots out of the vote for Quarantine and until their
@@ -453,14 +483,15 @@ func (c *Cluster) rejoinLoop() {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
+		case <-c.rejoinKick:
 		}
 		c.rejoin()
 	}
 }
 
 // EndQuarantine implements quorum.ShardedNode: every slot out of the vote
-// may rejoin at once, its fence floor raised first (here, before it
-// returns; what cannot be raised yet is left to the rejoin loop).
+// may rejoin at once, its fence floor raised first (by the rejoin loop,
+// woken now).
 func (c *Cluster) EndQuarantine() int {
 	now := time.Now().UnixNano()
 	n := 0
@@ -474,7 +505,10 @@ func (c *Cluster) EndQuarantine() int {
 	}
 	c.qmu.Unlock()
 	if n > 0 {
-		c.rejoin()
+		select {
+		case c.rejoinKick <- struct{}{}:
+		default:
+		}
 	}
 	return n
 }
@@ -626,6 +660,7 @@ func (c *Cluster) install(nodes []clusterNode) error {
 	listed := map[string]bool{}
 	for _, n := range nodes {
 		listed[n.addr] = true
+		t.ids = append(t.ids, n.id)
 		if !n.master {
 			continue
 		}
@@ -653,7 +688,11 @@ func (c *Cluster) install(nodes []clusterNode) error {
 			continue
 		}
 		serving[s] = append(serving[s], slot)
-		if old != nil && old.owner[slot] != s && !old.masters[s.addr] {
+		// Only a move between two healthy masters (a resharding, keys
+		// and all) keeps the slot's data: any other new owner (a promoted
+		// replica, or a master given the slot of a failed or forgotten
+		// one without its keys) may lack it.
+		if o := old.ownerOf(slot); old != nil && o != s && (o == nil || !old.masters[o.addr] || !old.masters[s.addr]) {
 			taken[s] = append(taken[s], slot)
 		}
 	}
@@ -818,19 +857,35 @@ func (c *Cluster) Ping(ctx context.Context) error {
 		return ErrNoSlotMap
 	}
 	seen := map[*shard]bool{}
-	var errs []error
+	var shards []*shard
 	for _, s := range t.owner {
-		if s == nil || seen[s] {
-			continue
+		if s != nil && !seen[s] {
+			seen[s] = true
+			shards = append(shards, s)
 		}
-		seen[s] = true
-		err := s.node.Ping(ctx)
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", s.addr, err))
 	}
-	return errors.Join(errs...)
+	if len(shards) == 0 {
+		return fmt.Errorf("%w: no node serves a slot", ErrNoSlotMap)
+	}
+	errs := make(chan error, len(shards))
+	for _, s := range shards {
+		go func() {
+			if err := s.node.Ping(ctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", s.addr, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	var all []error
+	for range shards {
+		if err := <-errs; err == nil {
+			return nil
+		} else {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
 }
 
 // Subscribe implements quorum.Node.
@@ -860,7 +915,7 @@ func (c *Cluster) PSubscribed(ctx context.Context, pattern string) error {
 func (c *Cluster) Shards() []quorum.ShardStatus {
 	t := c.table.Load()
 	if t == nil {
-		return nil
+		return []quorum.ShardStatus{} // a cluster: none serves yet
 	}
 	byShard := map[*shard]*quorum.ShardStatus{}
 	now := time.Now()
@@ -880,7 +935,7 @@ func (c *Cluster) Shards() []quorum.ShardStatus {
 			st.QuarantineLeft = max(st.QuarantineLeft, time.Unix(0, c.q[slot].until.Load()).Sub(now))
 		}
 	}
-	var out []quorum.ShardStatus
+	out := []quorum.ShardStatus{}
 	for _, s := range c.shardList() {
 		st := byShard[s]
 		if st == nil {
