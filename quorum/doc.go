@@ -1052,9 +1052,10 @@
 // the shard's Node reads the run_id on each new connection before it
 // sends on it, and the Cluster node compares it as each answer arrives,
 // before the answer is handed on. A failover is seen when the slot map is
-// read (every second, and at once after a MOVED); a MOVED is not
-// followed (the next try goes by the new map), so no request reaches a
-// new owner before the map that decides on its slots is installed. What
+// read (every second, and at once after a MOVED); a request that met a
+// MOVED is sent again only once the map was read again, by that map, so
+// no request reaches a new owner before the map that decides on its slots
+// is installed. What
 // it does not see: a node demoted and promoted again between two readings
 // of the map, when its replication history reads like a reset; a map read
 // from a node cut off from its cluster (its stale view stands until it
@@ -1081,8 +1082,8 @@
 // master as where it was granted (acquireReply.partial). Exclusion is per
 // resource, so this keeps the lock's safety; the vote stays
 // all-or-nothing; no try waits while it holds anything, so two
-// overlapping multi-locks cannot deadlock. A request redirected by ASK
-// (a slot moving) is sent again after what followed it, which
+// overlapping multi-locks cannot deadlock. A redirected request (MOVED or
+// ASK, a slot moving) is sent again after what followed it, which
 // the per-slot scripts tolerate: each is token-checked, and a rollback
 // overtaken by its acquire leaves a key that expires with the ttl. A
 // writer that waits and was granted some slots but not all loses its

@@ -66,10 +66,11 @@ var errNoListing = errors.New("redisnode: listing (RLOCKLIST) does not scan clus
 //
 // Routing follows the slot map read with CLUSTER NODES from any node it
 // knows, read again every RefreshInterval and at once after a MOVED. A
-// MOVED to a node the map knows as a healthy master (a resharding) is
-// followed at once, and an ASK is followed with ASKING on the target's
-// connection; a MOVED elsewhere, TRYAGAIN and CLUSTERDOWN fail the request
-// (the engine counts a missing vote and tries again).
+// request that met a MOVED is sent again once the map was read again, by
+// that map (which first decides whether the new owner lost data); an ASK
+// to a healthy master is followed with ASKING on the target's connection;
+// a second redirection, TRYAGAIN and CLUSTERDOWN fail the request (the
+// engine counts a missing vote and tries again).
 //
 // Slots whose data may be lost do not vote (quorum.ErrShardNotVoting)
 // until Quarantine is over and the engine raised their fence floors (see
@@ -105,9 +106,14 @@ type Cluster struct {
 
 	kick       chan struct{}
 	rejoinKick chan struct{}
-	ctx        context.Context
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
+
+	// moved are the requests a MOVED sends again after the next reading
+	// of the map.
+	movedMu sync.Mutex
+	moved   []func()
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // slotQuarantine is one slot's quarantine: out while its votes do not
@@ -273,7 +279,7 @@ func (c *Cluster) Send(name string, keys, args []string, done func(v any, err er
 		done(nil, fmt.Errorf("%w: no node serves slot %d: %w", ErrNoSlotMap, slot, quorum.ErrShardNotVoting))
 		return
 	}
-	c.sendTo(s, name, keys, args, done, false, slot)
+	c.sendTo(s, name, keys, args, done, sendFirst, slot)
 }
 
 // anyShard is a master of t, the subscriber's if it is one.
@@ -300,7 +306,16 @@ func (c *Cluster) out(slot int) bool {
 // one redirection. A request for a slot out of the vote fails, before it
 // is sent and again when its answer comes (the slot may have been taken
 // out meanwhile: a restart seen by another answer).
-func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(any, error), ask bool, slot int) {
+// sendMode says how sendTo sends a request.
+type sendMode int8
+
+const (
+	sendFirst  sendMode = iota // as routed; a redirection is followed once
+	sendAsking                 // after ASKING; not redirected again
+	sendAgain                  // after a MOVED, by the new map; not redirected again
+)
+
+func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(any, error), mode sendMode, slot int) {
 	// Only the fence floor's reads and writes run for a slot out of the
 	// vote (the engine's, as it raises floors; see ShardedNode).
 	floor := name == scripts.FenceFloor.Name || name == scripts.FenceHighwater.Name
@@ -323,10 +338,26 @@ func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(a
 		}
 		var re Error
 		if errors.As(err, &re) {
-			if !ask {
-				if to, asking, ok := c.redirect(string(re)); ok {
-					c.sendTo(to, name, keys, args, done, asking, slot)
+			if mode == sendFirst {
+				switch kind, _, _ := strings.Cut(string(re), " "); kind {
+				case "MOVED":
+					// Sent again once the map is read again (at once),
+					// by that map: it decides first whether the new
+					// owner lost data.
+					c.afterRefresh(func() {
+						t := c.table.Load()
+						if to := t.ownerOf(slot); to != nil {
+							c.sendTo(to, name, keys, args, done, sendAgain, slot)
+							return
+						}
+						done(nil, fmt.Errorf("%w: %s: %w", errMoving, s.addr, err))
+					})
 					return
+				case "ASK":
+					if to, ok := c.redirect(string(re)); ok {
+						c.sendTo(to, name, keys, args, done, sendAsking, slot)
+						return
+					}
 				}
 			}
 			switch kind, _, _ := strings.Cut(string(re), " "); kind {
@@ -336,11 +367,20 @@ func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(a
 		}
 		done(nil, err)
 	}
-	if ask {
+	if mode == sendAsking {
 		s.node.sendAsking(name, keys, args, cb)
 	} else {
 		s.node.Send(name, keys, args, cb)
 	}
+}
+
+// afterRefresh runs f once the slot map was read again (kicked now), on
+// the refresh loop's goroutine.
+func (c *Cluster) afterRefresh(f func()) {
+	c.movedMu.Lock()
+	c.moved = append(c.moved, f)
+	c.movedMu.Unlock()
+	c.refreshSoon()
 }
 
 // outErr is the error of a request for slot, out of the vote, to s.
@@ -356,37 +396,25 @@ func (c *Cluster) outErr(s *shard, slot int) error {
 
 // redirect reads an ASK error: the shard to send the request to with
 // ASKING, if it is a healthy master in the slot map (a slot moving to
-// it). A MOVED reads the slot map again at once and is not followed: the
-// next try goes by the new map, which first decides whether the new owner
-// lost data.
-func (c *Cluster) redirect(msg string) (to *shard, asking, ok bool) {
+// it). A MOVED is sent again by sendTo once the map was read again.
+func (c *Cluster) redirect(msg string) (to *shard, ok bool) {
 	kind, rest, _ := strings.Cut(msg, " ")
-	if kind != "MOVED" && kind != "ASK" {
-		return nil, false, false
+	if kind != "ASK" {
+		return nil, false
 	}
 	slotText, addr, _ := strings.Cut(rest, " ")
 	slot, err := strconv.Atoi(slotText)
 	if err != nil || slot < 0 || slot >= quorum.Slots {
-		return nil, false, false
-	}
-	if kind == "MOVED" {
-		// Not followed: the map is read again at once, and decides
-		// whether the new owner lost data before any request reaches it
-		// (a MOVED may point to a node promoted since the last reading).
-		c.refreshSoon()
-		return nil, false, false
+		return nil, false
 	}
 	t := c.table.Load()
 	if t == nil || !t.masters[addr] {
-		return nil, false, false
+		return nil, false
 	}
 	c.mu.Lock()
 	s := c.shards[addr]
 	c.mu.Unlock()
-	if s == nil {
-		return nil, false, false
-	}
-	return s, kind == "ASK", true
+	return s, s != nil
 }
 
 // check quarantines the slots of s, and slot (the slot of an answer, -1
@@ -453,6 +481,17 @@ func (c *Cluster) refreshSoon() {
 // RefreshInterval, or when kicked.
 func (c *Cluster) loop() {
 	defer c.wg.Done()
+	defer func() {
+		// Closing: what a MOVED left waiting goes out now (and fails on
+		// the closing connections) rather than never.
+		c.movedMu.Lock()
+		moved := c.moved
+		c.moved = nil
+		c.movedMu.Unlock()
+		for _, f := range moved {
+			f()
+		}
+	}()
 	t := time.NewTicker(c.opts.RefreshInterval)
 	defer t.Stop()
 	for {
@@ -465,8 +504,15 @@ func (c *Cluster) loop() {
 		for _, s := range c.shardList() {
 			c.check(s, -1)
 		}
+		c.movedMu.Lock()
+		moved := c.moved
+		c.moved = nil
+		c.movedMu.Unlock()
 		if err := c.refresh(); err != nil {
 			c.log.Debug("cluster slot map not read", "err", err)
+		}
+		for _, f := range moved {
+			f()
 		}
 	}
 }
