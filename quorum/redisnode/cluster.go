@@ -374,6 +374,21 @@ func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(a
 	}
 }
 
+// takeMoved takes the requests waiting for the next reading of the map.
+func (c *Cluster) takeMoved() []func() {
+	c.movedMu.Lock()
+	defer c.movedMu.Unlock()
+	moved := c.moved
+	c.moved = nil
+	return moved
+}
+
+func runAll(fs []func()) {
+	for _, f := range fs {
+		f()
+	}
+}
+
 // afterRefresh runs f once the slot map was read again (kicked now), on
 // the refresh loop's goroutine.
 func (c *Cluster) afterRefresh(f func()) {
@@ -481,17 +496,9 @@ func (c *Cluster) refreshSoon() {
 // RefreshInterval, or when kicked.
 func (c *Cluster) loop() {
 	defer c.wg.Done()
-	defer func() {
-		// Closing: what a MOVED left waiting goes out now (and fails on
-		// the closing connections) rather than never.
-		c.movedMu.Lock()
-		moved := c.moved
-		c.moved = nil
-		c.movedMu.Unlock()
-		for _, f := range moved {
-			f()
-		}
-	}()
+	// Closing: what a MOVED left waiting goes out now (and fails on the
+	// closing connections) rather than never.
+	defer func() { runAll(c.takeMoved()) }()
 	t := time.NewTicker(c.opts.RefreshInterval)
 	defer t.Stop()
 	for {
@@ -504,16 +511,11 @@ func (c *Cluster) loop() {
 		for _, s := range c.shardList() {
 			c.check(s, -1)
 		}
-		c.movedMu.Lock()
-		moved := c.moved
-		c.moved = nil
-		c.movedMu.Unlock()
+		moved := c.takeMoved() // those that met a MOVED before this reading
 		if err := c.refresh(); err != nil {
 			c.log.Debug("cluster slot map not read", "err", err)
 		}
-		for _, f := range moved {
-			f()
-		}
+		runAll(moved)
 	}
 }
 

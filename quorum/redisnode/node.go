@@ -308,17 +308,24 @@ func (n *Node) Addr() string { return n.opts.Addr }
 // string, nil, []any; an error reply is an Error), on the connection's
 // reader goroutine, or at once on the caller's if there is no connection.
 func (n *Node) Send(name string, keys, args []string, done func(v any, err error)) {
+	if s, p := n.ready(name, done); p != nil {
+		p.evalScript(s, keys, args, done, n.slotOf(keys))
+	}
+}
+
+// ready returns the script called name and the connection to send it on,
+// or answers done with why not and returns a nil connection.
+func (n *Node) ready(name string, done func(v any, err error)) (*script, *pipe) {
 	s, ok := n.scripts[name]
 	if !ok {
 		done(nil, fmt.Errorf("redisnode: no script %q", name))
-		return
+		return nil, nil
 	}
 	p := n.pipe.Load()
 	if p == nil {
 		done(nil, n.notConnected())
-		return
 	}
-	p.evalScript(s, keys, args, done, n.slotOf(keys))
+	return s, p
 }
 
 // slotOf is the hash slot of keys (their first's) on a shard, -1 elsewhere
@@ -333,17 +340,9 @@ func (n *Node) slotOf(keys []string) int {
 // sendAsking is Send preceded by ASKING on the same connection, with
 // nothing in between: a request redirected by ASK during a resharding.
 func (n *Node) sendAsking(name string, keys, args []string, done func(v any, err error)) {
-	s, ok := n.scripts[name]
-	if !ok {
-		done(nil, fmt.Errorf("redisnode: no script %q", name))
-		return
+	if s, p := n.ready(name, done); p != nil {
+		p.asking(s, keys, args, done)
 	}
-	p := n.pipe.Load()
-	if p == nil {
-		done(nil, n.notConnected())
-		return
-	}
-	p.asking(s, keys, args, done)
 }
 
 // Command sends a plain command (no script) and waits for its reply.
