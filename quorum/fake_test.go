@@ -55,6 +55,9 @@ type fakeNode struct {
 	down      bool
 	delay     time.Duration
 	sendDelay time.Duration // before a request is sent (see do)
+	// sendDelayOf delays Send's requests for one script only (a busy
+	// client scheduler that holds one request back: see Send).
+	sendDelayOf map[string]time.Duration
 	inline    bool          // Send runs a request that is not slowed at once (see Send)
 	// oneSlot refuses, as a Redis Cluster does, a request whose keys
 	// live in several hash slots.
@@ -68,6 +71,12 @@ type fakeNode struct {
 	strandGate    chan struct{}
 	strandArrived chan struct{}
 	queued        sync.WaitGroup
+	// Send's requests take turns (sendSeq at Send, turn as each reaches
+	// the master), so that they land in the order sent whatever the
+	// scheduler does with the goroutines carrying them, as on one
+	// connection. turnCond is on mu.
+	sendSeq, turn uint64
+	turnCond      *sync.Cond
 	evals         map[string]int // script name -> calls that ran
 	evalsBy       map[string]int // script name + " " + first argument -> calls
 	vm            *luaVM
@@ -138,7 +147,7 @@ func (f *fakeNode) recycle() {
 	f.psubs = map[string]bool{}
 	f.evals = map[string]int{}
 	f.evalsBy = map[string]int{}
-	f.down, f.delay, f.sendDelay, f.inline = false, 0, 0, false
+	f.down, f.delay, f.sendDelay, f.inline, f.sendDelayOf = false, 0, 0, false, nil
 	f.notify.Store(nil)
 	f.m.FlushAll()
 	f.mu.Unlock()
@@ -156,6 +165,7 @@ func startFake(t testing.TB) *fakeNode {
 	}
 	m.ClockTTL(true)
 	f := &fakeNode{m: m, subs: map[string]bool{}, psubs: map[string]bool{}, evals: map[string]int{}, evalsBy: map[string]int{}}
+	f.turnCond = sync.NewCond(&f.mu)
 	f.peer = server.NewPeer(bufio.NewWriter(&f.out))
 	f.vm = newLuaVM(f.run)
 	f.sub = m.NewSubscriber()
@@ -331,23 +341,60 @@ func (f *fakeNode) callsWith(script, arg string) int {
 // not sent; sendDelay models the client-side wait before sending (a busy
 // scheduler, a full pipeline).
 func do[T any](ctx context.Context, f *fakeNode, op func() (T, error)) (T, error) {
-	var zero T
 	f.mu.Lock()
 	wait := f.sendDelay
 	f.mu.Unlock()
+	return doSent(ctx, f, op, wait, noTurn)
+}
+
+// noTurn is the turn of a request that does not take one (not sent
+// through Send).
+const noTurn = ^uint64(0)
+
+// awaitTurn waits, with mu held, until the request of turn seq (from
+// Send) is the next to reach the master; noTurn returns at once.
+func (f *fakeNode) awaitTurn(seq uint64) {
+	if seq == noTurn {
+		return
+	}
+	for f.turn != seq {
+		f.turnCond.Wait()
+	}
+}
+
+// passTurn lets the next Send's request reach the master; mu is held.
+func (f *fakeNode) passTurn(seq uint64) {
+	if seq == noTurn {
+		return
+	}
+	f.turn++
+	f.turnCond.Broadcast()
+	f.queued.Done() // Send counted it until it reached the master
+}
+
+// doSent is do for a request that waits wait before it is sent, and
+// then, with a turn (seq), reaches the master only after every request
+// sent before it through Send did.
+func doSent[T any](ctx context.Context, f *fakeNode, op func() (T, error), wait time.Duration, seq uint64) (T, error) {
+	var zero T
 	if wait > 0 {
 		time.Sleep(wait)
 	}
+	f.mu.Lock()
+	f.awaitTurn(seq)
 	if err := ctx.Err(); err != nil {
+		f.passTurn(seq)
+		f.mu.Unlock()
 		return zero, err
 	}
-	f.mu.Lock()
 	if f.down {
+		f.passTurn(seq)
 		f.mu.Unlock()
 		return zero, errDown
 	}
 	if f.delay == 0 && len(f.queue) == 0 {
 		v, err := op()
+		f.passTurn(seq)
 		f.mu.Unlock()
 		return v, err
 	}
@@ -365,6 +412,7 @@ func do[T any](ctx context.Context, f *fakeNode, op func() (T, error)) (T, error
 		f.working = true
 		go f.work()
 	}
+	f.passTurn(seq)
 	f.mu.Unlock()
 	select {
 	case r := <-out:
@@ -408,14 +456,30 @@ func (f *fakeNode) Addr() string { return f.addr }
 
 // Eval runs the real script on the embedded master.
 func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (any, error) {
+	f.mu.Lock()
+	wait := f.sendDelay
+	f.mu.Unlock()
+	return f.eval(ctx, name, keys, args, wait, noTurn)
+}
+
+// eval is Eval for a request that waits wait before it is sent and, with
+// a turn (seq, from Send), reaches the master in its turn.
+func (f *fakeNode) eval(ctx context.Context, name string, keys, args []string, wait time.Duration, seq uint64) (any, error) {
 	s, ok := luaScripts[name]
+	err := error(nil)
 	if !ok {
-		return nil, fmt.Errorf("fake: no script %q", name)
+		err = fmt.Errorf("fake: no script %q", name)
+	} else {
+		// Every request the engine makes is checked against the
+		// script's descriptor (the engine checks too; a test that
+		// calls the fake directly is held to the same layout).
+		err = s.Check(keys, args)
 	}
-	// Every request the engine makes is checked against the script's
-	// descriptor (the engine checks too; a test that calls the fake
-	// directly is held to the same layout).
-	if err := s.Check(keys, args); err != nil {
+	if err != nil {
+		f.mu.Lock()
+		f.awaitTurn(seq)
+		f.passTurn(seq)
+		f.mu.Unlock()
 		return nil, err
 	}
 	op := func() (any, error) {
@@ -431,17 +495,22 @@ func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (
 	}
 	f.mu.Lock()
 	if f.oneSlot && !oneSlot(keys) {
+		f.awaitTurn(seq)
+		f.passTurn(seq)
 		f.mu.Unlock()
 		return nil, fmt.Errorf("CROSSSLOT Keys in request don't hash to the same slot: %s %q", name, keys)
 	}
 	gate, arrived := f.strandGate, f.strandArrived
 	stranded := gate != nil && f.strandScript == name
 	if stranded {
+		// Stranded requests wait out of order: their turn passes now.
 		f.queued.Add(1)
+		f.awaitTurn(seq)
+		f.passTurn(seq)
 	}
 	f.mu.Unlock()
 	if !stranded {
-		return do(ctx, f, op)
+		return doSent(ctx, f, op, wait, seq)
 	}
 	defer f.queued.Done()
 	select {
@@ -462,15 +531,26 @@ func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (
 // before Send returns, as an answer already waiting on the connection
 // would: the exhaustive subset test's "ok" masters then answer within
 // the round whatever the scheduler does on a busy machine.
+//
+// Requests reach the master in the order Send was called, as on one
+// connection, whatever the goroutines carrying them do: each takes a turn
+// here (and its send delay is read here, when it is issued), and until it
+// reached the master it counts in queued, so drain waits for it.
 func (f *fakeNode) Send(name string, keys, args []string, done func(v any, err error)) {
 	f.mu.Lock()
-	now := f.inline && f.delay == 0 && len(f.queue) == 0 && f.strandGate == nil && f.sendDelay == 0
+	wait := max(f.sendDelay, f.sendDelayOf[name])
+	now := f.inline && f.delay == 0 && len(f.queue) == 0 && f.strandGate == nil && wait == 0 && f.turn == f.sendSeq
+	seq := f.sendSeq
+	if !now {
+		f.sendSeq++
+		f.queued.Add(1)
+	}
 	f.mu.Unlock()
 	if now {
 		done(f.Eval(context.Background(), name, keys, args))
 		return
 	}
-	go func() { done(f.Eval(context.Background(), name, keys, args)) }()
+	go func() { done(f.eval(context.Background(), name, keys, args, wait, seq)) }()
 }
 
 // run dispatches one command to the embedded master and returns its raw

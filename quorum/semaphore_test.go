@@ -778,3 +778,53 @@ func TestSemExtendAcrossLimits(t *testing.T) {
 		t.Fatalf("extension with two masters on limit 2, two on 3, one down: %v %v", v, err)
 	}
 }
+
+// TestSemRollbackAfterLateAcquire: a refused try whose acquire reaches one
+// master only after the round gave up on it (held back before it was sent,
+// past master_timeout) is rolled back there after that acquire, not
+// before it: the rollback follows it on the master's ordered connection,
+// and nothing of the try is left (the subset test's "keys left on a slow
+// master"). The acquire is held back and the rollback is not, so a fake
+// or an engine that let the later request overtake the earlier one leaves
+// the try's slot, record and ticket behind every time.
+func TestSemRollbackAfterLateAcquire(t *testing.T) {
+	for _, token := range []string{"", "mine"} {
+		t.Run("token="+token, func(t *testing.T) {
+			c := buildCluster(t, 3, Options{MasterTimeout: 50 * time.Millisecond})
+			defer c.close()
+			k, _ := c.eng.semKeys("s")
+			// Master 0 is full (another holder), master 1 free, master
+			// 2's acquires are sent 300 ms late: one yes, one no, one
+			// silent, so the try is refused once master 2 timed out.
+			c.nodes[0].set(k.base, "1", time.Minute)
+			c.nodes[0].set(k.base+":s:0", "other", time.Minute)
+			f := c.nodes[2]
+			f.mu.Lock()
+			f.sendDelayOf = map[string]time.Duration{"sem_acquire": 300 * time.Millisecond}
+			f.mu.Unlock()
+			before := make([]map[string]string, 3)
+			for i, n := range c.nodes {
+				before[i] = n.dump()
+			}
+			l, err := c.eng.Acquire(context.Background(), Request{Primitive: Semaphore, Resources: []string{"s"}, Limit: 1, Count: 1, TTL: 10 * time.Second, Token: token})
+			if l != nil || err != nil {
+				t.Fatalf("acquire = %+v, %v; want refused", l, err)
+			}
+			c.quiesce()
+			if f.calls("sem_acquire") != 1 || f.calls("sem_release") != 1 {
+				t.Fatalf("master 2 ran %d acquires and %d releases, want 1 and 1", f.calls("sem_acquire"), f.calls("sem_release"))
+			}
+			// The master-wide fence bounds and the lease high-water mark
+			// (which expires) may change; nothing else.
+			lag, seq := c.eng.fenceKeys("")
+			hwm := c.eng.leaseKey("")
+			for i, n := range c.nodes {
+				for key, v := range n.dump() {
+					if v != before[i][key] && key != lag && key != seq && !(key == hwm && n.m.TTL(key) > 0) {
+						t.Errorf("master %d: %q = %s left by the refused try", i, key, v)
+					}
+				}
+			}
+		})
+	}
+}
