@@ -58,7 +58,7 @@ type fakeNode struct {
 	// sendDelayOf delays Send's requests for one script only (a busy
 	// client scheduler that holds one request back: see Send).
 	sendDelayOf map[string]time.Duration
-	inline    bool          // Send runs a request that is not slowed at once (see Send)
+	inline      bool // Send runs a request that is not slowed at once (see Send)
 	// oneSlot refuses, as a Redis Cluster does, a request whose keys
 	// live in several hash slots.
 	oneSlot bool
