@@ -891,12 +891,26 @@
 //     resuming, ran that backlog (about 400 ms after 3 s) before it
 //     answered in time, while other masters' faults went on. A new
 //     acquisition's first request (op.fresh) is not sent to a master
-//     whose last three requests in a row kept it waiting, but for one
+//     whose last three answers in a row kept it waiting, but for one
 //     probe per master_timeout (skipDown; one late answer on a busy
 //     machine must not cost a master its votes); rollbacks,
 //     releases and follow-ups of what was sent still are. Not sending is a
 //     lost request, which Redlock tolerates: a grant still needs a quorum
 //     of yes, and nothing was set there to roll back.
+//
+// The skipping rule and its bound (skipSet, nodeHealth.record):
+//
+//   - Late answers count in windows: a master's late run grows by at
+//     most one per master_timeout, so the requests one stall kept waiting
+//     (a GC pause, a proxy starved of CPU, with dozens of rounds
+//     pipelined) count as one late answer, not one per request.
+//   - A fresh round skips at most N - quorum masters, those with the
+//     longest late runs, and asks every other. So skipping alone never
+//     makes a round answer NOQUORUM: that takes N - quorum + 1 masters
+//     that fail or answer late in that round itself. A proxy that stalls
+//     makes every master late at once; it still asks a quorum. With more
+//     than N - quorum masters really down no quorum can answer anyway,
+//     and the least late of them is still asked.
 //   - A reader's rolled-back try (split among the live masters) that
 //     left the reader set empty freed the key without a word, and
 //     waiting writers found out on their retry timer. Its rollback now

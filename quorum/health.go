@@ -1,9 +1,11 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -61,6 +63,7 @@ type nodeHealth struct {
 	// late; probed is when the last fresh request was let through to a
 	// master skipDown skips.
 	lateRun   int
+	lateAt    time.Time // when lateRun last grew
 	probed    time.Time
 	latency   time.Duration
 	lastErr   string
@@ -84,7 +87,12 @@ type nodeHealth struct {
 // record notes one request's latency d and error; slow says d was longer
 // than master_timeout (a request with a longer timeout, a release say,
 // answered: the master is up, but too slow for a round to wait for).
-func (h *nodeHealth) record(d time.Duration, err error, slow bool) {
+//
+// lateRun grows at most once per window (master_timeout): the requests
+// pipelined to a master that one stall kept waiting (a GC pause, a
+// starved proxy) time out together, and count as one late answer, not
+// as one per request in flight.
+func (h *nodeHealth) record(d time.Duration, err error, slow bool, window time.Duration) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, ErrShardNotVoting) {
 		return // the caller left, or one shard is out: says nothing about the master
 	}
@@ -94,10 +102,12 @@ func (h *nodeHealth) record(d time.Duration, err error, slow bool) {
 	// fast failure (not connected, refused) answers at once anyway, and
 	// the master may be back by the next request.
 	h.failing = slow || errors.Is(err, context.DeadlineExceeded)
-	if h.failing {
-		h.lateRun++
-	} else {
+	switch now := time.Now(); {
+	case !h.failing:
 		h.lateRun = 0
+	case h.lateRun == 0 || now.Sub(h.lateAt) >= window:
+		h.lateRun++
+		h.lateAt = now
 	}
 	if err != nil {
 		h.up = false
@@ -130,20 +140,20 @@ func (e *Engine) downAt() []bool {
 	return down
 }
 
-// skipAfter is how many requests in a row must time out or answer late
-// before fresh requests skip a master: one late answer on a busy machine
-// (a GC pause, a loaded test runner) must not cost a master its votes.
+// skipAfter is how many late answers in a row (each in its own
+// master_timeout window, see record) must come before fresh requests skip
+// a master: one late answer on a busy machine (a GC pause, a loaded test
+// runner) must not cost a master its votes.
 const skipAfter = 3
 
 // skipDown reports whether a fresh request (a new acquisition's first)
-// should not be sent to master i: its last skipAfter requests timed out
-// or answered late, and a fresh request went to it less than a
-// master_timeout ago. One such probe per master_timeout finds it back;
-// the others fail at once. A paused master used to be sent every request
-// of the pause: on resuming it ran that backlog (400 ms after a 3 s
-// pause in the fault run) before it answered in time, while the other
-// masters' faults went on. Not sending is a lost request, which Redlock
-// tolerates; a grant still needs a quorum of yes.
+// may skip master i: its last skipAfter late answers came in a row, and a
+// fresh request went to it less than a master_timeout ago. One such probe
+// per master_timeout finds it back. A paused master is then not sent
+// every request of the pause, which it would run as a backlog on resuming
+// before answering anything in time. Not sending is a lost request,
+// which Redlock tolerates; a grant still needs a quorum of yes. skipSet
+// bounds how many masters one round skips.
 func (e *Engine) skipDown(i int) bool {
 	h := &e.health[i]
 	h.mu.Lock()
@@ -157,6 +167,42 @@ func (e *Engine) skipDown(i int) bool {
 	}
 	h.probed = now
 	return false
+}
+
+// skipSet is, for a fresh round, the masters it does not send to: those
+// skipDown skips, but never more than N - quorum of them (those with the
+// longest late runs), so that every fresh round asks at least a quorum of
+// masters. Skipping alone therefore never makes a round answer NOQUORUM:
+// that takes N - quorum + 1 masters failing or late in that round itself.
+// A stall of the proxy makes every master late at once; without the
+// bound its rounds then asked fewer than a quorum, with every master up.
+// With more than N - quorum masters really down no quorum answers anyway,
+// and the least late of them is asked (a backlog of at most what it is
+// sent while down).
+func (e *Engine) skipSet() []bool {
+	n := len(e.nodes)
+	var cand []int
+	for i := range n {
+		if e.skipDown(i) {
+			cand = append(cand, i)
+		}
+	}
+	skip := make([]bool, n)
+	if len(cand) == 0 {
+		return skip
+	}
+	if most := n - e.quorum; len(cand) > most {
+		late := make([]int, n)
+		for _, i := range cand {
+			late[i] = e.lateRunOf(i)
+		}
+		slices.SortStableFunc(cand, func(a, b int) int { return cmp.Compare(late[b], late[a]) })
+		cand = cand[:most]
+	}
+	for _, i := range cand {
+		skip[i] = true
+	}
+	return skip
 }
 
 // lateRunOf is how many requests to master i in a row timed out or

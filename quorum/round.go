@@ -225,6 +225,11 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 	// A request that does not fit its script's descriptor is never sent:
 	// every master answers the mismatch (a bug in the caller).
 	bad := o.script.Check(o.keys, o.args)
+	// Decided once for the round, so that it asks at least a quorum.
+	var skip []bool
+	if o.fresh {
+		skip = e.skipSet()
+	}
 	steps := make([]func(), n)
 	for i := range n {
 		steps[i] = func() {
@@ -235,7 +240,7 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 				}
 				return
 			}
-			if o.fresh && e.skipDown(i) || o.report && e.lateRunOf(i) >= skipAfter {
+			if skip != nil && skip[i] || o.report && e.lateRunOf(i) >= skipAfter {
 				issued()
 				if r.claimed[i].CompareAndSwap(false, true) {
 					r.settle(i, answer{err: errSkippedDown})
@@ -305,7 +310,7 @@ func (e *Engine) call(ctx context.Context, i int, o *op) (any, error) {
 
 // record notes one request to master i for its health and the observer.
 func (e *Engine) record(i int, d time.Duration, err error) {
-	e.health[i].record(d, err, d > e.opts.MasterTimeout)
+	e.health[i].record(d, err, d > e.opts.MasterTimeout, e.opts.MasterTimeout)
 	if e.opts.Observer != nil {
 		e.opts.Observer.MasterCall(e.nodes[i].Addr(), d, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -50,17 +51,17 @@ func TestDownAfterSlowOrFailed(t *testing.T) {
 		want bool
 	}{
 		{"never asked", nil, false},
-		{"answered in time", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, nil, false) }}, false},
-		{"failed at once", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, errors.New("refused"), false) }}, false},
-		{"timed out", []func(h *nodeHealth){func(h *nodeHealth) { h.record(50*time.Millisecond, timeout, false) }}, true},
-		{"answered late", []func(h *nodeHealth){func(h *nodeHealth) { h.record(300*time.Millisecond, nil, true) }}, true},
+		{"answered in time", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, nil, false, 0) }}, false},
+		{"failed at once", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, errors.New("refused"), false, 0) }}, false},
+		{"timed out", []func(h *nodeHealth){func(h *nodeHealth) { h.record(50*time.Millisecond, timeout, false, 0) }}, true},
+		{"answered late", []func(h *nodeHealth){func(h *nodeHealth) { h.record(300*time.Millisecond, nil, true, 0) }}, true},
 		{"late, then in time", []func(h *nodeHealth){
-			func(h *nodeHealth) { h.record(300*time.Millisecond, nil, true) },
-			func(h *nodeHealth) { h.record(time.Millisecond, nil, false) },
+			func(h *nodeHealth) { h.record(300*time.Millisecond, nil, true, 0) },
+			func(h *nodeHealth) { h.record(time.Millisecond, nil, false, 0) },
 		}, false},
 		{"timed out, then the caller left", []func(h *nodeHealth){
-			func(h *nodeHealth) { h.record(50*time.Millisecond, timeout, false) },
-			func(h *nodeHealth) { h.record(time.Millisecond, context.Canceled, false) },
+			func(h *nodeHealth) { h.record(50*time.Millisecond, timeout, false, 0) },
+			func(h *nodeHealth) { h.record(time.Millisecond, context.Canceled, false, 0) },
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,7 +90,7 @@ func TestSkipDownProbes(t *testing.T) {
 		if e.skipDown(0) {
 			t.Fatalf("skipped after %d late answers in a row, want %d first", k, skipAfter)
 		}
-		h.record(50*time.Millisecond, fmt.Errorf("no answer: %w", context.DeadlineExceeded), false)
+		h.record(50*time.Millisecond, fmt.Errorf("no answer: %w", context.DeadlineExceeded), false, 0)
 	}
 	if e.skipDown(0) {
 		t.Fatal("the first request to a down master is a probe: not skipped")
@@ -103,10 +104,88 @@ func TestSkipDownProbes(t *testing.T) {
 	if e.skipDown(0) {
 		t.Fatal("no probe a master_timeout after the last one")
 	}
-	h.record(time.Millisecond, nil, false)
+	h.record(time.Millisecond, nil, false, 0)
 	for range 3 {
 		if e.skipDown(0) {
 			t.Fatal("skipped a master that answered in time")
 		}
+	}
+}
+
+// TestSkipSetAsksAQuorum: however many masters skipDown would skip, a
+// fresh round skips at most N - quorum of them, those with the longest
+// late runs, so that skipping alone never loses the quorum.
+func TestSkipSetAsksAQuorum(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		late []int // each master's late run; >= skipAfter with a probe just sent: skipDown skips it
+		want []bool
+	}{
+		{"none late", []int{0, 0, 0, 0, 0}, []bool{false, false, false, false, false}},
+		{"one late", []int{0, 4, 0, 0, 0}, []bool{false, true, false, false, false}},
+		{"two late", []int{5, 0, 0, 3, 0}, []bool{true, false, false, true, false}},
+		{"three late: the longest two", []int{3, 9, 0, 7, 0}, []bool{false, true, false, true, false}},
+		{"every master late (a stalled proxy)", []int{3, 3, 4, 3, 3}, []bool{true, false, true, false, false}},
+		{"under skipAfter", []int{2, 2, 2, 2, 2}, []bool{false, false, false, false, false}},
+		{"three masters, all late", []int{3, 3, 3}, []bool{true, false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := len(tc.late)
+			e := &Engine{nodes: make([]Node, n), health: make([]nodeHealth, n), quorum: n/2 + 1, opts: Options{MasterTimeout: 50 * time.Millisecond}}
+			for i, l := range tc.late {
+				e.health[i].lateRun, e.health[i].probed = l, time.Now()
+			}
+			if got := e.skipSet(); !slices.Equal(got, tc.want) {
+				t.Fatalf("skipSet = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLateRunCountsWindows: the requests one stall kept waiting time out
+// together and count as one late answer; late answers in separate
+// master_timeout windows count one each.
+func TestLateRunCountsWindows(t *testing.T) {
+	const window = 50 * time.Millisecond
+	var h nodeHealth
+	timeout := fmt.Errorf("no answer: %w", context.DeadlineExceeded)
+	for range 50 {
+		h.record(window, timeout, false, window)
+	}
+	if h.lateRun != 1 {
+		t.Fatalf("50 timeouts in one window: late run %d, want 1", h.lateRun)
+	}
+	for want := 2; want <= skipAfter; want++ {
+		h.lateAt = h.lateAt.Add(-window)
+		h.record(window, timeout, false, window)
+		if h.lateRun != want {
+			t.Fatalf("a timeout in a new window: late run %d, want %d", h.lateRun, want)
+		}
+	}
+	h.record(time.Millisecond, nil, false, window)
+	if h.lateRun != 0 {
+		t.Fatalf("an answer in time: late run %d, want 0", h.lateRun)
+	}
+}
+
+// TestStalledProxyKeepsQuorum: every master up, but each with a run of
+// late answers behind it and its probe just taken by another round (a
+// proxy that stalled under load): a new lock is still asked of a quorum
+// and granted, not answered NOQUORUM.
+func TestStalledProxyKeepsQuorum(t *testing.T) {
+	c := buildCluster(t, 5, Options{MasterTimeout: 50 * time.Millisecond})
+	defer c.close()
+	for i := range c.eng.health {
+		h := &c.eng.health[i]
+		h.mu.Lock()
+		h.lateRun, h.failing, h.probed = skipAfter, true, time.Now().Add(time.Hour)
+		h.mu.Unlock()
+	}
+	l, err := c.eng.Acquire(context.Background(), Request{Primitive: Lock, Resources: []string{"order:38"}, TTL: 10 * time.Second})
+	if l == nil || err != nil {
+		t.Fatalf("acquire with every master up = %v, %v; want a grant", l, err)
+	}
+	if h := c.holders(c.eng.opts.KeyPrefix+"order:38", l.Token); h < 3 {
+		t.Fatalf("granted, held on %d masters", h)
 	}
 }
