@@ -78,37 +78,58 @@ func (e *Engine) deleteHeld(ctx context.Context, resource, value string) (held b
 	}
 	args := append([]string{v, ls.channels[0]}, owners...)
 	keys := []string{ls.keys[0], ls.keys[1], ls.keys[2], owner}
-	deleted := make([]bool, len(e.nodes))
+	// deleted[i]: master i deleted the grant (any round's answer 1);
+	// gone[i]: master i answered the first round that it did not hold it.
+	// Only a first answer proves "not held": a resend finds nothing to
+	// delete where the first request deleted the grant and its answer is
+	// still on its way (a stalled proxy reads it after its count gave
+	// up), so a resent 0 is no evidence either way (as in confirm).
+	n := len(e.nodes)
+	deleted, gone := make([]bool, n), make([]bool, n)
+	var sent []*round
+	read := func(k int, i int, v any) {
+		switch {
+		case v == int64(1):
+			deleted[i] = true
+		case k == 0:
+			gone[i] = true
+		}
+	}
 	for {
 		d := e.send(ctx, &op{name: "delete", script: scripts.LockDeleteExact, keys: keys, args: args, timeout: e.releaseTimeout()}, nil)
-		// The answers are read in count's callback, the only place they
-		// are safe to read while the round goes on.
-		answered := make([]bool, len(e.nodes))
+		k := len(sent)
+		sent = append(sent, d)
+		// The answers are read in count's callback while the round goes
+		// on, and once settled (answered) for earlier rounds' late ones.
 		d.count(strictRule, func(i int, v any) bool {
-			answered[i] = true
-			if v == int64(1) {
-				deleted[i] = true
-			}
+			read(k, i, v)
 			return v == int64(1)
 		}, -1)
+		for k, r := range sent {
+			for i := range n {
+				if r.answered(i) && r.ans[i].err == nil {
+					read(k, i, r.ans[i].val)
+				}
+			}
+		}
 		yes, no := 0, 0
-		for i := range e.nodes {
+		for i := range n {
 			switch {
 			case deleted[i]:
 				yes++
-			case answered[i]:
+			case gone[i]:
 				no++
 			}
 		}
 		switch {
 		case yes >= e.quorum:
 			return true, nil
-		case no >= len(e.nodes)-e.quorum+1:
+		case no >= n-e.quorum+1:
 			return false, nil
 		case time.Now().Before(deadline) && e.pause(ctx):
 			continue
 		}
-		return false, &QuorumError{Op: "delete", Got: yes + no, Need: e.quorum, Total: len(e.nodes)}
+		return false, &QuorumError{Op: "delete", Got: yes + no, Need: e.quorum, Total: n}
 	}
 }
 

@@ -112,3 +112,34 @@ func TestDeleteHeldSparesAttemptWithSameValue(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteHeldReadsLateFirstAnswers: two of five masters paused, and the
+// three live ones run the delete but their answers come after the count
+// gave up (the first request was held back before it was sent, as a
+// stalled proxy does). The resends then find nothing to delete and answer
+// 0: that is no evidence that the lock was not held, and the release
+// answers held once the first answers are read, never "not held" (a
+// drop-in client told its held lock had expired).
+func TestDeleteHeldReadsLateFirstAnswers(t *testing.T) {
+	c := newCluster(t, 5, Options{MasterTimeout: 50 * time.Millisecond})
+	for _, f := range c.nodes {
+		f.set("r", "v", time.Minute)
+	}
+	for _, f := range c.nodes[3:] {
+		f.hold()
+	}
+	for _, f := range c.nodes[:3] {
+		f.mu.Lock()
+		f.holdNext = map[string]time.Duration{"lock_delete_exact": 150 * time.Millisecond}
+		f.mu.Unlock()
+	}
+	held, err := c.eng.deleteHeld(context.Background(), "r", "v")
+	if !held || err != nil {
+		t.Fatalf("release of a lock held on every master = %v, %v; want held", held, err)
+	}
+	for i, f := range c.nodes[:3] {
+		if _, ok := f.value("r"); ok {
+			t.Errorf("master %d still holds the lock", i)
+		}
+	}
+}

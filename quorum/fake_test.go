@@ -55,10 +55,11 @@ type fakeNode struct {
 	down      bool
 	delay     time.Duration
 	sendDelay time.Duration // before a request is sent (see do)
-	// sendDelayOf delays Send's requests for one script only (a busy
-	// client scheduler that holds one request back: see Send).
-	sendDelayOf map[string]time.Duration
-	inline      bool // Send runs a request that is not slowed at once (see Send)
+	// holdNext holds the next Send of a script back this long before it
+	// is sent, once (a busy client scheduler that holds one request back:
+	// see Send).
+	holdNext map[string]time.Duration
+	inline   bool // Send runs a request that is not slowed at once (see Send)
 	// oneSlot refuses, as a Redis Cluster does, a request whose keys
 	// live in several hash slots.
 	oneSlot bool
@@ -147,7 +148,7 @@ func (f *fakeNode) recycle() {
 	f.psubs = map[string]bool{}
 	f.evals = map[string]int{}
 	f.evalsBy = map[string]int{}
-	f.down, f.delay, f.sendDelay, f.inline, f.sendDelayOf = false, 0, 0, false, nil
+	f.down, f.delay, f.sendDelay, f.inline, f.holdNext = false, 0, 0, false, nil
 	f.notify.Store(nil)
 	f.m.FlushAll()
 	f.mu.Unlock()
@@ -538,7 +539,8 @@ func (f *fakeNode) eval(ctx context.Context, name string, keys, args []string, w
 // reached the master it counts in queued, so drain waits for it.
 func (f *fakeNode) Send(name string, keys, args []string, done func(v any, err error)) {
 	f.mu.Lock()
-	wait := max(f.sendDelay, f.sendDelayOf[name])
+	wait := max(f.sendDelay, f.holdNext[name])
+	delete(f.holdNext, name)
 	now := f.inline && f.delay == 0 && len(f.queue) == 0 && f.strandGate == nil && wait == 0 && f.turn == f.sendSeq
 	seq := f.sendSeq
 	if !now {

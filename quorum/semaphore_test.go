@@ -800,7 +800,7 @@ func TestSemRollbackAfterLateAcquire(t *testing.T) {
 			c.nodes[0].set(k.base+":s:0", "other", time.Minute)
 			f := c.nodes[2]
 			f.mu.Lock()
-			f.sendDelayOf = map[string]time.Duration{"sem_acquire": 300 * time.Millisecond}
+			f.holdNext = map[string]time.Duration{"sem_acquire": 300 * time.Millisecond}
 			f.mu.Unlock()
 			before := make([]map[string]string, 3)
 			for i, n := range c.nodes {
