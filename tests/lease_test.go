@@ -90,6 +90,7 @@ func (r *rawConn) read(d time.Duration) ([]string, error) {
 // Every acquire takes AUTOEXTEND; a connection keeps at most
 // limits.max_autoextend_per_conn.
 func TestAutoExtendKeepsAlive(t *testing.T) {
+	t.Parallel() // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.limitsExtra = "  max_autoextend_per_conn: 5\n"

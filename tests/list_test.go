@@ -52,6 +52,7 @@ func listAll(t *testing.T, c *redis.Client, count int, match string) (map[string
 // another paused it still lists what a quorum holds; what is released is
 // no longer listed.
 func TestLockList(t *testing.T) {
+	t.Parallel() // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.extra = "auth:\n  users:\n" +

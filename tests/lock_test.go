@@ -196,6 +196,7 @@ func TestTwoProxies(t *testing.T) {
 // TestNoQuorum: with 3 of 5 masters down, RLOCK answers NOQUORUM and leaves
 // nothing on the two that are up; RUNLOCK and REXTEND too.
 func TestNoQuorum(t *testing.T) {
+	t.Parallel() // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
 	cl := newCluster(t, 5)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()

@@ -576,6 +576,7 @@ func TestMultiLockExcludesPlainLock(t *testing.T) {
 // granted, extended and released; with 3 down every command answers
 // NOQUORUM and the refused acquisition leaves nothing on the 2 that are up.
 func TestMultiLockMinorityDown(t *testing.T) {
+	t.Parallel() // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
 	cl := newCluster(t, 5)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()

@@ -234,6 +234,7 @@ func TestStartWithMastersDown(t *testing.T) {
 // still live (about 1.5 s), not max_ttl, so the service keeps a quorum
 // throughout; and no resource is ever granted twice at once.
 func TestRollingRestart(t *testing.T) {
+	t.Parallel() // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
 	redistest.RequireReal(t, "embedded masters report no run_id, so a restart cannot be seen")
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
