@@ -213,6 +213,9 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 		start = prev.deadline
 	}
 	r.deadline = start.Add(timeout)
+	if prev != nil {
+		r.arm(timeout)
+	}
 	e.bg.Add(n)
 	var unissued atomic.Int32
 	unissued.Store(int32(n))
@@ -221,7 +224,6 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 			close(fl.issued)
 		}
 	}
-	r.arm(timeout)
 	// A request that does not fit its script's descriptor is never sent:
 	// every master answers the mismatch (a bug in the caller).
 	bad := o.script.Check(o.keys, o.args)
@@ -278,13 +280,22 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 			r.issue(i)
 		}
 	}
-	for i, step := range steps {
-		if prev == nil {
-			step()
-		} else {
+	if prev != nil {
+		for i, step := range steps {
 			prev.onSettled(i, step)
 		}
+		return r
 	}
+	for _, step := range steps {
+		step()
+	}
+	// The deadline counts from when the requests were handed to the
+	// masters' connections: a proxy that stalled while it issued them
+	// (starved of CPU) must not count its own delay as the masters'
+	// (timeouts, late runs). Validity is measured from the attempt's
+	// start, so a later deadline only waits longer.
+	r.deadline = time.Now().Add(timeout)
+	r.arm(timeout)
 	return r
 }
 
