@@ -70,6 +70,7 @@ func restartScenario(t *testing.T, quarantine bool) (holder grant, other *redis.
 // grant is valid, INFO shows the quarantine, and after max_ttl the masters
 // rejoin and locks work again, with a greater fence.
 func TestRestartQuarantine(t *testing.T) {
+	t.Parallel() // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
 	g, cb, _, started := restartScenario(t, true)
 	validUntil := started.Add(time.Duration(g.validity) * time.Millisecond)
 	// One WAIT spanning the rest of A's validity: every try must fail.
@@ -128,6 +129,7 @@ func TestRestartWithoutQuarantine(t *testing.T) {
 // are refused, as in a partition), B restarts empty and rejoins, A dies;
 // the next grants can only use {B, C}, where C still holds 5.
 func TestFencesAcrossRestarts(t *testing.T) {
+	t.Parallel() // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
 	redistest.RequireReal(t, "embedded masters report no run_id and have no ACL")
 	cl := newCluster(t, 3)
 	cfg := defaults(cl.addrs())
