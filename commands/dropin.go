@@ -36,6 +36,12 @@ type DeclaredScript struct {
 type script struct {
 	shape   *luashape.Shape
 	refused *proxy.Error
+	// by are the tenants (proxy.Session.Tenant) that sent it (EVAL,
+	// SCRIPT LOAD), "" for a session that sees the whole proxy: a tenant
+	// finds by SHA1 only the scripts it sent, so that EVALSHA and SCRIPT
+	// EXISTS tell it nothing of another's. Under dropin.mu; nil for a
+	// declared script, which every session finds.
+	by map[string]bool
 }
 
 // dropin serves drop-in mode's scripts. A script is recognised by what it
@@ -86,13 +92,23 @@ func shaOf(src []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// lookup recognises src (or finds it already seen or declared).
-func (d *dropin) lookup(src []byte) (string, *script) {
+// lookup recognises src (or finds it already seen or declared), sent by
+// tenant ("" for a session that sees the whole proxy).
+func (d *dropin) lookup(src []byte, tenant string) (string, *script) {
 	sha := shaOf(src)
-	if s := d.bySHA(sha); s != nil {
-		return sha, s
+	if s := d.declared[sha]; s != nil {
+		return sha, &script{shape: s}
 	}
-	s := &script{}
+	d.mu.Lock()
+	old := d.seen[sha]
+	if old != nil {
+		old.by[tenant] = true
+	}
+	d.mu.Unlock()
+	if old != nil {
+		return sha, old
+	}
+	s := &script{by: map[string]bool{tenant: true}}
 	shape, err := luashape.Recognise(src)
 	if err != nil {
 		s.refused = proxy.Errorf("drop-in: script %s is not a lock operation the proxy can run on a quorum (%s) (see docs/PROTOCOL.md, Drop-in mode)", sha, oneLine(err.Error()))
@@ -102,6 +118,7 @@ func (d *dropin) lookup(src []byte) (string, *script) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if old := d.seen[sha]; old != nil {
+		old.by[tenant] = true
 		return sha, old
 	}
 	if len(d.order) >= maxCachedScripts {
@@ -113,22 +130,43 @@ func (d *dropin) lookup(src []byte) (string, *script) {
 	return sha, s
 }
 
-// bySHA finds a declared or seen script.
-func (d *dropin) bySHA(sha string) *script {
+// bySHA finds a declared script, or a seen one that tenant sent (any
+// seen one for "", a session that sees the whole proxy).
+func (d *dropin) bySHA(sha, tenant string) *script {
 	sha = strings.ToLower(sha)
 	if s := d.declared[sha]; s != nil {
 		return &script{shape: s}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.seen[sha]
+	s := d.seen[sha]
+	if s == nil || tenant != "" && !s.by[tenant] {
+		return nil
+	}
+	return s
 }
 
-// flush forgets the scripts seen (SCRIPT FLUSH); declared ones stay.
-func (d *dropin) flush() {
+// flush forgets the scripts seen (SCRIPT FLUSH); declared ones stay. A
+// tenant's flush forgets only that it sent them: another's stay.
+func (d *dropin) flush(tenant string) {
 	d.mu.Lock()
-	d.seen, d.order = map[string]*script{}, nil
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	if tenant == "" {
+		d.seen, d.order = map[string]*script{}, nil
+		return
+	}
+	kept := d.order[:0]
+	for _, sha := range d.order {
+		s := d.seen[sha]
+		delete(s.by, tenant)
+		if len(s.by) == 0 {
+			delete(d.seen, sha)
+			continue
+		}
+		kept = append(kept, sha)
+	}
+	clear(d.order[len(kept):])
+	d.order = kept
 }
 
 // oneLine keeps an error on one RESP line.
@@ -240,7 +278,7 @@ func dropinCommands(eng Engine, lim Limits, k *keeper, d *dropin) []*proxy.Comma
 		{
 			Name: "eval", Arity: -3, Flags: proxy.FlagWrite, Keys: evalKeys,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
-				_, s := d.lookup(args[0])
+				_, s := d.lookup(args[0], sess.Tenant())
 				return d.run(ctx, sess, s, args[1:])
 			},
 			Doc: proxy.Doc{Summary: "Drop-in mode: runs a lock script, recognised by what it does (acquire, release, extend, check, semaphore), as the matching quorum operation; any other script is refused."},
@@ -248,7 +286,7 @@ func dropinCommands(eng Engine, lim Limits, k *keeper, d *dropin) []*proxy.Comma
 		{
 			Name: "evalsha", Arity: -3, Flags: proxy.FlagWrite, Keys: evalKeys,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
-				s := d.bySHA(string(args[0]))
+				s := d.bySHA(string(args[0]), sess.Tenant())
 				if s == nil {
 					return nil, errNoScript
 				}
@@ -258,13 +296,14 @@ func dropinCommands(eng Engine, lim Limits, k *keeper, d *dropin) []*proxy.Comma
 		},
 		{
 			Name: "script", Arity: -2, Flags: proxy.FlagFast,
-			Handler: func(_ context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			Handler: func(_ context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+				tenant := sess.Tenant()
 				switch strings.ToUpper(string(args[0])) {
 				case "LOAD":
 					if len(args) != 2 {
 						return nil, proxy.WrongArity("script|load")
 					}
-					sha, s := d.lookup(args[1])
+					sha, s := d.lookup(args[1], tenant)
 					if s.refused != nil {
 						return nil, s.refused
 					}
@@ -275,13 +314,13 @@ func dropinCommands(eng Engine, lim Limits, k *keeper, d *dropin) []*proxy.Comma
 					}
 					out := make([]int64, len(args)-1)
 					for i, sha := range args[1:] {
-						if s := d.bySHA(string(sha)); s != nil && s.shape != nil {
+						if s := d.bySHA(string(sha), tenant); s != nil && s.shape != nil {
 							out[i] = 1
 						}
 					}
 					return out, nil
 				case "FLUSH":
-					d.flush()
+					d.flush(tenant)
 					return proxy.OK, nil
 				}
 				return nil, proxy.Errorf("drop-in mode: SCRIPT %s is not served (see docs/PROTOCOL.md, Drop-in mode)", strings.ToUpper(string(args[0])))

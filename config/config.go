@@ -147,6 +147,10 @@ type User struct {
 	Password       string   `yaml:"password"`
 	PasswordSHA256 string   `yaml:"password_sha256"`
 	Resources      []string `yaml:"resources"`
+	// Channels are the glob patterns of the pub/sub channels the user may
+	// subscribe to and publish on; omitted, the resources patterns; an
+	// empty list allows none.
+	Channels []string `yaml:"channels"`
 	// Admin lets the user run admin commands (RQUARANTINE); default false.
 	Admin bool `yaml:"admin"`
 }
@@ -530,6 +534,11 @@ func (c *Config) Validate() error {
 		for j, p := range u.Resources {
 			if p == "" {
 				bad(fmt.Sprintf("%s.resources[%d]", key, j), "empty pattern")
+			}
+		}
+		for j, p := range u.Channels {
+			if p == "" {
+				bad(fmt.Sprintf("%s.channels[%d]", key, j), "empty pattern")
 			}
 		}
 	}

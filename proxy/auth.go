@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"strings"
 )
 
 // Auth configures client authentication, as Redis's requirepass and ACL
@@ -32,6 +33,13 @@ type User struct {
 	// resources the user may lock. A command naming any other resource is
 	// refused with NOPERM before anything is sent to the masters.
 	Resources []string
+	// Channels are the glob patterns of the pub/sub channels the user may
+	// SUBSCRIBE to and PUBLISH on; nil means the Resources patterns (a
+	// library's channel named after its lock key is allowed with the
+	// lock). A PSUBSCRIBE pattern is allowed only if every channel it can
+	// match is allowed (see patternWithin). Other channels answer NOPERM
+	// before anything is subscribed or relayed.
+	Channels []string
 	// Admin lets the user run admin commands (FlagAdmin).
 	Admin bool
 }
@@ -41,8 +49,68 @@ type user struct {
 	name     string
 	digest   [32]byte
 	patterns []string // nil: every resource
+	channels []string // nil: every channel
 	admin    bool     // may run admin commands (FlagAdmin)
 }
+
+// tenant is the user's name if it is a tenant (limited to resource
+// patterns, not an administrator), else "".
+func (u *user) tenant() string {
+	if u.admin || u.patterns == nil {
+		return ""
+	}
+	return u.name
+}
+
+// allowsChannel reports whether the user may subscribe to or publish on
+// channel.
+func (u *user) allowsChannel(channel []byte) bool {
+	if u.channels == nil {
+		return true
+	}
+	for _, p := range u.channels {
+		if globMatch(p, channel) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowsPattern reports whether the user may PSUBSCRIBE pattern: only if
+// it lies within one of the user's channel patterns.
+func (u *user) allowsPattern(pattern []byte) bool {
+	if u.channels == nil {
+		return true
+	}
+	for _, p := range u.channels {
+		if patternWithin(string(pattern), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// patternWithin reports whether every channel that glob pattern p matches
+// is matched by the allowed pattern a, by a rule that is sound and
+// simple: p is a itself (Redis's ACL allows a pattern subscription only
+// so), or a is a literal prefix followed by one '*' and p begins with
+// that prefix, literally (no special byte of p before the prefix ends).
+// So billing:* allows billing:orders:* and billing:[ab]*, never b*, *
+// or bil?ing:*.
+func patternWithin(p, a string) bool {
+	if p == a {
+		return true
+	}
+	prefix, ok := strings.CutSuffix(a, "*")
+	if !ok || strings.ContainsAny(prefix, `*?[\`) || !strings.HasPrefix(p, prefix) {
+		return false
+	}
+	return true
+}
+
+// ErrNoPermChannel is the error for a channel outside the user's
+// patterns, in Redis's wording.
+var ErrNoPermChannel = &Error{Code: "NOPERM", Msg: "No permissions to access a channel"}
 
 // allows reports whether the user may use resource.
 func (u *user) allows(resource []byte) bool {
@@ -87,7 +155,11 @@ func newUsers(a Auth) (*users, error) {
 			return nil, errors.New("proxy: user " + x.Name + " is defined twice")
 		}
 		patterns := append([]string{}, x.Resources...) // never nil: no patterns allows nothing
-		u.byName[x.Name] = &user{name: x.Name, digest: x.PasswordSHA256, patterns: patterns, admin: x.Admin}
+		channels := patterns
+		if x.Channels != nil {
+			channels = append([]string{}, x.Channels...)
+		}
+		u.byName[x.Name] = &user{name: x.Name, digest: x.PasswordSHA256, patterns: patterns, channels: channels, admin: x.Admin}
 	}
 	return u, nil
 }

@@ -390,3 +390,73 @@ func FuzzGlob(f *testing.F) {
 		}
 	})
 }
+
+// TestChannelPermissions: a user subscribes to and publishes on only the
+// channels its patterns allow (its resources' by default, or its own
+// channels list), a pattern subscription only within them; anything else
+// answers NOPERM before the handler runs.
+func TestChannelPermissions(t *testing.T) {
+	const nopermChannel = "-NOPERM No permissions to access a channel\r\n"
+	open := newTestServer(t, Options{})
+	ts := newTestServer(t, Options{Auth: Auth{Users: []User{
+		{Name: "billing", PasswordSHA256: sha256.Sum256([]byte("bpw")), Resources: []string{"billing:*"}},
+		{Name: "shop", PasswordSHA256: sha256.Sum256([]byte("spw")), Resources: []string{"shop:*"}},
+		{Name: "ops", PasswordSHA256: sha256.Sum256([]byte("opw")), Resources: []string{"*"}, Channels: []string{"events:*"}},
+		{Name: "mute", PasswordSHA256: sha256.Sum256([]byte("mpw")), Resources: []string{"*"}, Channels: []string{}},
+	}}})
+	const sub = "*3\r\n"
+	for _, tt := range []struct {
+		name string
+		ts   *testServer
+		cmds []string
+		want []string
+	}{
+		{"own channel", ts, []string{"AUTH billing bpw", "SUBSCRIBE billing:chan"}, []string{"+OK\r\n", sub}},
+		{"other tenant's channel", ts, []string{"AUTH billing bpw", "SUBSCRIBE shop:chan", "SUBSCRIBE billing:a shop:b"}, []string{"+OK\r\n", nopermChannel, nopermChannel}},
+		{"publish on another tenant's channel", ts, []string{"AUTH billing bpw", "PUBLISH shop:chan forged", "PUBLISH billing:chan x"}, []string{"+OK\r\n", nopermChannel, ":0\r\n"}},
+		{"every channel", ts, []string{"AUTH billing bpw", "PSUBSCRIBE *"}, []string{"+OK\r\n", nopermChannel}},
+		{"pattern equal to the user's", ts, []string{"AUTH billing bpw", "PSUBSCRIBE billing:*"}, []string{"+OK\r\n", sub}},
+		{"pattern within the user's", ts, []string{"AUTH billing bpw", "PSUBSCRIBE billing:orders:[ab]*"}, []string{"+OK\r\n", sub}},
+		{"pattern reaching outside", ts, []string{"AUTH billing bpw", "PSUBSCRIBE bil?ing:*", "PSUBSCRIBE b*", "PSUBSCRIBE billing\\:*"}, []string{"+OK\r\n", nopermChannel, nopermChannel, nopermChannel}},
+		{"channels list, not resources", ts, []string{"AUTH ops opw", "PUBLISH ops:x m", "PUBLISH events:x m", "SUBSCRIBE events:a"}, []string{"+OK\r\n", nopermChannel, ":0\r\n", sub}},
+		{"empty channels list", ts, []string{"AUTH mute mpw", "PUBLISH a m", "SUBSCRIBE a"}, []string{"+OK\r\n", nopermChannel, nopermChannel}},
+		{"no auth: every channel", open, []string{"PUBLISH anything m", "PSUBSCRIBE *"}, []string{":0\r\n", sub}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := converse(t, tt.ts.addr, tt.cmds...)
+			for i := range tt.want {
+				if got[i] != tt.want[i] {
+					t.Fatalf("reply %d to %q: got %q, want %q", i, tt.cmds[i], got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestPatternWithin: a pattern subscription is allowed where every
+// channel it matches is matched by an allowed pattern.
+func TestPatternWithin(t *testing.T) {
+	for _, tc := range []struct {
+		p, a string
+		want bool
+	}{
+		{"billing:*", "billing:*", true},
+		{"billing:orders:*", "billing:*", true},
+		{"billing:[ab]?", "billing:*", true},
+		{"billing:", "billing:*", true},
+		{"*", "*", true},
+		{"any[thing]?*", "*", true},
+		{"b*", "billing:*", false},
+		{"bil?ing:*", "billing:*", false},
+		{"billing\\:*", "billing:*", false},
+		{"*", "billing:*", false},
+		{"billing:x", "billing:x", true},
+		{"billing:x*", "billing:x", false},
+		{"billing:a*", "billing:[ab]*", false}, // sound, not complete: only literal prefixes
+		{"shop:*", "billing:*", false},
+	} {
+		if got := patternWithin(tc.p, tc.a); got != tc.want {
+			t.Errorf("patternWithin(%q, %q) = %v, want %v", tc.p, tc.a, got, tc.want)
+		}
+	}
+}

@@ -269,9 +269,21 @@ func (s *Server) client(_ context.Context, sess *Session, args [][]byte) (any, e
 		}
 		return sess.line(time.Now()) + "\n", nil
 	case "list":
+		// A tenant sees its own connections only.
 		var b strings.Builder
 		now := time.Now()
+		sess.mu.Lock()
+		me, tenant := sess.user, sess.user != nil && sess.user.tenant() != ""
+		sess.mu.Unlock()
 		for _, o := range s.sessionsSorted() {
+			if tenant {
+				o.mu.Lock()
+				mine := o.user == me
+				o.mu.Unlock()
+				if !mine {
+					continue
+				}
+			}
 			b.WriteString(o.line(now))
 			b.WriteByte('\n')
 		}
@@ -391,9 +403,10 @@ func (s *Server) command(_ context.Context, _ *Session, args [][]byte) (any, err
 	return nil, Errorf("unknown subcommand '%s'. Try COMMAND HELP.", args[0])
 }
 
-func (s *Server) info(_ context.Context, _ *Session, args [][]byte) (any, error) {
+func (s *Server) info(_ context.Context, sess *Session, args [][]byte) (any, error) {
+	tenant := sess.Tenant() != ""
 	sections := []InfoSection{
-		{Name: "server", Lines: s.infoServer},
+		{Name: "server", Lines: s.infoServer, Tenants: true},
 		{Name: "clients", Lines: s.infoClients},
 		{Name: "stats", Lines: s.infoStats},
 		{Name: "commandstats", Lines: s.infoCommandstats, NotDefault: true},
@@ -409,7 +422,7 @@ func (s *Server) info(_ context.Context, _ *Session, args [][]byte) (any, error)
 	dflt := len(want) == 0 || want["default"]
 	var b strings.Builder
 	for _, sec := range sections {
-		if !all && !want[sec.Name] && (!dflt || sec.NotDefault) {
+		if !all && !want[sec.Name] && (!dflt || sec.NotDefault) || tenant && !sec.Tenants {
 			continue
 		}
 		if b.Len() > 0 {

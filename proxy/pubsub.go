@@ -230,10 +230,10 @@ var pubsubAllowed = map[string]bool{
 func (s *Server) pubsubCommands() []*Command {
 	ps := "pubsub"
 	return []*Command{
-		{Name: "subscribe", Arity: -2, Flags: FlagNoMulti, Handler: s.subscribe(false),
+		{Name: "subscribe", Arity: -2, Flags: FlagNoMulti, Channels: allChannels(false), Handler: s.subscribe(false),
 			Doc: Doc{Summary: "Listens for messages published to channels, through any proxy.", Since: "2.0.0", Group: ps,
 				Args: []ArgDoc{{Name: "channel", Type: "string", Multiple: true}}}},
-		{Name: "psubscribe", Arity: -2, Flags: FlagNoMulti, Handler: s.subscribe(true),
+		{Name: "psubscribe", Arity: -2, Flags: FlagNoMulti, Channels: allChannels(true), Handler: s.subscribe(true),
 			Doc: Doc{Summary: "Listens for messages published to channels that match one or more patterns.", Since: "2.0.0", Group: ps,
 				Args: []ArgDoc{{Name: "pattern", Type: "pattern", Multiple: true}}}},
 		{Name: "unsubscribe", Arity: -1, Flags: FlagNoMulti, Handler: s.unsubscribe(false),
@@ -242,10 +242,24 @@ func (s *Server) pubsubCommands() []*Command {
 		{Name: "punsubscribe", Arity: -1, Flags: FlagNoMulti, Handler: s.unsubscribe(true),
 			Doc: Doc{Summary: "Stops listening to messages published to channels that match one or more patterns.", Since: "2.0.0", Group: ps,
 				Args: []ArgDoc{{Name: "pattern", Type: "pattern", Optional: true, Multiple: true}}}},
-		{Name: "publish", Arity: 3, Handler: s.publish,
+		{Name: "publish", Arity: 3, Channels: firstChannel, Handler: s.publish,
 			Doc: Doc{Summary: "Posts a message to a channel, for the subscribers of every proxy; answers how many of this proxy's received it.", Since: "2.0.0", Group: ps,
 				Args: []ArgDoc{{Name: "channel", Type: "string"}, {Name: "message", Type: "string"}}}},
 	}
+}
+
+// allChannels locates the channels of SUBSCRIBE (patterns of PSUBSCRIBE):
+// every argument.
+func allChannels(patterns bool) func(args [][]byte) ([][]byte, bool) {
+	return func(args [][]byte) ([][]byte, bool) { return args[1:], patterns }
+}
+
+// firstChannel locates PUBLISH's channel: its first argument.
+func firstChannel(args [][]byte) ([][]byte, bool) {
+	if len(args) < 2 {
+		return nil, false
+	}
+	return args[1:2], false
 }
 
 func kind(pattern bool, verb string) string {

@@ -69,6 +69,10 @@ type InfoSection struct {
 	// NotDefault leaves the section out of a bare INFO (as Redis does
 	// with commandstats); INFO all, everything or its name shows it.
 	NotDefault bool
+	// Tenants shows the section to tenants (Session.Tenant) too. Other
+	// sections (every tenant's counts, the masters' addresses and run
+	// ids) are for the sessions that see the whole proxy.
+	Tenants bool
 }
 
 // Observer is told about commands and connections, for metrics. It must be
@@ -644,6 +648,9 @@ func (s *Server) admit(sess *Session, cmd *Command, args [][]byte) error {
 	}
 	if u != nil && !cmd.allows(u, args) {
 		return ErrNoPerm
+	}
+	if u != nil && !cmd.allowsChannels(u, args) {
+		return ErrNoPermChannel
 	}
 	if cmd.Flags&FlagAdmin != 0 && (u == nil || !u.admin) {
 		return noPermCommand(u, cmd.Name)

@@ -196,6 +196,24 @@ func (s *Session) User() string {
 	return s.user.name
 }
 
+// Tenant is the name of the session's user when that user is a tenant:
+// a named user limited to resource patterns and not an administrator.
+// A tenant's views of the proxy (CLIENT LIST, INFO, the drop-in script
+// cache) show only what is its own. "" for a session that sees the
+// whole proxy: authentication off, the default user, an admin user, or
+// not authenticated yet.
+func (s *Session) Tenant() string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.user == nil {
+		return ""
+	}
+	return s.user.tenant()
+}
+
 // Allows reports whether the session's user may use resource (its
 // resource patterns; every resource when it has none). A command that
 // names resources outside its key positions (RLOCKLIST's entries) checks

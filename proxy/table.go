@@ -70,6 +70,11 @@ type Command struct {
 	// It gets args with the command name and returns the resources it
 	// finds; a malformed command may yield none (the handler refuses it).
 	Keys func(args [][]byte) [][]byte
+	// Channels, if set, locates the pub/sub channels the command names
+	// (args with the command name), and whether they are patterns
+	// (PSUBSCRIBE). Dispatch checks each against the user's channel
+	// patterns before the handler runs.
+	Channels func(args [][]byte) (names [][]byte, patterns bool)
 	// Blocks, if set, tells for a FlagMayBlock command whether this
 	// invocation (args with the command name) may wait: only then is the
 	// connection watched for a client that hangs up, which costs a
@@ -295,6 +300,20 @@ func (c *Command) KeysOf(args [][]byte) [][]byte {
 		out = append(out, args[i])
 	}
 	return out
+}
+
+// allowsChannels reports whether u may use every channel args name.
+func (c *Command) allowsChannels(u *user, args [][]byte) bool {
+	if c.Channels == nil || u.channels == nil {
+		return true
+	}
+	names, patterns := c.Channels(args)
+	for _, n := range names {
+		if patterns && !u.allowsPattern(n) || !patterns && !u.allowsChannel(n) {
+			return false
+		}
+	}
+	return true
 }
 
 // allows reports whether u may use every resource args name (args

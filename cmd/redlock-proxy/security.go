@@ -77,7 +77,7 @@ func loadPool(file string) (*x509.CertPool, error) {
 func authOptions(a config.Auth) proxy.Auth {
 	out := proxy.Auth{Password: a.Password}
 	for _, u := range a.Users {
-		pu := proxy.User{Name: u.Name, Resources: u.Resources, Admin: u.Admin}
+		pu := proxy.User{Name: u.Name, Resources: u.Resources, Channels: u.Channels, Admin: u.Admin}
 		if u.PasswordSHA256 != "" {
 			b, _ := hex.DecodeString(u.PasswordSHA256) // validated: 64 hex digits
 			copy(pu.PasswordSHA256[:], b)
