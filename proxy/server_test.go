@@ -454,6 +454,13 @@ func TestShutdown(t *testing.T) {
 	sleeper := ts.client(t, redis.Options{Protocol: 2, ReadTimeout: 10 * time.Second})
 	blocker := ts.client(t, redis.Options{Protocol: 2, ReadTimeout: 10 * time.Second})
 	ctx := context.Background()
+	// Connected and past go-redis's handshake first: its commands count
+	// in flight too, and the wait below must see SLEEP and BLOCK.
+	for _, c := range []*redis.Client{sleeper, blocker} {
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatalf("PING: %v", err)
+		}
+	}
 	sleepErr, blockErr := make(chan error, 1), make(chan error, 1)
 	var started atomic.Int32
 	go func() { started.Add(1); sleepErr <- sleeper.Do(ctx, "SLEEP", "300ms").Err() }()
