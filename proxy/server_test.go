@@ -21,6 +21,7 @@ import (
 // 127.0.0.1:0 listener.
 type testServer struct {
 	touched  atomic.Int64 // TOUCH handler runs
+	running  atomic.Int64 // SLEEP and BLOCK handlers started
 	meetMu   sync.Mutex
 	meeting  int
 	met      chan struct{} // closed once enough MEETs run at once
@@ -48,6 +49,7 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 			return nil, errors.New("engine exploded")
 		}},
 		&Command{Name: "sleep", Arity: 2, Handler: func(_ context.Context, _ *Session, args [][]byte) (any, error) {
+			ts.running.Add(1)
 			d, _ := time.ParseDuration(string(args[0]))
 			time.Sleep(d)
 			return OK, nil
@@ -106,6 +108,7 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 			}},
 		// BLOCK d: waits d or until its context ends.
 		&Command{Name: "block", Arity: 2, Flags: FlagMayBlock, Handler: func(ctx context.Context, _ *Session, args [][]byte) (any, error) {
+			ts.running.Add(1)
 			d, _ := time.ParseDuration(string(args[0]))
 			select {
 			case <-time.After(d):
@@ -454,18 +457,13 @@ func TestShutdown(t *testing.T) {
 	sleeper := ts.client(t, redis.Options{Protocol: 2, ReadTimeout: 10 * time.Second})
 	blocker := ts.client(t, redis.Options{Protocol: 2, ReadTimeout: 10 * time.Second})
 	ctx := context.Background()
-	// Connected and past go-redis's handshake first: its commands count
-	// in flight too, and the wait below must see SLEEP and BLOCK.
-	for _, c := range []*redis.Client{sleeper, blocker} {
-		if err := c.Ping(ctx).Err(); err != nil {
-			t.Fatalf("PING: %v", err)
-		}
-	}
 	sleepErr, blockErr := make(chan error, 1), make(chan error, 1)
 	var started atomic.Int32
 	go func() { started.Add(1); sleepErr <- sleeper.Do(ctx, "SLEEP", "300ms").Err() }()
 	go func() { started.Add(1); blockErr <- blocker.Do(ctx, "BLOCK", "1m").Err() }()
-	for ts.srv.inflight.Load() < 2 {
+	// Both handlers running (the in-flight count would also count
+	// go-redis's handshake commands, before the sleeper has connected).
+	for ts.running.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
