@@ -25,6 +25,9 @@ test:
 	  echo "!!! WARNING: redis-server not found: integration tests run against EMBEDDED miniredis"; \
 	  echo "!!! masters, NOT real Redis, and tests that need real masters are skipped."; \
 	  echo "!!! Install redis-server (apt-get install -y redis-server) for the real test."; }
+	@# Every test binary built first, two at a time: the run below, one
+	@# package at a time, would otherwise build each between two runs.
+	@log=$$(mktemp); $(GO) test -race -count=1 -run '^$$' $(PKGS) >$$log 2>&1 || { cat $$log; rm -f $$log; exit 1; }; rm -f $$log
 	$(GO) test -race -count=1 -p 1 -parallel 4 -timeout 9m $(PKGS)
 
 build:
