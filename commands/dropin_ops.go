@@ -146,7 +146,15 @@ func (o *scriptOps) SemExtend(ctx context.Context, name, token string, ttl time.
 // release, not for the message, so a message fewer than a quorum of masters
 // took is not an error of the script (the subscribers of this proxy have
 // it; the others wake on their retry timers).
+//
+// A channel outside the user's channel patterns (a tenant's script naming
+// another tenant's channel in ARGV) is not published: the lock operation
+// the script did stands, and nothing reaches the other tenant's
+// subscribers, on any proxy.
 func (o *scriptOps) Publish(ctx context.Context, channel, message string) error {
+	if o.sess != nil && !o.sess.AllowsChannel(channel) {
+		return nil
+	}
 	if o.pub != nil {
 		o.pub.Publish(ctx, channel, message)
 	}

@@ -225,6 +225,17 @@ func (s *Session) Allows(resource string) bool {
 	return u != nil && u.allows([]byte(resource))
 }
 
+// AllowsChannel reports whether the session's user may publish on (or
+// subscribe to) channel: its channel patterns, every channel when it has
+// none. A drop-in script's PUBLISH, whose channel is an argument, checks
+// it with this.
+func (s *Session) AllowsChannel(channel string) bool {
+	s.mu.Lock()
+	u := s.user
+	s.mu.Unlock()
+	return u != nil && u.allowsChannel([]byte(channel))
+}
+
 // RemoteAddr is the client's address.
 func (s *Session) RemoteAddr() string { return s.addr }
 

@@ -144,6 +144,13 @@ func (r *round) onSettled(i int, f func()) {
 // master still silent with a timeout.
 func (r *round) arm(timeout time.Duration) {
 	e := r.e
+	defer func() {
+		// Every answer may be in already (inline answers, skips): then
+		// settle found no timer to stop.
+		if r.left.Load() == 0 {
+			r.timer.Load().Stop()
+		}
+	}()
 	r.timer.Store(time.AfterFunc(time.Until(r.deadline), func() {
 		for i := range r.claimed {
 			if r.claimed[i].CompareAndSwap(false, true) {

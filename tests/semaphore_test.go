@@ -434,6 +434,7 @@ func TestSemaphoreWaitersFirst(t *testing.T) {
 // semaphore is granted at once when RSEMSET raises the limit, far sooner
 // than its retry timer; nothing is left after the limit's keep.
 func TestSemSetTwoProxies(t *testing.T) {
+	t.Parallel() // mostly waits (retry delays, a quarantine): overlaps the other waiting tests
 	redistest.RequireReal(t, "SIGSTOP and restarts need real masters")
 	const workers = 12
 	cl := newCluster(t, 5)
