@@ -18,14 +18,14 @@ run:
 
 # One package at a time (-p 1): the engine's unit tests count 50 ms master
 # timeouts, which the proxies of tests/ running beside them on 2 cores can
-# starve. -parallel 6: the tests marked parallel (Redis Cluster scenarios,
-# expiries, quarantines, rolling restarts) mostly wait, six at once.
+# starve. -parallel 4: the tests marked parallel (Redis Cluster scenarios,
+# expiries, quarantines, rolling restarts) mostly wait, four at once.
 test:
 	@command -v redis-server >/dev/null || { \
 	  echo "!!! WARNING: redis-server not found: integration tests run against EMBEDDED miniredis"; \
 	  echo "!!! masters, NOT real Redis, and tests that need real masters are skipped."; \
 	  echo "!!! Install redis-server (apt-get install -y redis-server) for the real test."; }
-	$(GO) test -race -count=1 -p 1 -parallel 6 -timeout 9m $(PKGS)
+	$(GO) test -race -count=1 -p 1 -parallel 4 -timeout 9m $(PKGS)
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/redlock-proxy ./cmd/redlock-proxy
