@@ -64,17 +64,7 @@ func (u *user) tenant() string {
 
 // allowsChannel reports whether the user may subscribe to or publish on
 // channel.
-func (u *user) allowsChannel(channel []byte) bool {
-	if u.channels == nil {
-		return true
-	}
-	for _, p := range u.channels {
-		if globMatch(p, channel) {
-			return true
-		}
-	}
-	return false
-}
+func (u *user) allowsChannel(channel []byte) bool { return matchesAny(u.channels, channel) }
 
 // allowsPattern reports whether the user may PSUBSCRIBE pattern: only if
 // it lies within one of the user's channel patterns.
@@ -113,12 +103,16 @@ func patternWithin(p, a string) bool {
 var ErrNoPermChannel = &Error{Code: "NOPERM", Msg: "No permissions to access a channel"}
 
 // allows reports whether the user may use resource.
-func (u *user) allows(resource []byte) bool {
-	if u.patterns == nil {
+func (u *user) allows(resource []byte) bool { return matchesAny(u.patterns, resource) }
+
+// matchesAny reports whether s matches one of patterns; nil patterns
+// match everything, an empty list nothing.
+func matchesAny(patterns []string, s []byte) bool {
+	if patterns == nil {
 		return true
 	}
-	for _, p := range u.patterns {
-		if globMatch(p, resource) {
+	for _, p := range patterns {
+		if globMatch(p, s) {
 			return true
 		}
 	}
