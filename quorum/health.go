@@ -174,8 +174,8 @@ func (e *Engine) skipDown(i int) bool {
 // longest late runs), so that every fresh round asks at least a quorum of
 // masters. Skipping alone therefore never makes a round answer NOQUORUM:
 // that takes N - quorum + 1 masters failing or late in that round itself.
-// A stall of the proxy makes every master late at once; without the
-// bound its rounds then asked fewer than a quorum, with every master up.
+// A stall of the proxy makes every master late at once; the bound keeps
+// its rounds asking a quorum, with every master up.
 // With more than N - quorum masters really down no quorum answers anyway,
 // and the least late of them is asked (a backlog of at most what it is
 // sent while down).
