@@ -962,7 +962,12 @@
 // holding the lock (lock_info; the masters just heard from, never one
 // that is down) and takes those a quorum of them record there with the
 // key (lock_reenrol), so a lock kept alive while
-// every master restarts in turn keeps its count, as it keeps its key. A
+// every master restarts in turn keeps its count, as it keeps its key.
+// When fewer than a quorum of them answer that read in time, which holds
+// a quorum records is unknown, and the master is not re-enrolled by that
+// extension (taken without its holds, a single RUNLOCK would free it
+// there while the holder still has a hold); the next extension tries
+// again. A
 // hold that a concurrent RUNLOCK took away between that read and the
 // re-enrolment comes back only on the masters re-enrolled, a minority, so
 // it is never counted again.

@@ -569,7 +569,11 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 					// quorum records them (see "Re-entrant locks"): one
 					// more read, of the masters that hold it, only when
 					// a master lost the lock.
-					if holds := e.heldHolds(ctx, ls, token, r); len(holds) > 0 {
+					holds, known := e.heldHolds(ctx, ls, token, r)
+					if !known {
+						return nil // taken without its holds, one release would free it there
+					}
+					if len(holds) > 0 {
 						keys = append(keys, e.holdsKey(ls.given[0]))
 						args = append(args, holds...)
 					}
@@ -730,11 +734,13 @@ func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *
 
 // heldHolds reads the re-entrant holds of ls's one resource from the
 // masters that answered the extension r as holding it with token, and
-// returns those that a quorum of masters record, each id then its order
-// (nil when fewer than a quorum hold it, or it has no holds). The masters
+// returns those that a quorum of masters record, each id then its order.
+// known is false when fewer than a quorum of masters answered the read
+// as holding it with token: then which holds a quorum records is not
+// known (an empty list with known true means it has none). The masters
 // asked hold the lock and answered just now: the read waits for them
 // only, never for a master that is down.
-func (e *Engine) heldHolds(ctx context.Context, ls *lockSet, token string, r *round) []string {
+func (e *Engine) heldHolds(ctx context.Context, ls *lockSet, token string, r *round) (holds []string, known bool) {
 	holders := make([]bool, len(e.nodes))
 	n := 0
 	for i := range e.nodes {
@@ -743,7 +749,7 @@ func (e *Engine) heldHolds(ctx context.Context, ls *lockSet, token string, r *ro
 		}
 	}
 	if n < e.quorum {
-		return nil
+		return nil, false
 	}
 	k := e.rwKeys(ls.given[0])
 	notAsked := answer{err: errSkippedDown}
@@ -751,11 +757,13 @@ func (e *Engine) heldHolds(ctx context.Context, ls *lockSet, token string, r *ro
 		func(i int) (answer, bool) { return notAsked, !holders[i] })
 	<-q.all
 	count := map[[2]string]int{}
+	read := 0
 	for i := range e.nodes {
 		arr, ok := q.ans[i].val.([]any)
 		if !holders[i] || q.ans[i].err != nil || !ok || len(arr) < 3 || arr[0] != token {
 			continue
 		}
+		read++
 		for j := 3; j+1 < len(arr); j += 2 {
 			id, ok1 := arr[j].(string)
 			order, ok2 := arr[j+1].(string)
@@ -764,11 +772,13 @@ func (e *Engine) heldHolds(ctx context.Context, ls *lockSet, token string, r *ro
 			}
 		}
 	}
-	var out []string
+	if read < e.quorum {
+		return nil, false
+	}
 	for h, c := range count {
 		if c >= e.quorum {
-			out = append(out, h[0], h[1])
+			holds = append(holds, h[0], h[1])
 		}
 	}
-	return out
+	return holds, true
 }

@@ -213,3 +213,56 @@ func TestReentrantDowngrade(t *testing.T) {
 		t.Fatalf("after the last hold: %+v %v, want the reader w", info, err)
 	}
 }
+
+// TestReentrantReenrolNeedsHolds: a master that lost a re-entrant lock is
+// re-enrolled with the holds a quorum records, or not at all. When fewer
+// than a quorum of the masters holding it answer the read of the holds in
+// time, the holds are unknown, and taking the lock there without them
+// would let one release free it on that master while the holder still
+// has a hold (the re-enrolment waits for the next extension).
+func TestReentrantReenrolNeedsHolds(t *testing.T) {
+	c := newCluster(t, 5, Options{})
+	ctx := context.Background()
+	const ttl = 5 * time.Second
+	for range 2 {
+		if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: ttl, Token: "t", Reentrant: true}); err != nil || l == nil {
+			t.Fatalf("hold: %v %v", l, err)
+		}
+	}
+	ls, err := c.eng.lockSet([]string{"r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, holds := ls.keys[0], c.eng.holdsKey("r")
+	lost := c.nodes[0]
+	lost.del(lock)
+	lost.del(holds)
+	// Two of the four masters that hold it answer the holds' read late.
+	for _, f := range c.nodes[1:3] {
+		f.mu.Lock()
+		f.holdNext = map[string]time.Duration{"lock_info": 4 * c.eng.opts.MasterTimeout}
+		f.mu.Unlock()
+	}
+	lease := &Lease{Primitive: Lock, Resources: []string{"r"}, Token: "t"}
+	if v, err := c.eng.Extend(ctx, lease, ttl); v <= 0 || err != nil {
+		t.Fatalf("extend: %v %v", v, err)
+	}
+	c.eng.bg.Wait()
+	for _, f := range c.nodes {
+		f.drain()
+	}
+	if _, ok := lost.value(lock); ok {
+		if n, _ := lost.m.ZMembers(holds); len(n) != 2 {
+			t.Fatalf("master 0 re-enrolled with holds %v while they were unknown, want none or the 2", n)
+		}
+	}
+	// With every holder answering in time, the next extension re-enrols
+	// it with both holds.
+	if v, err := c.eng.Extend(ctx, lease, ttl); v <= 0 || err != nil {
+		t.Fatalf("extend: %v %v", v, err)
+	}
+	if !eventually(time.Second, func() bool { n, _ := lost.m.ZMembers(holds); return len(n) == 2 }) {
+		n, _ := lost.m.ZMembers(holds)
+		t.Fatalf("master 0 re-enrolled with holds %v, want the 2", n)
+	}
+}
