@@ -963,9 +963,9 @@
 // that is down) and takes those a quorum of them record there with the
 // key (lock_reenrol), so a lock kept alive while
 // every master restarts in turn keeps its count, as it keeps its key.
-// When fewer than a quorum of them answer that read in time, which holds
-// a quorum records is unknown, and the master is not re-enrolled by that
-// extension (taken without its holds, a single RUNLOCK would free it
+// When fewer than a quorum of them answer that read in time and those
+// that did record holds, which holds a quorum records is unknown, and the
+// master is not re-enrolled by that extension (taken without its holds, a single RUNLOCK would free it
 // there while the holder still has a hold); the next extension tries
 // again. A
 // hold that a concurrent RUNLOCK took away between that read and the
@@ -1149,12 +1149,16 @@
 //
 // A grant made with a caller-chosen token (TOKEN t) shares that token with
 // every retry. The engine never counts, in a later attempt, the vote of a
-// master whose rollback from an earlier attempt of the same call was not
-// acknowledged yet, and it waits for that rollback before answering a
+// master whose rollback from an earlier attempt with the same token was
+// not acknowledged yet, and it waits for that rollback before answering a
 // failed TOKEN call (except on a master that is down at the time: its
 // vote is not counted until the rollback's answer arrives, without
-// waiting). A rollback still in flight on a master that is slower than
-// master_timeout can, however, land after a new call with the same token
-// reached that master; a client that retries with TOKEN should wait
-// master_timeout after a failure.
+// waiting). That holds across calls through one proxy: a call that
+// returns leaves such masters tainted for the token's next calls (a
+// library's retry loop makes one at once, and its acquire may reach the
+// master before the rollback, which is sent once the earlier acquire's
+// answer is in), until the rollback is acknowledged, or for the longest
+// ttl a grant may have at most. A new call through another proxy knows
+// nothing of them: a client that retries with TOKEN through another proxy
+// should wait master_timeout after a failure.
 package quorum

@@ -127,8 +127,11 @@ type Engine struct {
 	// pipelined connection per master keeps that order) and never
 	// overtaken by a straggler.
 	inflight sync.Map
-	stop     context.CancelFunc
-	life     context.Context // ends with Close: background repairs (SemSet)
+	// carried maps a fixed token to the *carried taints its calls left
+	// (see carried); swept by the health loop.
+	carried sync.Map
+	stop    context.CancelFunc
+	life    context.Context // ends with Close: background repairs (SemSet)
 	// closeMu guards closed against goBackground's Add racing Close.
 	closeMu sync.Mutex
 	closed  bool

@@ -510,3 +510,63 @@ func TestFixedTokenTaintLifted(t *testing.T) {
 		t.Fatalf("granted, held on %d masters", h)
 	}
 }
+
+// TestFixedTokenTaintOutlivesTheCall: a refused try with a fixed token
+// taints a master that is down (its rollback is not waited for), and the
+// call returns. A new call with the same token, as a library's retry loop
+// makes at once, reaches that master before the rollback does: its vote
+// must not count until the rollback is acknowledged, or the rollback
+// deletes the new call's key there after the grant.
+func TestFixedTokenTaintOutlivesTheCall(t *testing.T) {
+	c := newCluster(t, 5, Options{MasterTimeout: testTimeout})
+	ctx := context.Background()
+	c.nodes[1].set("r", "other", time.Minute)
+	c.nodes[4].set("r", "other", time.Minute)
+	c.nodes[0].hold()
+	// A request to m0 times out: m0 is down when the tries are counted.
+	if l, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"x"}, TTL: time.Minute}); l == nil || err != nil {
+		t.Fatalf("lock x: %v %v", l, err)
+	}
+	if !eventually(time.Second, func() bool { return c.eng.downAt()[0] }) {
+		t.Fatal("m0 is not down after a request to it timed out")
+	}
+	// m0 down, m1 and m4 taken, m2 and m3 yes: refused without waiting
+	// for m0, whose rollback is sent once its acquire's answer is in.
+	if l, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"r"}, TTL: time.Minute, Token: "t"}); l != nil || err != nil {
+		t.Fatalf("first call: %v %v, want refused", l, err)
+	}
+	// The second call waits for m4 (late, not down), and m0 runs its
+	// backlog once that call's acquire was sent: the first call's
+	// acquire, the second's (answered in time), then the rollback.
+	f := c.nodes[4]
+	f.mu.Lock()
+	f.holdNext = map[string]time.Duration{"lock_acquire": 3 * testTimeout}
+	f.mu.Unlock()
+	go func() {
+		if eventually(time.Second, func() bool { return c.nodes[2].callsWith("lock_acquire", "t") >= 2 }) {
+			c.nodes[0].unhold()
+		}
+	}()
+	lease, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"r"}, TTL: time.Minute, Token: "t"})
+	if err != nil {
+		t.Fatalf("second call: %v", err)
+	}
+	reached := c.nodes[0].callsWith("lock_acquire", "t")
+	// Once the undos are acknowledged, the token's taints are forgotten.
+	c.nodes[0].drain()
+	if !eventually(time.Second, func() bool {
+		c.eng.sweepCarried()
+		n := 0
+		c.eng.carried.Range(func(any, any) bool { n++; return true })
+		return n == 0
+	}) {
+		t.Error("the token's taints are kept after its undos were acknowledged")
+	}
+	c.settle()
+	if reached < 2 {
+		t.Fatalf("the second call's acquire reached m0 after the call (%d of 2 before): the test needs it in time", reached)
+	}
+	if lease != nil && c.holders("r", "t") < 3 {
+		t.Fatalf("granted with m0's vote, held on %d of 5 masters once the first call's rollback landed", c.holders("r", "t"))
+	}
+}

@@ -308,6 +308,7 @@ func (e *Engine) healthLoop(ctx context.Context) {
 	for {
 		e.pingAll(ctx, timeout)
 		q.check(e)
+		e.sweepCarried()
 		for i := range e.nodes {
 			e.sizeQuarantine(ctx, i)
 			e.rejoin(ctx, i)

@@ -735,9 +735,11 @@ func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *
 // heldHolds reads the re-entrant holds of ls's one resource from the
 // masters that answered the extension r as holding it with token, and
 // returns those that a quorum of masters record, each id then its order.
-// known is false when fewer than a quorum of masters answered the read
-// as holding it with token: then which holds a quorum records is not
-// known (an empty list with known true means it has none). The masters
+// known is false when some of them record holds but fewer than a quorum
+// answered the read as holding it with token: then which holds a quorum
+// records is not known. When those that answered record none, the lock
+// is a plain one (every master that takes a re-entrant lock takes a hold
+// with it): known, with no holds. The masters
 // asked hold the lock and answered just now: the read waits for them
 // only, never for a master that is down.
 func (e *Engine) heldHolds(ctx context.Context, ls *lockSet, token string, r *round) (holds []string, known bool) {
@@ -748,7 +750,7 @@ func (e *Engine) heldHolds(ctx context.Context, ls *lockSet, token string, r *ro
 			holders[i], n = true, n+1
 		}
 	}
-	if n < e.quorum {
+	if n == 0 {
 		return nil, false
 	}
 	k := e.rwKeys(ls.given[0])
@@ -772,7 +774,7 @@ func (e *Engine) heldHolds(ctx context.Context, ls *lockSet, token string, r *ro
 			}
 		}
 	}
-	if read < e.quorum {
+	if read == 0 || read < e.quorum && len(count) > 0 {
 		return nil, false
 	}
 	for h, c := range count {

@@ -234,6 +234,7 @@ func TestReentrantReenrolNeedsHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	lock, holds := ls.keys[0], c.eng.holdsKey("r")
+	c.eng.bg.Wait() // the grants' requests have landed everywhere
 	lost := c.nodes[0]
 	lost.del(lock)
 	lost.del(holds)

@@ -601,6 +601,95 @@ func (t *taints) refresh() {
 	}
 }
 
+// carried are the taints that calls with one fixed token left behind: a
+// master whose undo of one of the token's tries was not acknowledged when
+// the call returned (it was down, so the undo was not waited for). The
+// token's next call starts from them: a library's retry loop makes a new
+// call with the same token at once, and its acquire can reach that
+// master before the undo, which is sent only once the earlier acquire's
+// answer is in; counted, its vote makes a grant that the undo then
+// deletes there. Kept until each undo is acknowledged, late or not, or
+// for carryFor at most.
+type carried struct {
+	mu    sync.Mutex
+	undo  []*round
+	since time.Time
+}
+
+// inheritTaints adds to t the masters a call with token left tainted.
+func (e *Engine) inheritTaints(token string, t *taints) {
+	v, ok := e.carried.Load(token)
+	if !ok {
+		return
+	}
+	c := v.(*carried)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, u := range c.undo {
+		if u != nil {
+			t.add(i, u)
+		}
+	}
+}
+
+// leaveTaints keeps what is still tainted in t, as a call with token
+// returns, for the token's next calls.
+func (e *Engine) leaveTaints(token string, t *taints) {
+	t.refresh()
+	if !slices.Contains(t.bad, true) {
+		if v, ok := e.carried.Load(token); ok {
+			e.liftCarried(token, v.(*carried))
+		}
+		return
+	}
+	v, _ := e.carried.LoadOrStore(token, &carried{undo: make([]*round, len(e.nodes))})
+	c := v.(*carried)
+	c.mu.Lock()
+	for i, u := range t.undo {
+		if t.bad[i] {
+			c.undo[i] = u
+		}
+	}
+	c.since = time.Now()
+	c.mu.Unlock()
+	e.liftCarried(token, c)
+}
+
+// liftCarried lifts c's taints whose undo was acknowledged, and forgets c
+// once none is left or it is older than carryFor.
+func (e *Engine) liftCarried(token string, c *carried) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := taints{bad: make([]bool, len(c.undo)), undo: c.undo}
+	for i, u := range c.undo {
+		t.bad[i] = u != nil
+	}
+	t.refresh()
+	if !slices.Contains(t.bad, true) || time.Since(c.since) > e.carryFor() {
+		clear(c.undo)
+		e.carried.CompareAndDelete(token, c)
+	}
+}
+
+// sweepCarried runs liftCarried on every token's carried taints, so that
+// they are forgotten when no later call with the token comes.
+func (e *Engine) sweepCarried() {
+	e.carried.Range(func(k, v any) bool {
+		e.liftCarried(k.(string), v.(*carried))
+		return true
+	})
+}
+
+// carryFor is how long a token's taints are carried at most: the longest
+// ttl a grant may have (or has had). An undo still unacknowledged after
+// that is on a master stopped for that long, whose connection was
+// replaced meanwhile; what it could delete is a key of the same token
+// that would have expired by then unless extended (and an extension
+// re-enrols a master that lost it).
+func (e *Engine) carryFor() time.Duration {
+	return max(e.opts.MaxTTL, time.Duration(e.grantedTTL.Load()), 20*e.opts.MasterTimeout)
+}
+
 // flight tracks the acquires of a try: issued closes once every one was
 // handed to its master's client, returned once every one came back.
 type flight struct {

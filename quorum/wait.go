@@ -387,6 +387,10 @@ type waiting struct {
 func (e *Engine) acquireLoop(ctx context.Context, req Request, w waiting, try attemptFunc) (*Lease, error) {
 	fixed := req.Token != ""
 	tainted := newTaints(len(e.nodes))
+	if fixed {
+		e.inheritTaints(req.Token, tainted)
+		defer e.leaveTaints(req.Token, tainted)
+	}
 	return retry(e, ctx, req.Wait, w.channels, w.fair, w.rank, func() (*Lease, step, error) {
 		token := req.Token
 		if !fixed {
