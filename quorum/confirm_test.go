@@ -52,25 +52,25 @@ func (o *failCounter) failed(addr string) int {
 func TestReleaseRetry(t *testing.T) {
 	type prim struct {
 		name    string
-		acquire func(c *cluster, ttl time.Duration) string // returns the token
+		acquire func(t *testing.T, c *cluster, ttl time.Duration) string // returns the token
 		release func(c *cluster, token string) (bool, error)
 	}
 	ctx := context.Background()
-	lock := func(c *cluster, ttl time.Duration) string {
+	lock := func(t *testing.T, c *cluster, ttl time.Duration) string {
 		l, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"a"}, TTL: ttl})
 		if err != nil || l == nil {
 			t.Fatalf("lock: %v %v", l, err)
 		}
 		return l.Token
 	}
-	read := func(c *cluster, ttl time.Duration) string {
+	read := func(t *testing.T, c *cluster, ttl time.Duration) string {
 		l, err := c.eng.readAcquire(ctx, Request{Resources: []string{"a"}, TTL: ttl})
 		if err != nil || l == nil {
 			t.Fatalf("read lock: %v %v", l, err)
 		}
 		return l.Token
 	}
-	sem := func(c *cluster, ttl time.Duration) string {
+	sem := func(t *testing.T, c *cluster, ttl time.Duration) string {
 		l, err := c.eng.semAcquire(ctx, Request{Resources: []string{"s"}, Limit: 3, Count: 2, TTL: ttl})
 		if err != nil || l == nil {
 			t.Fatalf("sem acquire: %v %v", l, err)
@@ -135,10 +135,11 @@ func TestReleaseRetry(t *testing.T) {
 	for _, sc := range scenarios {
 		for _, p := range prims {
 			t.Run(sc.name+"/"+p.name, func(t *testing.T) {
+				t.Parallel() // each waits out its scenario's timing
 				obs := &failCounter{fails: map[string]int{}}
 				c := newCluster(t, 5, Options{ReleaseRetry: sc.retry, RetryDelay: 20 * time.Millisecond, Observer: obs})
 				ttl := cmp.Or(sc.ttl, 10*time.Second)
-				tok := p.acquire(c, ttl)
+				tok := p.acquire(t, c, ttl)
 				c.eng.bg.Wait() // the acquire landed on every master
 				c.nodes[2].setDown(true)
 				sc.slow(c)

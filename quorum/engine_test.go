@@ -178,6 +178,7 @@ func TestReleaseReplyRule(t *testing.T) {
 	for _, tc := range tests {
 		for _, op := range []string{"unlock", "extend"} {
 			t.Run(op+"/"+tc.name, func(t *testing.T) {
+				t.Parallel() // an undecided case waits out the lease's second
 				c := newCluster(t, 5, Options{})
 				ctx := context.Background()
 				// A short lease: an undecided release asks until its
