@@ -329,7 +329,7 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (l *Lease, err error)
 	if req.Reentrant && req.Primitive != Lock {
 		return nil, fmt.Errorf("%w: only a lock is re-entrant", ErrBadRequest)
 	}
-	defer e.observe(pr.ops[0], time.Now(), func() bool { return l != nil }, &err)
+	defer e.observe(pr.ops[0], e.now(), func() bool { return l != nil }, &err)
 	l, err = pr.acquire(e, ctx, req)
 	if l != nil {
 		l.Primitive = req.Primitive
@@ -349,7 +349,7 @@ func (e *Engine) Release(ctx context.Context, l *Lease) (held bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	defer e.observe(pr.ops[1], time.Now(), func() bool { return held }, &err)
+	defer e.observe(pr.ops[1], e.now(), func() bool { return held }, &err)
 	held, err = pr.release(e, ctx, l)
 	return held, err
 }
@@ -363,7 +363,7 @@ func (e *Engine) Extend(ctx context.Context, l *Lease, ttl time.Duration) (valid
 	if err != nil {
 		return 0, err
 	}
-	defer e.observe(pr.ops[2], time.Now(), func() bool { return validity > 0 }, &err)
+	defer e.observe(pr.ops[2], e.now(), func() bool { return validity > 0 }, &err)
 	validity, err = pr.extend(e, ctx, l, ttl)
 	return validity, err
 }
@@ -388,7 +388,7 @@ func (e *Engine) Info(ctx context.Context, p Primitive, name string) (info *Info
 	if err != nil {
 		return nil, err
 	}
-	defer e.observe(pr.ops[3], time.Now(), func() bool { return err == nil }, &err)
+	defer e.observe(pr.ops[3], e.now(), func() bool { return err == nil }, &err)
 	info, err = pr.info(e, ctx, name)
 	return info, err
 }
@@ -425,7 +425,7 @@ type LatchRequest struct {
 // Latch runs one operation on a count-down latch and returns its integer
 // answer (see LatchOp); the latch's count is read with Info.
 func (e *Engine) Latch(ctx context.Context, req LatchRequest) (n int, err error) {
-	t0 := time.Now()
+	t0 := e.now()
 	switch req.Op {
 	case LatchCreate:
 		defer e.observe("latch_create", t0, func() bool { return err == nil }, &err)

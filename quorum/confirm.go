@@ -141,15 +141,15 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 			return v == decidedYes, nil
 		}
 		again := slices.Index(st, open) >= 0
-		left := time.Until(until)
+		left := e.until(until)
 		if !again || left <= 0 || ctx.Err() != nil {
 			break
 		}
 		// A master that failed at once (down) is not asked in a tight
 		// loop.
-		t := time.NewTimer(min(e.retryDelay(), left))
+		t := e.clock.NewTimer(min(e.retryDelay(), left))
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 		}
 		t.Stop()
@@ -234,7 +234,7 @@ func (e *Engine) releaseUntil(t0 time.Time, r *round, held func(any) bool, known
 	if known.After(until) {
 		until = known
 	}
-	now := time.Now()
+	now := e.now()
 	for i := range r.ans {
 		if !r.answered(i) || r.ans[i].err != nil {
 			continue

@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"context"
-	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
@@ -32,7 +31,7 @@ import (
 // no quorum held it (or enough masters answered that they no longer did),
 // and a *QuorumError when the answers decide neither.
 func (e *Engine) deleteHeld(ctx context.Context, resource, value string) (held bool, err error) {
-	t0 := time.Now()
+	t0 := e.now()
 	ls, err := e.lockSet([]string{resource})
 	if err != nil {
 		return false, err
@@ -69,7 +68,7 @@ func (e *Engine) deleteHeld(ctx context.Context, resource, value string) (held b
 			// that a delete ends).
 		case best >= e.quorum || best+silent < e.quorum:
 			return false, nil // not held on a quorum, whatever the silent say
-		case time.Now().Before(deadline) && e.pause(ctx):
+		case e.now().Before(deadline) && e.pause(ctx):
 			continue
 		default:
 			return false, &QuorumError{Op: "delete", Got: len(e.nodes) - silent, Need: e.quorum, Total: len(e.nodes)}
@@ -126,7 +125,7 @@ func (e *Engine) deleteHeld(ctx context.Context, resource, value string) (held b
 			return true, nil
 		case no >= n-e.quorum+1:
 			return false, nil
-		case time.Now().Before(deadline) && e.pause(ctx):
+		case e.now().Before(deadline) && e.pause(ctx):
 			continue
 		}
 		return false, &QuorumError{Op: "delete", Got: yes + no, Need: e.quorum, Total: n}
@@ -177,12 +176,12 @@ func (e *Engine) owners(ctx context.Context, ls *lockSet, owner, value string) (
 // pause waits a little before asking silent masters again (a master that
 // is down fails at once: no tight loop), and reports whether ctx lives.
 func (e *Engine) pause(ctx context.Context) bool {
-	t := time.NewTimer(e.opts.MasterTimeout / 4)
+	t := e.clock.NewTimer(e.opts.MasterTimeout / 4)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-t.C():
 		return true
 	}
 }

@@ -77,8 +77,8 @@ func (e *Engine) electAcquire(ctx context.Context, req Request) (*Lease, error) 
 			rollback()
 			return nil, nil, t.err(e, "campaign")
 		}
-		l.Validity = e.validity(req.TTL, l.Start, time.Now())
-		l.Decided = time.Now()
+		l.Validity = e.validity(req.TTL, l.Start, e.now())
+		l.Decided = e.now()
 		if l.Validity <= 0 {
 			rollback()
 			return nil, nil, nil
@@ -102,7 +102,7 @@ func (e *Engine) announce(ctx context.Context, ls *lockSet) {
 // the release, 0 not held on N - quorum + 1, else no quorum, asked again
 // as releases are), announced to campaigners and observers.
 func (e *Engine) electRelease(ctx context.Context, l *Lease) (bool, error) {
-	t0 := time.Now()
+	t0 := e.now()
 	ls, err := e.electSet(l.resource())
 	if err != nil {
 		return false, err
@@ -249,7 +249,7 @@ func (e *Engine) readLeader(ctx context.Context, name string, patience time.Dura
 // does not lead, a *QuorumError when the answers decide neither. A
 // proclamation is announced to the observers on every proxy.
 func (e *Engine) Proclaim(ctx context.Context, election, token, value string) (ok bool, err error) {
-	defer e.observe("proclaim", time.Now(), func() bool { return ok }, &err)
+	defer e.observe("proclaim", e.now(), func() bool { return ok }, &err)
 	ls, err := e.electSet(election)
 	if err != nil {
 		return false, err
@@ -281,12 +281,12 @@ func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Inf
 	if err != nil {
 		return err
 	}
-	wt := e.wake.watchAll(ls.channels, e.nodes)
+	wt := e.wake.watchAll(ls.channels, e.nodes, e.clock)
 	defer wt.close()
 	wt.ready(ctx, e.opts.MasterTimeout, 0)
-	timer := time.NewTimer(0)
+	timer := e.clock.NewTimer(0)
 	defer timer.Stop()
-	<-timer.C
+	<-timer.C()
 	for {
 		info, err := e.readLeader(ctx, election, max(e.opts.MasterTimeout/5, time.Millisecond))
 		if ctx.Err() == nil && f(info, err) {
@@ -309,7 +309,7 @@ func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Inf
 		select {
 		case <-wt.c:
 			timer.Stop()
-		case <-timer.C:
+		case <-timer.C():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -323,14 +323,14 @@ func (r *round) countPatient(rl rule, yes func(i int, v any) bool, patience time
 	e := r.e
 	n := len(e.nodes)
 	t := &tally{pending: n, counted: make([]bool, n)}
-	deadline := time.NewTimer(e.opts.MasterTimeout + roundGrace)
+	deadline := e.clock.NewTimer(e.opts.MasterTimeout + roundGrace)
 	defer deadline.Stop()
 	impatient := false
 	for t.pending > 0 {
 		var i int
 		select {
 		case i = <-r.in:
-		case <-deadline.C:
+		case <-deadline.C():
 			t.errs = append(t.errs, timedOut(t.pending))
 			t.pending = 0
 			continue

@@ -78,6 +78,8 @@ type Options struct {
 	// Wakeups receives release notifications from the nodes; nil means
 	// waiters retry on their timer only.
 	Wakeups *Wakeups
+	// Clock is the engine's time (see Clock); default the system clock.
+	Clock Clock
 	// Bus, if set, is given the masters to carry pub/sub messages between
 	// proxies (see Bus).
 	Bus *Bus
@@ -118,6 +120,7 @@ type Engine struct {
 	health []nodeHealth
 	wake   *Wakeups
 	log    *slog.Logger
+	clock  Clock
 
 	kick   chan struct{}  // wakes the health loop when a restart is seen
 	fences proposals      // fence proposals, above every fence seen
@@ -154,6 +157,9 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	}
 	if opts.MasterTimeout <= 0 {
 		opts.MasterTimeout = 50 * time.Millisecond
+	}
+	if opts.Clock == nil {
+		opts.Clock = systemClock{}
 	}
 	if opts.ReleaseRetry == 0 {
 		opts.ReleaseRetry = time.Second
@@ -208,6 +214,7 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		health: make([]nodeHealth, len(nodes)),
 		wake:   wake,
 		log:    opts.Logger,
+		clock:  opts.Clock,
 		kick:   make(chan struct{}, 1),
 		prims:  primitives(),
 	}
@@ -308,7 +315,7 @@ func (e *Engine) observe(op string, t0 time.Time, granted func() bool, errp *err
 	case err != nil:
 		outcome = OutcomeError
 	}
-	e.opts.Observer.Operation(op, outcome, time.Since(t0))
+	e.opts.Observer.Operation(op, outcome, e.since(t0))
 }
 
 // releaseTimeout bounds a release or rollback that nobody waits for:

@@ -50,7 +50,7 @@ func (e *Engine) fairKeys(resource string) [2]string {
 // and leaves the queue when it returns, granted or not. The lease is
 // released with Unlock and extended with Extend, like Lock's.
 func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
-	t0 := time.Now()
+	t0 := e.now()
 	ls, err := e.requestSet(req, "a fair lock")
 	if err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 		// again and the next waiter must know at once.
 		gaveBack: func() { gaveBack = true },
 		refused: func(err error) error {
-			if err == nil && fq.ticket == 0 && req.Wait > 0 && time.Since(t0) < req.Wait {
+			if err == nil && fq.ticket == 0 && req.Wait > 0 && e.since(t0) < req.Wait {
 				// Refused: take a place in the queue before waiting.
 				return e.enqueue(ctx, fq)
 			}

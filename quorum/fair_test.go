@@ -369,9 +369,9 @@ func TestFairLockOneOrder(t *testing.T) {
 // fair waiter it names.
 func TestWakeupsHandOff(t *testing.T) {
 	w := NewWakeups()
-	plain := w.watch([]string{"ch"}, nil, "", 1)
-	a := w.watch([]string{"ch"}, nil, "a", 1)
-	b := w.watch([]string{"ch"}, nil, "b", 1)
+	plain := w.watch([]string{"ch"}, nil, "", 1, systemClock{})
+	a := w.watch([]string{"ch"}, nil, "a", 1, systemClock{})
+	b := w.watch([]string{"ch"}, nil, "b", 1, systemClock{})
 	woken := func(wt *watch) bool {
 		select {
 		case <-wt.c:
@@ -394,7 +394,7 @@ func TestWakeupsHandOff(t *testing.T) {
 	}
 	// A waiter that needs 2 announcements (a quorum) tries after the
 	// second one, or after handOffGrace if it never comes.
-	c := w.watch([]string{"ch"}, nil, "c", 2)
+	c := w.watch([]string{"ch"}, nil, "c", 2, systemClock{})
 	w.Notify("ch", "h:c")
 	t0 := time.Now()
 	if err := c.sleep(context.Background(), time.Minute); err != nil || time.Since(t0) < handOffGrace {

@@ -92,7 +92,7 @@ type nodeHealth struct {
 // pipelined to a master that one stall kept waiting (a GC pause, a
 // starved proxy) time out together, and count as one late answer, not
 // as one per request in flight.
-func (h *nodeHealth) record(d time.Duration, err error, slow bool, window time.Duration) {
+func (h *nodeHealth) record(now time.Time, d time.Duration, err error, slow bool, window time.Duration) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, ErrShardNotVoting) {
 		return // the caller left, or one shard is out: says nothing about the master
 	}
@@ -102,7 +102,7 @@ func (h *nodeHealth) record(d time.Duration, err error, slow bool, window time.D
 	// fast failure (not connected, refused) answers at once anyway, and
 	// the master may be back by the next request.
 	h.failing = slow || errors.Is(err, context.DeadlineExceeded)
-	switch now := time.Now(); {
+	switch {
 	case !h.failing:
 		h.lateRun = 0
 	case h.lateRun == 0 || now.Sub(h.lateAt) >= window:
@@ -112,7 +112,7 @@ func (h *nodeHealth) record(d time.Duration, err error, slow bool, window time.D
 	if err != nil {
 		h.up = false
 		h.lastErr = err.Error()
-		h.lastErrAt = time.Now()
+		h.lastErrAt = now
 		return
 	}
 	if !h.up {
@@ -161,7 +161,7 @@ func (e *Engine) skipDown(i int) bool {
 	if h.lateRun < skipAfter {
 		return false
 	}
-	now := time.Now()
+	now := e.now()
 	if now.Sub(h.probed) < e.opts.MasterTimeout {
 		return true
 	}
@@ -226,7 +226,7 @@ func (e *Engine) votes(i int) bool {
 	h := &e.health[i]
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := time.Now()
+	now := e.now()
 	if id.Conn != h.conn {
 		h.conn = id.Conn
 		if id.RunID != "" {
@@ -259,7 +259,7 @@ func (e *Engine) votes(i int) bool {
 // nodeStatus returns a snapshot of every master, in configuration order.
 func (e *Engine) nodeStatus() []NodeStatus {
 	out := make([]NodeStatus, len(e.nodes))
-	now := time.Now()
+	now := e.now()
 	for i, nd := range e.nodes {
 		h := &e.health[i]
 		h.mu.Lock()
@@ -302,7 +302,7 @@ func (e *Engine) up() int {
 func (e *Engine) healthLoop(ctx context.Context) {
 	defer e.loopWG.Done()
 	timeout := max(2*e.opts.MasterTimeout, 100*time.Millisecond)
-	tick := time.NewTicker(e.opts.HealthInterval)
+	tick := e.clock.NewTimer(e.opts.HealthInterval)
 	defer tick.Stop()
 	var q quorumWatch
 	for {
@@ -316,14 +316,15 @@ func (e *Engine) healthLoop(ctx context.Context) {
 		// Wake at the earliest end of a quarantine too, so that a master
 		// rejoins when its quarantine ends, not at the next tick.
 		var end <-chan time.Time
-		var endTimer *time.Timer
+		var endTimer Timer
 		if d, ok := e.nextQuarantineEnd(); ok {
-			endTimer = time.NewTimer(d)
-			end = endTimer.C
+			endTimer = e.clock.NewTimer(d)
+			end = endTimer.C()
 		}
 		select {
 		case <-ctx.Done():
-		case <-tick.C:
+		case <-tick.C():
+			tick.Reset(e.opts.HealthInterval)
 		case <-e.kick:
 		case <-end:
 		}
@@ -349,9 +350,9 @@ func (e *Engine) pingAll(ctx context.Context, timeout time.Duration) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			t0 := time.Now()
+			t0 := e.now()
 			err := nd.Ping(cctx)
-			e.record(i, time.Since(t0), err)
+			e.record(i, e.since(t0), err)
 			e.votes(i)
 		}()
 	}
@@ -361,7 +362,7 @@ func (e *Engine) pingAll(ctx context.Context, timeout time.Duration) {
 // nextQuarantineEnd is the time until the earliest quarantine still
 // running ends.
 func (e *Engine) nextQuarantineEnd() (time.Duration, bool) {
-	now := time.Now()
+	now := e.now()
 	var next time.Duration
 	found := false
 	for i := range e.health {
@@ -394,7 +395,7 @@ func (e *Engine) nextQuarantineEnd() (time.Duration, bool) {
 func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 	h := &e.health[i]
 	h.mu.Lock()
-	due := h.needsFloor && !h.sized && time.Now().Before(h.quarantine)
+	due := h.needsFloor && !h.sized && e.now().Before(h.quarantine)
 	conn := h.conn
 	h.mu.Unlock()
 	if !due {
@@ -438,7 +439,7 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 		h.mu.Unlock()
 		if h.warnOnce(warnSizing) {
 			e.log.Warn("cannot size the quarantine of a restarted master yet: it stays at its longest until a quorum of the other masters answers (logged once per restart)",
-				"master", e.nodes[i].Addr(), "answers", got, "needed", e.quorum, "quarantine_left", h.left().Round(time.Millisecond))
+				"master", e.nodes[i].Addr(), "answers", got, "needed", e.quorum, "quarantine_left", h.left(e.now()).Round(time.Millisecond))
 		}
 		return
 	}
@@ -456,7 +457,7 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 	h.why = fmt.Sprintf("restarted %s; sized by the longest grant still live on the other masters (%v)",
 		h.restartSeen.UTC().Format(time.RFC3339), longest.Round(time.Millisecond))
 	e.log.Info("quarantine of a restarted master sized by the longest live grant",
-		"master", e.nodes[i].Addr(), "longest_grant_left", longest, "quarantine_left", time.Until(h.quarantine).Round(time.Millisecond))
+		"master", e.nodes[i].Addr(), "longest_grant_left", longest, "quarantine_left", e.until(h.quarantine).Round(time.Millisecond))
 }
 
 // rejoin raises the fence floor of restarted master i once its quarantine
@@ -474,7 +475,7 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 func (e *Engine) rejoin(ctx context.Context, i int) error {
 	h := &e.health[i]
 	h.mu.Lock()
-	due := h.needsFloor && !time.Now().Before(h.quarantine)
+	due := h.needsFloor && !e.now().Before(h.quarantine)
 	conn := h.conn
 	h.mu.Unlock()
 	if !due {
@@ -500,7 +501,7 @@ func (e *Engine) rejoin(ctx context.Context, i int) error {
 		h.needsFloor = false
 		h.why = ""
 		e.log.Info("restarted master rejoins", "master", e.nodes[i].Addr(), "fence_floor", floor,
-			"after", time.Since(h.restartSeen).Round(time.Millisecond))
+			"after", e.since(h.restartSeen).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -533,7 +534,7 @@ func (e *Engine) askOthers(ctx context.Context, i int, o *op) []otherAnswer {
 			cancel()
 			// votes checks the run_id of the connection that answered: a
 			// master that restarted unseen is not intact.
-			out[j] = otherAnswer{v: v, err: err, at: time.Now(), intact: e.votes(j)}
+			out[j] = otherAnswer{v: v, err: err, at: e.now(), intact: e.votes(j)}
 		})
 	}
 	wg.Wait()
@@ -682,10 +683,10 @@ func (h *nodeHealth) warnOnce(w warnings) bool {
 }
 
 // left is how long the quarantine still lasts.
-func (h *nodeHealth) left() time.Duration {
+func (h *nodeHealth) left(now time.Time) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return max(time.Until(h.quarantine), 0)
+	return max(h.quarantine.Sub(now), 0)
 }
 
 // quorumWatch logs when fewer than a quorum of masters are up and voting
@@ -709,13 +710,13 @@ func (w *quorumWatch) check(e *Engine) {
 	}
 	switch {
 	case up < e.quorum && !w.lost:
-		w.lost, w.since = true, time.Now()
+		w.lost, w.since = true, e.now()
 		e.log.Warn("quorum lost: fewer than a quorum of masters are up and voting; every command answers NOQUORUM until a quorum is back",
 			"up", up, "quorum", e.quorum, "masters", len(st), "not_voting", out)
 	case up >= e.quorum && w.lost:
 		w.lost = false
 		e.log.Info("quorum regained", "up", up, "quorum", e.quorum, "masters", len(st),
-			"after", time.Since(w.since).Round(time.Millisecond))
+			"after", e.since(w.since).Round(time.Millisecond))
 	}
 }
 
@@ -758,7 +759,7 @@ func (e *Engine) endQuarantine(ctx context.Context, i int, by string) (NodeStatu
 		h.mu.Unlock()
 		return e.nodeStatus()[i], fmt.Errorf("%w: %s", ErrNotQuarantined, e.nodes[i].Addr())
 	}
-	now := time.Now()
+	now := e.now()
 	left := max(h.quarantine.Sub(now), 0)
 	h.quarantine = now
 	h.why = "quarantine ended by " + by + "; waiting for its fence floor to be raised"

@@ -145,7 +145,7 @@ func (li *Info) String() string {
 // quorum of masters held a lock there; fewer than a quorum of answers is
 // a *QuorumError (the break then stands where it landed: repeat it).
 func (e *Engine) Break(ctx context.Context, resource, by string) (held bool, err error) {
-	defer e.observe("lock_break", time.Now(), func() bool { return held }, &err)
+	defer e.observe("lock_break", e.now(), func() bool { return held }, &err)
 	ls, err := e.lockSet([]string{resource})
 	if err != nil {
 		return false, err
@@ -192,7 +192,7 @@ func (e *Engine) Break(ctx context.Context, resource, by string) (held bool, err
 // announcement. It returns how many of them a quorum of masters held;
 // fewer than a quorum of answers is a *QuorumError.
 func (e *Engine) Delete(ctx context.Context, resources []string) (n int, err error) {
-	defer e.observe("delete", time.Now(), func() bool { return err == nil }, &err)
+	defer e.observe("delete", e.now(), func() bool { return err == nil }, &err)
 	if len(resources) == 0 {
 		return 0, fmt.Errorf("%w: no resources", ErrBadRequest)
 	}

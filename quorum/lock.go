@@ -254,7 +254,7 @@ func (e *Engine) lockAcquire(ctx context.Context, req Request) (lease *Lease, er
 // a quorum, check validity. On failure it has rolled back before it
 // returns; on success it returns the rollback, for a caller that left.
 func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl time.Duration, tainted *taints, fixed, exclusive bool) (*Lease, func(), error) {
-	start := time.Now()
+	start := e.now()
 	n := ls.n
 	lag := ms(e.opts.FenceLag)
 	proposal := strconv.FormatUint(e.fences.next(), 10)
@@ -274,7 +274,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		fixed = false
 		acq.script = scripts.LockHold
 		acq.keys = append(ls.acquireKeys[:2*n+3:2*n+3], e.holdsKey(ls.given[0]))
-		acq.args = append(acq.args, hold, strconv.FormatInt(time.Now().UnixMicro(), 10), strconv.Itoa(e.opts.MaxHolds))
+		acq.args = append(acq.args, hold, strconv.FormatInt(e.now().UnixMicro(), 10), strconv.Itoa(e.opts.MaxHolds))
 	case exclusive:
 		// SET NX's rule: the keys this attempt set are told apart from
 		// another caller's with the same value by the owner nonce, so
@@ -399,7 +399,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		e.fences.learn(f)
 	}
 
-	decided := time.Now()
+	decided := e.now()
 	validity := e.validity(ttl, start, decided)
 	if validity <= 0 {
 		rollback()
@@ -481,7 +481,7 @@ func (e *Engine) lockRelease(ctx context.Context, resources []string, token stri
 // validity ends at known (zero: unknown); an undecided release asks the
 // silent masters again until then (releaseUntil).
 func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token string, known time.Time) (held bool, err error) {
-	t0 := time.Now()
+	t0 := e.now()
 	ls, err := e.lockSet(resources)
 	if err != nil {
 		return false, err
@@ -598,7 +598,7 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 // answered "not held": after the reply when a quorum held it, or before
 // the verdict when the lease is known valid until end (not zero).
 func (e *Engine) extendWith(ctx context.Context, ls *lockSet, token string, ttl time.Duration, script *scripts.Script, keys []string, re *reenrolment, end time.Time) (validity time.Duration, err error) {
-	t0 := time.Now()
+	t0 := e.now()
 	if ttl <= 0 || token == "" {
 		return 0, fmt.Errorf("%w: ttl and token are required", ErrBadRequest)
 	}
@@ -615,12 +615,12 @@ func (e *Engine) extendWith(ctx context.Context, ls *lockSet, token string, ttl 
 // (when not nil) and confirming an undecided round (group as confirm's)
 // until the validity it would report ends.
 func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int, re *reenrolment, end, t0 time.Time, ttl time.Duration, group func(int, any) (string, bool), opName string) (time.Duration, error) {
-	valid := func() time.Duration { return max(e.validity(ttl, t0, time.Now()), 0) }
+	valid := func() time.Duration { return max(e.validity(ttl, t0, e.now()), 0) }
 	switch {
 	case t.verdict == decidedYes:
 		v := valid()
 		if re != nil {
-			e.reenrolLater(ctx, r, re, time.Now().Add(v))
+			e.reenrolLater(ctx, r, re, e.now().Add(v))
 		}
 		return v, nil
 	case t.verdict == decidedNo:
@@ -630,7 +630,7 @@ func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int,
 	// The masters that took the lease join the holders, for the count
 	// and for confirm's.
 	var seed map[int]string
-	if re != nil && !end.IsZero() && time.Now().Before(end) {
+	if re != nil && !end.IsZero() && e.now().Before(end) {
 		took := e.reenrolNow(ctx, r, re, end)
 		for i, ok := range took {
 			if ok {

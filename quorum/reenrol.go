@@ -110,17 +110,17 @@ func (e *Engine) reenrolNow(ctx context.Context, r *round, re *reenrolment, end 
 		return nil
 	}
 	took := make([]bool, len(asked))
-	left := time.Until(end)
+	left := e.until(end)
 	if left <= 0 {
 		return took
 	}
-	stop := time.NewTimer(left)
+	stop := e.clock.NewTimer(left)
 	defer stop.Stop()
 	seen := make([]bool, len(asked))
 	read := func(i int) {
 		if asked[i] && !seen[i] {
 			seen[i] = true
-			took[i] = u.ans[i].err == nil && re.taken(u.ans[i].val) && time.Now().Before(end)
+			took[i] = u.ans[i].err == nil && re.taken(u.ans[i].val) && e.now().Before(end)
 		}
 	}
 	for {
@@ -132,7 +132,7 @@ func (e *Engine) reenrolNow(ctx context.Context, r *round, re *reenrolment, end 
 				read(i)
 			}
 			return took
-		case <-stop.C:
+		case <-stop.C():
 			return took
 		}
 	}
@@ -143,7 +143,7 @@ func (e *Engine) reenrolNow(ctx context.Context, r *round, re *reenrolment, end 
 // round's answers are in, unless the validity left (until end) is too
 // short for the take to run within it.
 func (e *Engine) reenrolLater(ctx context.Context, r *round, re *reenrolment, end time.Time) {
-	if time.Until(end) <= 2*e.opts.MasterTimeout {
+	if e.until(end) <= 2*e.opts.MasterTimeout {
 		e.endReenrol(re)
 		return
 	}

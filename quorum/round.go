@@ -73,7 +73,7 @@ type round struct {
 
 	claimed []atomic.Bool // claimed[i]: master i's answer is being recorded
 	left    atomic.Int32  // masters whose answer is not recorded yet
-	timer   atomic.Pointer[time.Timer]
+	timer   atomic.Pointer[timerBox]
 	fl      *flight
 	// late[i] is master i's real answer when it came after the round's
 	// timer answered for it (only with op.keepLate; nil otherwise).
@@ -151,7 +151,7 @@ func (r *round) arm(timeout time.Duration) {
 			r.timer.Load().Stop()
 		}
 	}()
-	r.timer.Store(time.AfterFunc(time.Until(r.deadline), func() {
+	r.timer.Store(&timerBox{e.clock.AfterFunc(e.until(r.deadline), func() {
 		for i := range r.claimed {
 			if r.claimed[i].CompareAndSwap(false, true) {
 				err := fmt.Errorf("no answer in %v: %w", timeout, context.DeadlineExceeded)
@@ -159,7 +159,7 @@ func (r *round) arm(timeout time.Duration) {
 				r.settle(i, answer{err: err})
 			}
 		}
-	}))
+	})})
 }
 
 // issue sends the round's op to master i. The answer of a master whose
@@ -168,7 +168,7 @@ func (r *round) arm(timeout time.Duration) {
 // restart is seen before the first answer on a new connection is counted.
 func (r *round) issue(i int) {
 	e, o := r.e, r.op
-	t0 := time.Now()
+	t0 := e.now()
 	e.sendNode(i, o.script, o.keys, o.args, func(v any, err error) {
 		if !r.claimed[i].CompareAndSwap(false, true) {
 			// The round's timer answered for it.
@@ -180,7 +180,7 @@ func (r *round) issue(i int) {
 			}
 			return
 		}
-		e.record(i, time.Since(t0), err)
+		e.record(i, e.since(t0), err)
 		if err == nil && !e.votes(i) {
 			err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
 		}
@@ -215,7 +215,7 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 	r := e.newRound(o, fl)
 	n := len(e.nodes)
 	timeout := e.timeout(o)
-	start := time.Now()
+	start := e.now()
 	if prev != nil && prev.deadline.After(start) {
 		start = prev.deadline
 	}
@@ -301,7 +301,7 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 	// (starved of CPU) must not count its own delay as the masters'
 	// (timeouts, late runs). Validity is measured from the attempt's
 	// start, so a later deadline only waits longer.
-	r.deadline = time.Now().Add(timeout)
+	r.deadline = e.now().Add(timeout)
 	r.arm(timeout)
 	return r
 }
@@ -320,15 +320,15 @@ func (e *Engine) call(ctx context.Context, i int, o *op) (any, error) {
 	if err := o.script.Check(o.keys, o.args); err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
+	t0 := e.now()
 	v, err := e.evalNode(ctx, i, o.script, o.keys, o.args)
-	e.record(i, time.Since(t0), err)
+	e.record(i, e.since(t0), err)
 	return v, err
 }
 
 // record notes one request to master i for its health and the observer.
 func (e *Engine) record(i int, d time.Duration, err error) {
-	e.health[i].record(d, err, d > e.opts.MasterTimeout, e.opts.MasterTimeout)
+	e.health[i].record(e.now(), d, err, d > e.opts.MasterTimeout, e.opts.MasterTimeout)
 	if e.opts.Observer != nil {
 		e.opts.Observer.MasterCall(e.nodes[i].Addr(), d, err)
 	}
@@ -420,13 +420,13 @@ func (r *round) count(rl rule, yes func(i int, v any) bool, settle time.Duration
 			t.stalled++
 		}
 	}
-	deadline := time.NewTimer(e.opts.MasterTimeout + roundGrace)
+	deadline := e.clock.NewTimer(e.opts.MasterTimeout + roundGrace)
 	defer deadline.Stop()
 	for t.pending > 0 {
 		var i int
 		select {
 		case i = <-r.in:
-		case <-deadline.C:
+		case <-deadline.C():
 			if t.verdict == undecided {
 				t.errs = append(t.errs, timedOut(t.pending))
 			}
@@ -532,7 +532,7 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 	// which follows the call's earlier requests there, each with its own
 	// deadline, was waited for up to their sum (230 ms for a fair waiter
 	// that had just queued, with its hand-off missed meanwhile).
-	tick := time.NewTicker(e.opts.MasterTimeout / 10)
+	tick := e.clock.NewTimer(e.opts.MasterTimeout / 10)
 	defer tick.Stop()
 	for {
 		down = e.downAt()
@@ -553,7 +553,8 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 		}
 		select {
 		case <-settled:
-		case <-tick.C:
+		case <-tick.C():
+			tick.Reset(e.opts.MasterTimeout / 10)
 		}
 	}
 	for i := range e.nodes {
@@ -650,7 +651,7 @@ func (e *Engine) leaveTaints(token string, t *taints) {
 			c.undo[i] = u
 		}
 	}
-	c.since = time.Now()
+	c.since = e.now()
 	c.mu.Unlock()
 	e.liftCarried(token, c)
 }
@@ -665,7 +666,7 @@ func (e *Engine) liftCarried(token string, c *carried) {
 		t.bad[i] = u != nil
 	}
 	t.refresh()
-	if !slices.Contains(t.bad, true) || time.Since(c.since) > e.carryFor() {
+	if !slices.Contains(t.bad, true) || e.since(c.since) > e.carryFor() {
 		clear(c.undo)
 		e.carried.CompareAndDelete(token, c)
 	}
@@ -749,11 +750,11 @@ func (e *Engine) awaitForRelease(token string) {
 		return
 	}
 	e.releaseFlight(token)
-	t := time.NewTimer(e.straggleGrace())
+	t := e.clock.NewTimer(e.straggleGrace())
 	defer t.Stop()
 	select {
 	case <-v.(*flight).returned:
-	case <-t.C:
+	case <-t.C():
 	}
 }
 
@@ -769,17 +770,17 @@ func (e *Engine) awaitAcquires(token string) {
 		return
 	}
 	fl := v.(*flight)
-	t := time.NewTimer(e.opts.MasterTimeout)
+	t := e.clock.NewTimer(e.opts.MasterTimeout)
 	defer t.Stop()
 	select {
 	case <-fl.issued:
-	case <-t.C:
+	case <-t.C():
 		return
 	}
 	t.Reset(e.straggleGrace())
 	select {
 	case <-fl.returned:
-	case <-t.C:
+	case <-t.C():
 	}
 }
 

@@ -51,17 +51,17 @@ func TestDownAfterSlowOrFailed(t *testing.T) {
 		want bool
 	}{
 		{"never asked", nil, false},
-		{"answered in time", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, nil, false, 0) }}, false},
-		{"failed at once", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Millisecond, errors.New("refused"), false, 0) }}, false},
-		{"timed out", []func(h *nodeHealth){func(h *nodeHealth) { h.record(50*time.Millisecond, timeout, false, 0) }}, true},
-		{"answered late", []func(h *nodeHealth){func(h *nodeHealth) { h.record(300*time.Millisecond, nil, true, 0) }}, true},
+		{"answered in time", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Now(), time.Millisecond, nil, false, 0) }}, false},
+		{"failed at once", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Now(), time.Millisecond, errors.New("refused"), false, 0) }}, false},
+		{"timed out", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Now(), 50*time.Millisecond, timeout, false, 0) }}, true},
+		{"answered late", []func(h *nodeHealth){func(h *nodeHealth) { h.record(time.Now(), 300*time.Millisecond, nil, true, 0) }}, true},
 		{"late, then in time", []func(h *nodeHealth){
-			func(h *nodeHealth) { h.record(300*time.Millisecond, nil, true, 0) },
-			func(h *nodeHealth) { h.record(time.Millisecond, nil, false, 0) },
+			func(h *nodeHealth) { h.record(time.Now(), 300*time.Millisecond, nil, true, 0) },
+			func(h *nodeHealth) { h.record(time.Now(), time.Millisecond, nil, false, 0) },
 		}, false},
 		{"timed out, then the caller left", []func(h *nodeHealth){
-			func(h *nodeHealth) { h.record(50*time.Millisecond, timeout, false, 0) },
-			func(h *nodeHealth) { h.record(time.Millisecond, context.Canceled, false, 0) },
+			func(h *nodeHealth) { h.record(time.Now(), 50*time.Millisecond, timeout, false, 0) },
+			func(h *nodeHealth) { h.record(time.Now(), time.Millisecond, context.Canceled, false, 0) },
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,7 +90,7 @@ func TestSkipDownProbes(t *testing.T) {
 		if e.skipDown(0) {
 			t.Fatalf("skipped after %d late answers in a row, want %d first", k, skipAfter)
 		}
-		h.record(50*time.Millisecond, fmt.Errorf("no answer: %w", context.DeadlineExceeded), false, 0)
+		h.record(time.Now(), 50*time.Millisecond, fmt.Errorf("no answer: %w", context.DeadlineExceeded), false, 0)
 	}
 	if e.skipDown(0) {
 		t.Fatal("the first request to a down master is a probe: not skipped")
@@ -104,7 +104,7 @@ func TestSkipDownProbes(t *testing.T) {
 	if e.skipDown(0) {
 		t.Fatal("no probe a master_timeout after the last one")
 	}
-	h.record(time.Millisecond, nil, false, 0)
+	h.record(time.Now(), time.Millisecond, nil, false, 0)
 	for range 3 {
 		if e.skipDown(0) {
 			t.Fatal("skipped a master that answered in time")
@@ -150,19 +150,19 @@ func TestLateRunCountsWindows(t *testing.T) {
 	var h nodeHealth
 	timeout := fmt.Errorf("no answer: %w", context.DeadlineExceeded)
 	for range 50 {
-		h.record(window, timeout, false, window)
+		h.record(time.Now(), window, timeout, false, window)
 	}
 	if h.lateRun != 1 {
 		t.Fatalf("50 timeouts in one window: late run %d, want 1", h.lateRun)
 	}
 	for want := 2; want <= skipAfter; want++ {
 		h.lateAt = h.lateAt.Add(-window)
-		h.record(window, timeout, false, window)
+		h.record(time.Now(), window, timeout, false, window)
 		if h.lateRun != want {
 			t.Fatalf("a timeout in a new window: late run %d, want %d", h.lateRun, want)
 		}
 	}
-	h.record(time.Millisecond, nil, false, window)
+	h.record(time.Now(), time.Millisecond, nil, false, window)
 	if h.lateRun != 0 {
 		t.Fatalf("an answer in time: late run %d, want 0", h.lateRun)
 	}

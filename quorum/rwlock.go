@@ -95,7 +95,7 @@ type readCall struct {
 // readAttempt is one try: a quorum of masters record the reader within
 // the validity, or it is rolled back.
 func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []string, token string, ttl time.Duration, tainted *taints, fixed bool) (*Lease, func(), error) {
-	start := time.Now()
+	start := e.now()
 	k := rc.k
 	r := e.send(ctx, &op{name: "read_lock", script: scripts.RWAcquire, keys: []string{k.lock, k.readers, k.mark, k.lease, k.next, k.after, k.owner},
 		args: []string{token, ms(ttl), rc.id, ms(e.writerMark())}, fresh: true}, e.track(token))
@@ -117,7 +117,7 @@ func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []stri
 		rollback()
 		return nil, nil, t.err(e, "read_lock")
 	}
-	decided := time.Now()
+	decided := e.now()
 	validity := e.validity(ttl, start, decided)
 	if validity <= 0 {
 		rollback()
@@ -147,7 +147,7 @@ func (e *Engine) readRelease(ctx context.Context, resource, token string) (held 
 // readReleaseUntil is readRelease of a lease whose holder knows its
 // validity ends at known (zero: unknown); see releaseUntil.
 func (e *Engine) readReleaseUntil(ctx context.Context, resource, token string, known time.Time) (held bool, err error) {
-	t0 := time.Now()
+	t0 := e.now()
 	if _, err := e.lockSet([]string{resource}); err != nil {
 		return false, err
 	}
@@ -169,7 +169,7 @@ func (e *Engine) readReleaseUntil(ctx context.Context, resource, token string, k
 // readExtend resets the ttl of a read lock; its answers are those of
 // Extend.
 func (e *Engine) readExtend(ctx context.Context, l *Lease, ttl time.Duration) (validity time.Duration, err error) {
-	t0 := time.Now()
+	t0 := e.now()
 	resource, token := l.resource(), l.Token
 	if _, err := e.lockSet([]string{resource}); err != nil {
 		return 0, err

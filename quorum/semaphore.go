@@ -139,7 +139,7 @@ func (r semReply) mine() []int {
 // all ("Waiters first" in the package doc); it leaves the queue when it
 // returns.
 func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
-	t0 := time.Now()
+	t0 := e.now()
 	k, err := e.semKeys(req.resource())
 	if err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 		},
 		gaveBack: func() { gaveBack = true },
 		refused: func(err error) error {
-			if err == nil && q.ticket == 0 && req.Wait > 0 && time.Since(t0) < req.Wait {
+			if err == nil && q.ticket == 0 && req.Wait > 0 && e.since(t0) < req.Wait {
 				// Refused: take a place among the waiters before waiting.
 				return e.enqueue(ctx, q)
 			}
@@ -266,7 +266,7 @@ const semSetRepairFor = time.Minute
 // answered, and requests that give none are refused until a SemSet
 // reaches a quorum (package doc, "Semaphores").
 func (e *Engine) SemSet(ctx context.Context, name string, limit int, keep time.Duration) (err error) {
-	defer e.observe("sem_set", time.Now(), func() bool { return err == nil }, &err)
+	defer e.observe("sem_set", e.now(), func() bool { return err == nil }, &err)
 	k, err := e.semKeys(name)
 	if err != nil {
 		return err
@@ -281,7 +281,7 @@ func (e *Engine) SemSet(ctx context.Context, name string, limit int, keep time.D
 	// well within a Lua number's exact integers); a master that stores a
 	// higher one (another proxy's clock ahead) refuses, and the next
 	// proposal goes above what it stores.
-	version := uint64(time.Now().UnixMilli())*1000 + uint64(rand.IntN(1000))
+	version := uint64(e.now().UnixMilli())*1000 + uint64(rand.IntN(1000))
 	for range 3 {
 		o := &op{name: "sem_set", script: scripts.SemSet, keys: []string{k.base},
 			args: []string{strconv.Itoa(limit), ms(keep), strconv.FormatUint(version, 10), k.channel, NewToken()}, timeout: e.releaseTimeout()}
@@ -334,13 +334,14 @@ func (e *Engine) semSetRepair(r *round, o *op) {
 				left++
 			}
 		}
-		tick := time.NewTicker(4 * e.opts.MasterTimeout)
+		tick := e.clock.NewTimer(4 * e.opts.MasterTimeout)
 		defer tick.Stop()
-		for end := time.Now().Add(semSetRepairFor); left > 0 && time.Now().Before(end); {
+		for end := e.now().Add(semSetRepairFor); left > 0 && e.now().Before(end); {
 			select {
 			case <-e.life.Done():
 				return
-			case <-tick.C:
+			case <-tick.C():
+				tick.Reset(4 * e.opts.MasterTimeout)
 			}
 			r2 := e.follow(e.life, nil, o, nil, func(i int) (answer, bool) { return answer{err: errSkippedDown}, done[i] })
 			<-r2.all
@@ -366,7 +367,7 @@ func (e *Engine) semSetRepair(r *round, o *op) {
 // most masters can give (already the token's, or free); a quorum holding
 // them is the grant. Anything else is rolled back.
 func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Request, token string, tainted *taints, fixed bool) (*Lease, func(), error) {
-	start := time.Now()
+	start := e.now()
 	keys := append(k.keys(token), k.queue, k.deadlines)
 	// Only a queued call names itself (and re-places itself at its
 	// ticket); any other has every waiter ahead of it.
@@ -469,7 +470,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 			return nil, nil, t2.err(e, "sem_acquire")
 		}
 	}
-	decided := time.Now()
+	decided := e.now()
 	validity := e.validity(req.TTL, start, decided)
 	if validity <= 0 {
 		rollback()
@@ -608,7 +609,7 @@ func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool,
 // semReleaseUntil is semRelease of a lease whose holder knows its
 // validity ends at known (zero: unknown); see releaseUntil.
 func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known time.Time) (held bool, err error) {
-	t0 := time.Now()
+	t0 := e.now()
 	k, err := e.semKeys(name)
 	if err != nil {
 		return false, err
@@ -629,7 +630,7 @@ func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known 
 // with exactly the slots a quorum named (package doc, "Leases re-enrol
 // masters").
 func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (validity time.Duration, err error) {
-	t0 := time.Now()
+	t0 := e.now()
 	token := l.Token
 	k, err := e.semKeys(l.resource())
 	if err != nil {

@@ -239,7 +239,7 @@ func TestWakeupsCounted(t *testing.T) {
 	w := NewWakeups()
 	var ws []*watch
 	for range 4 {
-		ws = append(ws, w.watch([]string{"ch"}, nil, "", 1))
+		ws = append(ws, w.watch([]string{"ch"}, nil, "", 1, systemClock{}))
 	}
 	woken := func() []int {
 		var out []int
@@ -281,7 +281,7 @@ func TestWakeupsRanked(t *testing.T) {
 	ranks := []uint64{5, 3, math.MaxUint64, 4, 3}
 	var ws []*watch
 	for _, r := range ranks {
-		wt := w.watch([]string{"ch"}, nil, "", 1)
+		wt := w.watch([]string{"ch"}, nil, "", 1, systemClock{})
 		wt.setRank(r)
 		ws = append(ws, wt)
 	}

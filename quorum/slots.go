@@ -168,12 +168,12 @@ func (e *Engine) learnUnslotted() {
 		return
 	}
 	e.goBackground(func() {
-		t := time.NewTicker(e.opts.HealthInterval)
+		t := e.clock.NewTimer(e.opts.HealthInterval)
 		defer t.Stop()
 		var warned time.Time
 		for len(pending) > 0 {
-			if time.Since(warned) > time.Minute {
-				warned = time.Now()
+			if e.since(warned) > time.Minute {
+				warned = e.now()
 				addrs := make([]string, len(pending))
 				for k, i := range pending {
 					addrs[k] = e.nodes[i].Addr()
@@ -184,7 +184,8 @@ func (e *Engine) learnUnslotted() {
 			select {
 			case <-e.life.Done():
 				return
-			case <-t.C:
+			case <-t.C():
+				t.Reset(e.opts.HealthInterval)
 			}
 			pending = ask(pending)
 		}

@@ -74,7 +74,7 @@ func (w *Wakeups) Notify(channel, message string) {
 	if err != nil || n < 1 {
 		return
 	}
-	now := time.Now()
+	now := time.Now() // shared by the engines of a process: the system clock
 	if now.Sub(w.pruned) > seenFor {
 		for old, at := range w.seen {
 			if now.Sub(at) > seenFor {
@@ -105,6 +105,7 @@ func (w *Wakeups) Notify(channel, message string) {
 // watch is one waiter's interest in a set of channels.
 type watch struct {
 	w        *Wakeups
+	clock    Clock // the engine's, for its sleeps
 	channels []string
 	nodes    []Node
 	seq      uint64
@@ -130,14 +131,14 @@ func (wt *watch) wake() bool {
 	}
 }
 
-func (w *Wakeups) watch(channels []string, nodes []Node, fair string, need int) *watch {
-	return w.add(&watch{w: w, channels: channels, nodes: nodes, fair: fair, need: need, c: make(chan struct{}, 1)})
+func (w *Wakeups) watch(channels []string, nodes []Node, fair string, need int, clock Clock) *watch {
+	return w.add(&watch{w: w, clock: clock, channels: channels, nodes: nodes, fair: fair, need: need, c: make(chan struct{}, 1)})
 }
 
 // watchAll is a watch woken by every message on channels (an election's
 // observers: announcements and resignations alike).
-func (w *Wakeups) watchAll(channels []string, nodes []Node) *watch {
-	return w.add(&watch{w: w, channels: channels, nodes: nodes, all: true, c: make(chan struct{}, 1)})
+func (w *Wakeups) watchAll(channels []string, nodes []Node, clock Clock) *watch {
+	return w.add(&watch{w: w, clock: clock, channels: channels, nodes: nodes, all: true, c: make(chan struct{}, 1)})
 }
 
 // add registers wt on its channels, subscribing the nodes to a channel
@@ -202,7 +203,7 @@ const wakeJitter = 2 * time.Millisecond
 // sleep waits for a notification (plus up to wakeJitter), d, or ctx,
 // whichever comes first.
 func (wt *watch) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
+	t := wt.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-wt.c:
@@ -213,12 +214,12 @@ func (wt *watch) sleep(ctx context.Context, d time.Duration) error {
 		}
 		t.Reset(time.Duration(rand.Int64N(int64(wakeJitter))))
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 		return nil
-	case <-t.C:
+	case <-t.C():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -234,7 +235,7 @@ const handOffGrace = 5 * time.Millisecond
 // masters announced it or handOffGrace passed, so that the try does not
 // reach masters before the release did and get refused there.
 func (wt *watch) gather(ctx context.Context) error {
-	t := time.NewTimer(handOffGrace)
+	t := wt.clock.NewTimer(handOffGrace)
 	defer t.Stop()
 	defer func() {
 		wt.w.mu.Lock()
@@ -250,7 +251,7 @@ func (wt *watch) gather(ctx context.Context) error {
 		}
 		select {
 		case <-wt.c:
-		case <-t.C:
+		case <-t.C():
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -307,7 +308,7 @@ const (
 // retries at once, without jitter. rank, if not nil, is read after every
 // try and orders the waiters a counted release wakes (Notify).
 func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels []string, fair string, rank func() uint64, try func() (T, step, error)) (T, error) {
-	deadline := time.Now().Add(wait)
+	deadline := e.now().Add(wait)
 	var w *watch
 	var counted *waitCount
 	defer func() {
@@ -327,14 +328,14 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			var zero T
 			return zero, cerr
 		}
-		if !time.Now().Before(deadline) {
+		if !e.now().Before(deadline) {
 			return v, err
 		}
 		if w == nil {
 			// Subscribe before the next try, so that a release between the
 			// failed try and the subscription is not missed: the next try
 			// runs at once and sees it.
-			w = e.wake.watch(channels, e.nodes, fair, e.quorum)
+			w = e.wake.watch(channels, e.nodes, fair, e.quorum, e.clock)
 			if rank != nil {
 				w.setRank(rank())
 			}
@@ -344,7 +345,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 		if rank != nil {
 			w.setRank(rank())
 		}
-		if err := w.sleep(ctx, min(e.retryDelay(), time.Until(deadline))); err != nil {
+		if err := w.sleep(ctx, min(e.retryDelay(), e.until(deadline))); err != nil {
 			var zero T
 			return zero, err
 		}

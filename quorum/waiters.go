@@ -49,17 +49,17 @@ func (e *Engine) countWait(ctx context.Context, channels []string, deadline time
 }
 
 func (wc *waitCount) write(ctx context.Context) {
-	life := min(time.Until(wc.deadline), wc.e.opts.FairStaleAfter)
+	life := min(wc.e.until(wc.deadline), wc.e.opts.FairStaleAfter)
 	if life <= 0 {
 		return
 	}
-	wc.at = time.Now()
+	wc.at = wc.e.now()
 	wc.last = wc.e.follow(ctx, wc.last, &op{name: "wait_mark", script: scripts.WaitMark, keys: wc.keys, args: []string{wc.id, ms(life)}, report: true}, nil, nil)
 }
 
 // refresh renews the entry once half its life has passed.
 func (wc *waitCount) refresh(ctx context.Context) {
-	if time.Since(wc.at) > wc.e.opts.FairStaleAfter/2 {
+	if wc.e.since(wc.at) > wc.e.opts.FairStaleAfter/2 {
 		wc.write(ctx)
 	}
 }
