@@ -24,6 +24,46 @@ var ErrBadRequest = errors.New("quorum: bad request")
 // Options.MaxHolds holds already on a quorum of masters.
 var ErrTooManyHolds = fmt.Errorf("%w: the lock counts the most re-entrant holds already", ErrBadRequest)
 
+// ErrNotQuarantined reports an EndQuarantine for a master whose votes
+// count already.
+var ErrNotQuarantined = errors.New("quorum: master is not quarantined")
+
+// ErrNoSuchMaster reports a master named by neither its index nor its
+// address.
+var ErrNoSuchMaster = errors.New("quorum: no such master")
+
+// ErrNoLatch reports that a latch does not exist (or expired) on enough
+// masters that no quorum can have it.
+var ErrNoLatch = errors.New("quorum: no such latch")
+
+// ErrBadCursor is the error for a listing cursor that Engine.List did not
+// give.
+var ErrBadCursor = fmt.Errorf("%w: invalid cursor", ErrBadRequest)
+
+// ErrListClusters is List's error when a master is a Redis Cluster: a
+// listing pages through one server's keyspace (see "Cluster masters").
+var ErrListClusters = errors.New("quorum: RLOCKLIST does not list cluster masters")
+
+// ErrShardNotVoting is wrapped by the error a ShardedNode returns for a
+// request it did not run on one of its shards: the shard is quarantined
+// (restarted, failed over), or the request's slot is moving. It counts as
+// a missing vote, but says nothing of the node's other shards: the node's
+// health does not count it as a failure.
+var ErrShardNotVoting = errors.New("quorum: shard not voting")
+
+// ErrNoSemLimit is the answer to a semaphore request that gives no limit
+// (Request.Limit 0) when no limit is stored on a quorum of masters: the
+// semaphore is not in use and SemSet never set it (or its keep ran out),
+// or a SemSet is under way or failed and the masters disagree.
+var ErrNoSemLimit = errors.New("quorum: no limit stored for the semaphore on a quorum of masters")
+
+// errSkippedDown answers for a fresh request not sent to a master that is down.
+var errSkippedDown = errors.New("not sent: the master is down")
+
+// errReleasedFirst answers for a request of a flight that was not sent
+// because a release with its token came first.
+var errReleasedFirst = errors.New("not sent: released first")
+
 // QuorumError reports that fewer than a quorum of masters answered.
 type QuorumError struct {
 	// Op is the operation: "lock", "unlock" or "extend".

@@ -720,14 +720,6 @@ func (w *quorumWatch) check(e *Engine) {
 	}
 }
 
-// ErrNotQuarantined reports an EndQuarantine for a master whose votes
-// count already.
-var ErrNotQuarantined = errors.New("quorum: master is not quarantined")
-
-// ErrNoSuchMaster reports a master named by neither its index nor its
-// address.
-var ErrNoSuchMaster = errors.New("quorum: no such master")
-
 // master finds a master by its index in the configuration ("0") or its
 // address.
 func (e *Engine) master(name string) (int, error) {

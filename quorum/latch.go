@@ -11,10 +11,6 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
-// ErrNoLatch reports that a latch does not exist (or expired) on enough
-// masters that no quorum can have it.
-var ErrNoLatch = errors.New("quorum: no such latch")
-
 // LatchCountError reports that a latch exists with another count.
 type LatchCountError struct {
 	Name  string

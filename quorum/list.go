@@ -33,14 +33,6 @@ type ListEntry struct {
 	Waiters int
 }
 
-// ErrBadCursor is the error for a listing cursor that Engine.List did not
-// give.
-var ErrBadCursor = fmt.Errorf("%w: invalid cursor", ErrBadRequest)
-
-// ErrListClusters is List's error when a master is a Redis Cluster: a
-// listing pages through one server's keyspace (see "Cluster masters").
-var ErrListClusters = errors.New("quorum: RLOCKLIST does not list cluster masters")
-
 // listCursor is a listing's place: the master it scans (index), the
 // masters it scanned to the end (scanned, a bit each) and that master's
 // own SCAN cursor. It packs into one integer, 0 at the start, the master's

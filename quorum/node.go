@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -49,13 +48,6 @@ type ShardStatus struct {
 	// Why says why it does not vote ("" while it does).
 	Why string
 }
-
-// ErrShardNotVoting is wrapped by the error a ShardedNode returns for a
-// request it did not run on one of its shards: the shard is quarantined
-// (restarted, failed over), or the request's slot is moving. It counts as
-// a missing vote, but says nothing of the node's other shards: the node's
-// health does not count it as a failure.
-var ErrShardNotVoting = errors.New("quorum: shard not voting")
 
 // Identity is who answers on a master's current connection.
 type Identity struct {

@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -37,9 +36,6 @@ type op struct {
 	// a paused master's backlog holds no more than what it must run.
 	report bool
 }
-
-// errSkippedDown answers for a fresh request not sent to a master that is down.
-var errSkippedDown = errors.New("not sent: the master is down")
 
 // answer is one master's reply in a round.
 type answer struct {
@@ -710,10 +706,6 @@ func (fl *flight) isReleased() bool {
 	defer fl.mu.Unlock()
 	return fl.released
 }
-
-// errReleasedFirst answers for a request of a flight that was not sent
-// because a release with its token came first.
-var errReleasedFirst = errors.New("not sent: released first")
 
 // track registers a flight as the latest acquire with token, until its
 // requests returned.

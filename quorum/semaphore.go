@@ -23,12 +23,6 @@ const MaxSemaphoreLimit = 1000
 // semaphore's last grant when the caller gives no keep.
 const DefaultSemKeep = 24 * time.Hour
 
-// ErrNoSemLimit is the answer to a semaphore request that gives no limit
-// (Request.Limit 0) when no limit is stored on a quorum of masters: the
-// semaphore is not in use and SemSet never set it (or its keep ran out),
-// or a SemSet is under way or failed and the masters disagree.
-var ErrNoSemLimit = errors.New("quorum: no limit stored for the semaphore on a quorum of masters")
-
 // CountError reports a semaphore request for more permits than the
 // semaphore's stored limit.
 type CountError struct {
