@@ -42,7 +42,7 @@ func TestEveryPrimitiveHasCommands(t *testing.T) {
 			t.Fatalf("%q answered %q and reached the engine as %q, never as %s", ex, reply, eng.Calls(), p)
 		})
 	}
-	cmds, _ := AllWithInfo(newFakeEngine(), lim)
+	cmds, _ := AllWithInfo(newFakeEngine().engine(), lim)
 	for _, c := range cmds {
 		if c.Doc.Summary == "" || c.Doc.Since == "" || c.Doc.Group == "" {
 			t.Errorf("%s has no COMMAND DOCS (summary, since, group): %+v", c.Name, c.Doc)

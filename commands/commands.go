@@ -55,7 +55,7 @@ func AllWithInfo(eng Engine, lim Limits) ([]*proxy.Command, []proxy.InfoSection)
 // before last_error), after the quorum figures.
 func MastersInfo(eng Engine) proxy.InfoSection {
 	return proxy.InfoSection{Name: "masters", Lines: func() []string {
-		st := eng.Status()
+		st := eng.Operator.Status()
 		lines := []string{
 			fmt.Sprintf("masters:%d", len(st.Masters)),
 			fmt.Sprintf("quorum:%d", st.Quorum),

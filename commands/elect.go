@@ -109,7 +109,7 @@ func electCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			if err != nil {
 				return nil, err
 			}
-			ok, err := eng.Proclaim(ctx, l.Resources[0], l.Token, v)
+			ok, err := eng.Elections.Proclaim(ctx, l.Resources[0], l.Token, v)
 			if err != nil {
 				return nil, err
 			}
@@ -171,7 +171,7 @@ func electCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 			defer cancel()
 			var last *quorum.Info
 			var lastErr error
-			werr := eng.WatchElection(wctx, name, func(info *quorum.Info, err error) bool {
+			werr := eng.Elections.Watch(wctx, name, func(info *quorum.Info, err error) bool {
 				last, lastErr = info, err
 				return err == nil && term(info) != uint64(given)
 			})
@@ -280,7 +280,7 @@ func (o *observers) observe(sess *proxy.Session, election string) error {
 	co.by[election] = cancel
 	p := &pusher{push: sess.Push, election: election}
 	go func() {
-		_ = o.eng.WatchElection(ctx, election, func(info *quorum.Info, err error) bool {
+		_ = o.eng.Elections.Watch(ctx, election, func(info *quorum.Info, err error) bool {
 			if err == nil {
 				p.see(info)
 			}

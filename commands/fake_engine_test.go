@@ -221,7 +221,7 @@ func (f *fakeEngine) Break(ctx context.Context, resource, by string) (bool, erro
 	return ok, a.err
 }
 
-func (f *fakeEngine) SemSet(ctx context.Context, name string, limit int, keep time.Duration) error {
+func (f *fakeEngine) Set(ctx context.Context, name string, limit int, keep time.Duration) error {
 	return f.call(ctx, "SemSet", name, limit, keep).err
 }
 
@@ -229,7 +229,7 @@ func (f *fakeEngine) SemSet(ctx context.Context, name string, limit int, keep ti
 // "WatchElection" in order (an *quorum.Info or an error; each after its
 // delay), as the reads of one watch: it returns nil as soon as fn returns
 // true, else, once they are all read, when ctx ends.
-func (f *fakeEngine) WatchElection(ctx context.Context, election string, fn func(*quorum.Info, error) bool) error {
+func (f *fakeEngine) Watch(ctx context.Context, election string, fn func(*quorum.Info, error) bool) error {
 	f.mu.Lock()
 	as := f.answers["WatchElection"]
 	f.calls = append(f.calls, "WatchElection "+election)
@@ -253,4 +253,14 @@ func (f *fakeEngine) WatchElection(ctx context.Context, election string, fn func
 	return ctx.Err()
 }
 
-var _ Engine = (*fakeEngine)(nil)
+var (
+	_ Leases     = (*fakeEngine)(nil)
+	_ Operator   = (*fakeEngine)(nil)
+	_ Elections  = (*fakeEngine)(nil)
+	_ Semaphores = (*fakeEngine)(nil)
+)
+
+// engine is the commands' Engine with f for every part.
+func (f *fakeEngine) engine() Engine {
+	return Engine{Leases: f, Operator: f, Elections: f, Semaphores: f}
+}

@@ -28,14 +28,14 @@ var harnessLimits = Limits{MaxTTL: time.Hour, MaxWait: 5 * time.Minute, MaxLatch
 
 func newHarness(t *testing.T, eng *fakeEngine, lim Limits) *harness {
 	t.Helper()
-	cmds, info := AllWithInfo(eng, lim)
+	cmds, info := AllWithInfo(eng.engine(), lim)
 	unknown := PlainUnknown()
 	if lim.DropIn {
 		unknown = DropinUnknown
 	}
 	srv, err := proxy.New(proxy.Options{
 		Commands: cmds, MapError: MapError, Unknown: unknown,
-		Info: append([]proxy.InfoSection{MastersInfo(eng)}, info...),
+		Info: append([]proxy.InfoSection{MastersInfo(eng.engine())}, info...),
 		Auth: proxy.Auth{DefaultAdmin: true},
 	})
 	if err != nil {

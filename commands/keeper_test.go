@@ -18,9 +18,9 @@ import (
 
 // keeperEngine grants every acquire and tells the test what AUTOEXTEND's
 // keeper asks of it; the methods the keeper's tests do not reach are the
-// nil Engine's (they panic).
+// nil Leases' (they panic).
 type keeperEngine struct {
-	Engine
+	Leases
 
 	mu     sync.Mutex
 	n      int                                                    // leases granted
@@ -125,9 +125,9 @@ func countOf(events []string, e string) int {
 }
 
 // keeperServer serves the commands over eng on a 127.0.0.1:0 listener.
-func keeperServer(t *testing.T, eng Engine, obs LeaseObserver) string {
+func keeperServer(t *testing.T, eng Leases, obs LeaseObserver) string {
 	t.Helper()
-	cmds, info := AllWithInfo(eng, Limits{MaxTTL: time.Hour, MaxWait: time.Minute, MaxLatchCount: 100, MaxAutoExtend: 8, Leases: obs, DropIn: true})
+	cmds, info := AllWithInfo(Engine{Leases: eng}, Limits{MaxTTL: time.Hour, MaxWait: time.Minute, MaxLatchCount: 100, MaxAutoExtend: 8, Leases: obs, DropIn: true})
 	srv, err := proxy.New(proxy.Options{Commands: cmds, Info: info, MapError: MapError})
 	if err != nil {
 		t.Fatal(err)

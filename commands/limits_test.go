@@ -15,16 +15,16 @@ import (
 func TestErrorsNameTheLimit(t *testing.T) {
 	lim := Limits{MaxTTL: time.Hour, MaxWait: 5 * time.Minute, MaxLatchCount: 1024}
 	byName := map[string]*proxy.Command{}
-	for _, c := range lockCommands(nil, lim, nil) {
+	for _, c := range lockCommands(Engine{}, lim, nil) {
 		byName[c.Name] = c
 	}
-	for _, c := range multiLockCommands(nil, lim, nil) {
+	for _, c := range multiLockCommands(Engine{}, lim, nil) {
 		byName[c.Name] = c
 	}
-	for _, c := range semaphoreCommands(nil, lim, nil) {
+	for _, c := range semaphoreCommands(Engine{}, lim, nil) {
 		byName[c.Name] = c
 	}
-	for _, c := range latchCommands(nil, lim) {
+	for _, c := range latchCommands(Engine{}, lim) {
 		byName[c.Name] = c
 	}
 	tests := []struct {

@@ -59,7 +59,7 @@ func listCommands(eng Engine) []*proxy.Command {
 			match := func(name string) bool {
 				return (pattern == "" || proxy.GlobMatch(pattern, []byte(name))) && (sess == nil || sess.Allows(name))
 			}
-			next, entries, err := eng.List(ctx, cursor, int(count), match)
+			next, entries, err := eng.Operator.List(ctx, cursor, int(count), match)
 			if err != nil {
 				return nil, err
 			}

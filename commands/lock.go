@@ -222,7 +222,7 @@ func lockCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				n, place, err := eng.Waiters(ctx, quorum.Lock, r, tok)
+				n, place, err := eng.Operator.Waiters(ctx, quorum.Lock, r, tok)
 				if err != nil {
 					return nil, err
 				}

@@ -22,7 +22,7 @@ func quarantineCommands(eng Engine) []*proxy.Command {
 			sub := strings.ToUpper(string(args[0]))
 			switch {
 			case sub == "LIST" && len(args) == 1:
-				st := eng.Status().Masters
+				st := eng.Operator.Status().Masters
 				out := make([]any, len(st))
 				for i, s := range st {
 					out[i] = quarantineEntry(i, s)
@@ -33,11 +33,11 @@ func quarantineCommands(eng Engine) []*proxy.Command {
 				if sess != nil {
 					by = fmt.Sprintf("user %s from %s (client id %d)", sess.User(), sess.RemoteAddr(), sess.ID())
 				}
-				s, err := eng.EndQuarantine(ctx, string(args[1]), by)
+				s, err := eng.Operator.EndQuarantine(ctx, string(args[1]), by)
 				if err != nil {
 					return nil, err
 				}
-				return quarantineEntry(slices.IndexFunc(eng.Status().Masters, func(m quorum.NodeStatus) bool { return m.Addr == s.Addr }), s), nil
+				return quarantineEntry(slices.IndexFunc(eng.Operator.Status().Masters, func(m quorum.NodeStatus) bool { return m.Addr == s.Addr }), s), nil
 			case sub == "LIST", sub == "END":
 				return nil, proxy.WrongArity("rquarantine|" + strings.ToLower(sub))
 			}
@@ -68,7 +68,7 @@ func breakCommands(eng Engine) []*proxy.Command {
 			if sess != nil {
 				by = fmt.Sprintf("user %s from %s (client id %d)", sess.User(), sess.RemoteAddr(), sess.ID())
 			}
-			held, err := eng.Break(ctx, r, by)
+			held, err := eng.Operator.Break(ctx, r, by)
 			if err != nil {
 				return nil, err
 			}

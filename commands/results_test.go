@@ -23,7 +23,7 @@ func TestResultKinds(t *testing.T) {
 		"rlatchcount": proxy.ResultOK, "get": proxy.ResultOK,
 		"relect": proxy.ResultNull,
 	}
-	cmds, _ := AllWithInfo(nil, Limits{MaxTTL: time.Hour, MaxWait: time.Minute, MaxLatchCount: 1024, DropIn: true})
+	cmds, _ := AllWithInfo(Engine{}, Limits{MaxTTL: time.Hour, MaxWait: time.Minute, MaxLatchCount: 1024, DropIn: true})
 	seen := map[string]bool{}
 	for _, c := range cmds {
 		seen[c.Name] = true

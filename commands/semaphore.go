@@ -148,7 +148,7 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				if err := eng.SemSet(ctx, name, limit, keep); err != nil {
+				if err := eng.Semaphores.Set(ctx, name, limit, keep); err != nil {
 					return nil, err
 				}
 				return proxy.OK, nil

@@ -44,7 +44,7 @@ const (
 	// (Resources holds its one name) whose fence is the leader's term,
 	// advertising the leader's Value. Info reads the leader as a quorum
 	// agrees (Holder, Fence: the term, Value, TTL); Proclaim changes the
-	// value and WatchElection follows the changes.
+	// value and Elections().Watch follows the changes.
 	Election Primitive = "election"
 )
 
@@ -64,7 +64,7 @@ type Request struct {
 	Token string
 	// Limit is a semaphore's number of permits, 1..MaxSemaphoreLimit;
 	// every user of a semaphore must pass the same, or 0 for the limit a
-	// quorum of masters store (in use, or set by SemSet).
+	// quorum of masters store (in use, or set by Semaphores().Set).
 	Limit int
 	// Count is how many permits a semaphore request takes, 1..Limit.
 	Count int
@@ -522,7 +522,8 @@ func (s Status) Ready() bool {
 
 // Status reports every master's state, the quorum and the longest ttl
 // granted.
-func (e *Engine) Status() Status {
+func (o Operator) Status() Status {
+	e := o.e
 	return Status{Masters: e.nodeStatus(), Quorum: e.quorum, MaxGrantedTTL: e.maxGrantedTTL()}
 }
 
@@ -539,7 +540,8 @@ func (e *Engine) Status() Status {
 // its restart is still live: the quarantine is the proxy's only defence
 // when those grants' marks died with the masters (see "Restarted
 // masters"), which is when it cannot be sized and lasts Quarantine.
-func (e *Engine) EndQuarantine(ctx context.Context, master, by string) (NodeStatus, error) {
+func (o Operator) EndQuarantine(ctx context.Context, master, by string) (NodeStatus, error) {
+	e := o.e
 	i, err := e.master(master)
 	if err != nil {
 		return NodeStatus{}, err

@@ -9,6 +9,13 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
+// Elections holds the election's own verbs, beside the lease verbs every
+// primitive has: a leader's proclamation and an observer's watch.
+type Elections struct{ e *Engine }
+
+// Elections returns the election's own verbs.
+func (e *Engine) Elections() Elections { return Elections{e} }
+
 // MaxElectValue is the longest value a leader may advertise, in bytes.
 const MaxElectValue = 4096
 
@@ -248,7 +255,8 @@ func (e *Engine) readLeader(ctx context.Context, name string, patience time.Dura
 // value is set there, false when at least N - quorum + 1 masters say it
 // does not lead, a *QuorumError when the answers decide neither. A
 // proclamation is announced to the observers on every proxy.
-func (e *Engine) Proclaim(ctx context.Context, election, token, value string) (ok bool, err error) {
+func (el Elections) Proclaim(ctx context.Context, election, token, value string) (ok bool, err error) {
+	e := el.e
 	defer e.observe("proclaim", e.now(), func() bool { return ok }, &err)
 	ls, err := e.electSet(election)
 	if err != nil {
@@ -269,14 +277,15 @@ func (e *Engine) Proclaim(ctx context.Context, election, token, value string) (o
 	return t.verdict == decidedYes, t.err(e, "proclaim")
 }
 
-// WatchElection reads election as a quorum agrees (as Info does) and
+// Watch reads election as a quorum agrees (as Info does) and
 // calls f with it (Held false: nobody leads), at once and again whenever
 // a change is announced through any proxy (a campaign won, a
 // proclamation, a resignation), when the leader's ttl runs out, and at
 // least every second; it returns when f returns true, or with ctx's
 // error. A read without a quorum is given to f as its error (info nil)
 // and retried after the retry delay. f runs on the watching goroutine.
-func (e *Engine) WatchElection(ctx context.Context, election string, f func(*Info, error) bool) error {
+func (el Elections) Watch(ctx context.Context, election string, f func(*Info, error) bool) error {
+	e := el.e
 	ls, err := e.electSet(election)
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ func TestElection(t *testing.T) {
 	wctx, stop := context.WithCancel(ctx)
 	watched := make(chan error, 1)
 	go func() {
-		watched <- c.eng.WatchElection(wctx, "e", func(info *Info, err error) bool {
+		watched <- c.eng.Elections().Watch(wctx, "e", func(info *Info, err error) bool {
 			if err == nil {
 				seen <- *info
 			}
@@ -72,10 +72,10 @@ func TestElection(t *testing.T) {
 	if l := campaign("b"); l != nil {
 		t.Fatalf("a second leader while a leads: %+v", l)
 	}
-	if ok, err := c.eng.Proclaim(ctx, "e", "not-the-leader", "x"); ok || err != nil {
+	if ok, err := c.eng.Elections().Proclaim(ctx, "e", "not-the-leader", "x"); ok || err != nil {
 		t.Fatalf("a proclamation by another token: %v, %v", ok, err)
 	}
-	if ok, err := c.eng.Proclaim(ctx, "e", a.Token, "a2"); !ok || err != nil {
+	if ok, err := c.eng.Elections().Proclaim(ctx, "e", a.Token, "a2"); !ok || err != nil {
 		t.Fatalf("the leader's proclamation: %v, %v", ok, err)
 	}
 	next("a's new value", func(i Info) bool { return i.Held && i.Value == "a2" && i.Fence == a.Fences[0] })

@@ -134,7 +134,7 @@ type Engine struct {
 	// (see carried); swept by the health loop.
 	carried sync.Map
 	stop    context.CancelFunc
-	life    context.Context // ends with Close: background repairs (SemSet)
+	life    context.Context // ends with Close: background repairs (Semaphores().Set)
 	// closeMu guards closed against goBackground's Add racing Close.
 	closeMu sync.Mutex
 	closed  bool

@@ -53,7 +53,7 @@ var ErrShardNotVoting = errors.New("quorum: shard not voting")
 
 // ErrNoSemLimit is the answer to a semaphore request that gives no limit
 // (Request.Limit 0) when no limit is stored on a quorum of masters: the
-// semaphore is not in use and SemSet never set it (or its keep ran out),
+// semaphore is not in use and Semaphores().Set never set it (or its keep ran out),
 // or a SemSet is under way or failed and the masters disagree.
 var ErrNoSemLimit = errors.New("quorum: no limit stored for the semaphore on a quorum of masters")
 

@@ -144,7 +144,8 @@ func (li *Info) String() string {
 // (AUTOEXTEND) is told at its next extension. It reports true when a
 // quorum of masters held a lock there; fewer than a quorum of answers is
 // a *QuorumError (the break then stands where it landed: repeat it).
-func (e *Engine) Break(ctx context.Context, resource, by string) (held bool, err error) {
+func (o Operator) Break(ctx context.Context, resource, by string) (held bool, err error) {
+	e := o.e
 	defer e.observe("lock_break", e.now(), func() bool { return held }, &err)
 	ls, err := e.lockSet([]string{resource})
 	if err != nil {
@@ -191,7 +192,8 @@ func (e *Engine) Break(ctx context.Context, resource, by string) (held bool, err
 // (drop-in mode's DEL and UNLINK), on every master, with the release
 // announcement. It returns how many of them a quorum of masters held;
 // fewer than a quorum of answers is a *QuorumError.
-func (e *Engine) Delete(ctx context.Context, resources []string) (n int, err error) {
+func (o Operator) Delete(ctx context.Context, resources []string) (n int, err error) {
+	e := o.e
 	defer e.observe("delete", e.now(), func() bool { return err == nil }, &err)
 	if len(resources) == 0 {
 		return 0, fmt.Errorf("%w: no resources", ErrBadRequest)

@@ -105,7 +105,8 @@ func (e *Engine) listKind(key string) (p Primitive, name string, ok bool) {
 // primitive on the first of them that holds it. A master that is down or
 // in quarantine when its turn comes is passed over. A page whose entries
 // a quorum could not be asked about is a *QuorumError: repeat the cursor.
-func (e *Engine) List(ctx context.Context, cursor uint64, count int, match func(name string) bool) (next uint64, entries []ListEntry, err error) {
+func (o Operator) List(ctx context.Context, cursor uint64, count int, match func(name string) bool) (next uint64, entries []ListEntry, err error) {
+	e := o.e
 	lc, err := e.decodeCursor(cursor)
 	if err != nil {
 		return 0, nil, err
@@ -273,6 +274,6 @@ func (e *Engine) listEntry(ctx context.Context, p Primitive, name string) (ListE
 	case Latch:
 		le.Holders = info.Count
 	}
-	le.Waiters, _, err = e.Waiters(ctx, p, name, "")
+	le.Waiters, _, err = e.Operator().Waiters(ctx, p, name, "")
 	return le, err == nil, err
 }

@@ -761,7 +761,7 @@ func TestBreak(t *testing.T) {
 	// and would revive the broken lease on a quorum but for the marks.
 	c.nodes[3].setDown(true)
 	c.nodes[4].setDown(true)
-	if held, err := c.eng.Break(ctx, "doc", "a test"); !held || err != nil {
+	if held, err := c.eng.Operator().Break(ctx, "doc", "a test"); !held || err != nil {
 		t.Fatalf("break a writer: %v %v", held, err)
 	}
 	c.nodes[3].setDown(false)
@@ -790,7 +790,7 @@ func TestBreak(t *testing.T) {
 	}
 	c.nodes[3].setDown(true)
 	c.nodes[4].setDown(true)
-	if held, err := c.eng.Break(ctx, "doc", "a test"); !held || err != nil {
+	if held, err := c.eng.Operator().Break(ctx, "doc", "a test"); !held || err != nil {
 		t.Fatalf("break the readers: %v %v", held, err)
 	}
 	c.nodes[3].setDown(false)
@@ -809,7 +809,7 @@ func TestBreak(t *testing.T) {
 	if w3, err := c.eng.Acquire(ctx, req(Lock, time.Second)); w3 == nil || err != nil {
 		t.Fatalf("a writer after the readers were broken: %v %v", w3, err)
 	}
-	if held, err := c.eng.Break(ctx, "free", "a test"); held || err != nil {
+	if held, err := c.eng.Operator().Break(ctx, "free", "a test"); held || err != nil {
 		t.Fatalf("break a free resource: %v %v", held, err)
 	}
 	c.settle()

@@ -15,11 +15,18 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
+// Semaphores holds the semaphore's own verb, beside the lease verbs every
+// primitive has: setting a semaphore's limit.
+type Semaphores struct{ e *Engine }
+
+// Semaphores returns the semaphore's own verb.
+func (e *Engine) Semaphores() Semaphores { return Semaphores{e} }
+
 // MaxSemaphoreLimit is the largest semaphore limit: every operation reads
 // all of a semaphore's slots on each master.
 const MaxSemaphoreLimit = 1000
 
-// DefaultSemKeep is how long a limit that SemSet stores outlives the
+// DefaultSemKeep is how long a limit that Semaphores().Set stores outlives the
 // semaphore's last grant when the caller gives no keep.
 const DefaultSemKeep = 24 * time.Hour
 
@@ -220,7 +227,7 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 }
 
 // semLimit reads the limit a quorum of masters store for the semaphore
-// (in use, or set by SemSet): ErrNoSemLimit when no quorum agrees on one.
+// (in use, or set by Semaphores().Set): ErrNoSemLimit when no quorum agrees on one.
 // It decides as soon as a quorum name one limit, or none can.
 func (e *Engine) semLimit(ctx context.Context, k semKeys) (int, error) {
 	r := e.send(ctx, &op{name: "sem_count", script: scripts.SemCount, keys: []string{k.base}}, nil)
@@ -241,11 +248,11 @@ func (e *Engine) semLimit(ctx context.Context, k semKeys) (int, error) {
 	return 0, ErrNoSemLimit
 }
 
-// semSetRepairFor bounds how long SemSet goes on sending the limit to the
+// semSetRepairFor bounds how long Semaphores().Set goes on sending the limit to the
 // masters that did not store it (down, paused) after it returned.
 const semSetRepairFor = time.Minute
 
-// SemSet stores limit (1..MaxSemaphoreLimit) as the limit of the
+// Set stores limit (1..MaxSemaphoreLimit) as the limit of the
 // semaphore name on the masters, for as long as it is in use and keep
 // after its last grant (DefaultSemKeep when keep is 0). Requests may then
 // give no limit (Request.Limit 0); one that gives another is a
@@ -259,7 +266,8 @@ const semSetRepairFor = time.Minute
 // is a *QuorumError; the limit is then stored on the masters that
 // answered, and requests that give none are refused until a SemSet
 // reaches a quorum (package doc, "Semaphores").
-func (e *Engine) SemSet(ctx context.Context, name string, limit int, keep time.Duration) (err error) {
+func (s Semaphores) Set(ctx context.Context, name string, limit int, keep time.Duration) (err error) {
+	e := s.e
 	defer e.observe("sem_set", e.now(), func() bool { return err == nil }, &err)
 	k, err := e.semKeys(name)
 	if err != nil {

@@ -561,7 +561,7 @@ func TestSemSet(t *testing.T) {
 	if _, err := c.eng.Acquire(ctx, semStored("s", 0, 1, time.Second)); !errors.Is(err, ErrNoSemLimit) {
 		t.Fatalf("no stored limit: %v", err)
 	}
-	if err := c.eng.SemSet(ctx, "s", 3, 2*time.Second); err != nil {
+	if err := c.eng.Semaphores().Set(ctx, "s", 3, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	var held []*Lease
@@ -585,7 +585,7 @@ func TestSemSet(t *testing.T) {
 	}
 	// Lower to 1 with 3 held: nothing is revoked, and nothing is granted
 	// while any is held (one above the limit, or the one slot below it).
-	if err := c.eng.SemSet(ctx, "s", 1, 2*time.Second); err != nil {
+	if err := c.eng.Semaphores().Set(ctx, "s", 1, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := c.eng.Info(ctx, Semaphore, "s"); err != nil || n.Count != 3 {
@@ -622,7 +622,7 @@ func TestSemSet(t *testing.T) {
 		t.Fatal("the waiter never queued")
 	}
 	t0 := time.Now()
-	if err := c.eng.SemSet(ctx, "s", 2, 2*time.Second); err != nil {
+	if err := c.eng.Semaphores().Set(ctx, "s", 2, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	w := <-got
@@ -683,7 +683,7 @@ func TestSemSetLoweredQuorums(t *testing.T) {
 	}
 	c.nodes[3].setDown(true)
 	c.nodes[4].setDown(true)
-	if err := c.eng.SemSet(ctx, "s", 1, time.Minute); err != nil {
+	if err := c.eng.Semaphores().Set(ctx, "s", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	c.nodes[3].setDown(false)
@@ -705,7 +705,7 @@ func TestSemSetLoweredQuorums(t *testing.T) {
 	if ok, err := c.eng.Release(ctx, &Lease{Primitive: Semaphore, Resources: []string{"s"}, Token: "H"}); !ok || err != nil {
 		t.Fatalf("H's release: %v %v", ok, err)
 	}
-	if err := c.eng.SemSet(ctx, "s", 1, time.Minute); err != nil {
+	if err := c.eng.Semaphores().Set(ctx, "s", 1, time.Minute); err != nil {
 		t.Fatal(err) // now every master stores it
 	}
 	if l, err := c.eng.Acquire(ctx, semStored("s", 0, 1, time.Second)); l == nil || err != nil {
@@ -734,7 +734,7 @@ func TestSemSetRepairAndVersions(t *testing.T) {
 		f.set(k.base+":c", fmt.Sprintf("4:3600000:%d", ahead), time.Hour)
 	}
 	c.nodes[4].setDown(true)
-	if err := c.eng.SemSet(ctx, "s", 2, time.Hour); err != nil {
+	if err := c.eng.Semaphores().Set(ctx, "s", 2, time.Hour); err != nil {
 		t.Fatalf("SemSet below a later stored version: %v", err)
 	}
 	stored := 0

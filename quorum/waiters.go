@@ -124,7 +124,8 @@ func (e *Engine) waiters(ctx context.Context, channel string, queue [2]string, i
 // with token, where the fair-lock waiter queued with that token stands
 // (1: next; 0: not queued). Fewer than a quorum of answers is a
 // *QuorumError.
-func (e *Engine) Waiters(ctx context.Context, p Primitive, name, token string) (n, place int, err error) {
+func (o Operator) Waiters(ctx context.Context, p Primitive, name, token string) (n, place int, err error) {
+	e := o.e
 	var channel string
 	var queue [2]string
 	switch p {

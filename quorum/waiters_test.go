@@ -21,7 +21,7 @@ func TestWaiters(t *testing.T) {
 	}
 	count := func(token string) (int, int) {
 		t.Helper()
-		n, place, err := c.eng.Waiters(ctx, Lock, "r", token)
+		n, place, err := c.eng.Operator().Waiters(ctx, Lock, "r", token)
 		if err != nil {
 			t.Fatalf("Waiters: %v", err)
 		}
@@ -78,7 +78,7 @@ func TestWaiters(t *testing.T) {
 			t.Errorf("master %d keeps %s once nobody waits", i, key)
 		}
 	}
-	if _, _, err := c.eng.Waiters(ctx, Lock, "", ""); err == nil {
+	if _, _, err := c.eng.Operator().Waiters(ctx, Lock, "", ""); err == nil {
 		t.Errorf("an empty resource was accepted")
 	}
 }

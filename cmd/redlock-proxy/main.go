@@ -184,7 +184,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		nodes = append(nodes, n)
 	}
 	var eng *quorum.Engine
-	met := metrics.New(func() []quorum.NodeStatus { return eng.Status().Masters })
+	met := metrics.New(func() []quorum.NodeStatus { return eng.Operator().Status().Masters })
 	eng, err = quorum.New(nodes, quorum.Options{
 		Quorum:         cfg.Quorum,
 		DriftFactor:    cfg.DriftFactor,
@@ -211,7 +211,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	cmds, cmdInfo := commands.AllWithInfo(eng, commands.Limits{MaxTTL: cfg.Limits.MaxTTL, MaxWait: cfg.Limits.MaxWait, MaxLatchCount: cfg.Limits.MaxArgs,
+	cmds, cmdInfo := commands.AllWithInfo(commands.FromQuorum(eng), commands.Limits{MaxTTL: cfg.Limits.MaxTTL, MaxWait: cfg.Limits.MaxWait, MaxLatchCount: cfg.Limits.MaxArgs,
 		MaxAutoExtend: cfg.Limits.MaxAutoExtendPerConn, Leases: met, DropIn: cfg.DropIn, DropinScripts: met.DropinScript,
 		DropinDeclared: declaredScripts(cfg.DropinScripts), Publisher: bus})
 	unknown := commands.PlainUnknown()
@@ -234,7 +234,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		RequestTimeout: cfg.Limits.RequestTimeout,
 		Auth:           withAdmin(authOptions(cfg.Auth), cfg.Admin),
 		TLS:            listenTLS,
-		Info:           append([]proxy.InfoSection{commands.MastersInfo(eng)}, cmdInfo...),
+		Info:           append([]proxy.InfoSection{commands.MastersInfo(commands.FromQuorum(eng))}, cmdInfo...),
 		Observer:       met,
 		Logger:         log,
 	})
@@ -242,9 +242,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	met.Waiting(srv.Blocked)
-	met.Masters(len(nodes), eng.Status().Quorum)
+	met.Masters(len(nodes), eng.Operator().Status().Quorum)
 	met.InitCommands(commandLabels(srv.Table()))
-	met.GrantedTTL(func() time.Duration { return eng.Status().MaxGrantedTTL })
+	met.GrantedTTL(func() time.Duration { return eng.Operator().Status().MaxGrantedTTL })
 
 	var ln net.Listener
 	if f.listenFD > 0 {
@@ -267,7 +267,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("metrics_listen: %w", err)
 		}
 		hs = &http.Server{
-			Handler:           met.Handler(func() bool { return eng.Status().Ready() }),
+			Handler:           met.Handler(func() bool { return eng.Operator().Status().Ready() }),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 		go hs.Serve(mln)
@@ -277,7 +277,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("redlock-proxy listening", "addr", ln.Addr().String(), "tls", listenTLS != nil,
-		"auth", cfg.Auth.Password != "" || len(cfg.Auth.Users) > 0, "masters", len(nodes), "quorum", eng.Status().Quorum,
+		"auth", cfg.Auth.Password != "" || len(cfg.Auth.Users) > 0, "masters", len(nodes), "quorum", eng.Operator().Status().Quorum,
 		"metrics", metricsAddr, "version", buildinfo.Version())
 
 	select {
