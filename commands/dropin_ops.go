@@ -111,7 +111,7 @@ func (o *scriptOps) SemAcquire(ctx context.Context, name string, limit, count in
 	if len(token) == 0 || len(token) > MaxTokenLen {
 		return false, dropinRefused("a semaphore token must be 1 to %d bytes", MaxTokenLen)
 	}
-	l, err := o.eng.Acquire(ctx, quorum.Request{Primitive: quorum.Semaphore, Resources: []string{name}, Limit: limit, Count: count, TTL: ttl, Token: token})
+	l, err := o.eng.Acquire(ctx, quorum.Request{Primitive: quorum.Semaphore, Resources: []string{name}, Options: quorum.SemaphoreOptions{Limit: limit, Count: count}, TTL: ttl, Token: token})
 	if err != nil || l == nil {
 		return false, notGranted(err)
 	}

@@ -45,9 +45,11 @@ func campaignCall(lim Limits) func(args [][]byte) (acquireCall, error) {
 		if c.req.TTL, err = ttl(a, "relect", lim); err != nil {
 			return c, err
 		}
-		if c.req.Value, err = electValue(a); err != nil {
+		v, err := electValue(a)
+		if err != nil {
 			return c, err
 		}
+		c.req.Options = quorum.ElectionOptions{Value: v}
 		seen := map[string]bool{}
 		for a.More() {
 			opt := a.Option()

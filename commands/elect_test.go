@@ -16,7 +16,7 @@ import (
 // reaches the engine.
 func TestElectCommandReplies(t *testing.T) {
 	campaign := func(ttl, wait time.Duration) string {
-		return "Acquire " + req(quorum.Request{Primitive: quorum.Election, Resources: []string{"e"}, TTL: ttl, Wait: wait, Value: "v"})
+		return "Acquire " + req(quorum.Request{Primitive: quorum.Election, Resources: []string{"e"}, TTL: ttl, Wait: wait, Options: quorum.ElectionOptions{Value: "v"}})
 	}
 	elected := answer{v: &quorum.Lease{Resources: []string{"e"}, Token: "tok", Fences: []uint64{42}, Validity: 10 * time.Second}}
 	electLapsed := answer{v: &quorum.Lease{Resources: []string{"e"}, Token: "tok", Fences: []uint64{42}, Validity: 0}}

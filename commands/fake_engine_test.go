@@ -116,13 +116,13 @@ func prim(p quorum.Primitive) quorum.Primitive {
 // req is how a call records a request.
 func req(r quorum.Request) string {
 	s := fmt.Sprintf("%s %q ttl=%v wait=%v token=%q", prim(r.Primitive), r.Resources, r.TTL, r.Wait, r.Token)
-	if r.Limit != 0 || r.Count != 0 {
-		s += fmt.Sprintf(" limit=%d count=%d", r.Limit, r.Count)
+	switch o := r.Options.(type) {
+	case quorum.SemaphoreOptions:
+		s += fmt.Sprintf(" limit=%d count=%d", o.Limit, o.Count)
+	case quorum.ElectionOptions:
+		s += fmt.Sprintf(" value=%q", o.Value)
 	}
-	if r.Value != "" {
-		s += fmt.Sprintf(" value=%q", r.Value)
-	}
-	if r.Reentrant {
+	if o, ok := r.Options.(quorum.LockOptions); ok && o.Reentrant {
 		s += " reentrant"
 	}
 	return s

@@ -302,11 +302,11 @@ func TestReadLockCommandReplies(t *testing.T) {
 // TestSemaphoreCommandReplies: RSEMACQUIRE, RSEMRELEASE, RSEMEXTEND and
 // RSEMCOUNT.
 func TestSemaphoreCommandReplies(t *testing.T) {
-	sem := "Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, Limit: 3, Count: 1, TTL: sec})
+	sem := "Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, TTL: sec, Options: quorum.SemaphoreOptions{Limit: 3, Count: 1}})
 	runRows(t, []row{
 		{name: "rsemacquire granted", on: map[string][]answer{"Acquire": {semGranted}}, cmd: cmd("RSEMACQUIRE", "s", "3", "1000"), want: "*2 $3 tok :V", calls: []string{sem}},
 		{name: "rsemacquire options", on: map[string][]answer{"Acquire": {semGranted}}, cmd: cmd("RSEMACQUIRE", "s", "3", "60000", "count", "2", "WAIT", "9", "TOKEN", "t", "AUTOEXTEND"),
-			want: "*2 $3 tok :V", calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, Limit: 3, Count: 2, TTL: time.Minute, Wait: 9 * ms, Token: "t"})}},
+			want: "*2 $3 tok :V", calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, TTL: time.Minute, Wait: 9 * ms, Token: "t", Options: quorum.SemaphoreOptions{Limit: 3, Count: 2}})}},
 		{name: "rsemacquire not granted", cmd: cmd("RSEMACQUIRE", "s", "3", "1000"), want: "$-1", want3: "_", calls: []string{sem}},
 		{name: "rsemacquire no quorum", on: map[string][]answer{"Acquire": {failNoQuo}}, cmd: cmd("RSEMACQUIRE", "s", "3", "1000"), want: noQuorumText, calls: []string{sem}},
 		{name: "rsemacquire validity lapsed", on: map[string][]answer{"Acquire": {semLapsed}}, cmd: cmd("RSEMACQUIRE", "s", "3", "1000"), want: "$-1", want3: "_",
@@ -328,15 +328,15 @@ func TestSemaphoreCommandReplies(t *testing.T) {
 		{name: "rsemacquire empty name", cmd: cmd("RSEMACQUIRE", "", "3", "1000"), want: "-ERR semaphore name must not be empty"},
 		{name: "rsemacquire arity", cmd: cmd("RSEMACQUIRE", "s"), want: "-ERR wrong number of arguments for 'rsemacquire' command"},
 		{name: "rsemacquire stored limit", on: map[string][]answer{"Acquire": {semGranted}}, cmd: cmd("RSEMACQUIRE", "s", "1000", "COUNT", "2", "WAIT", "9"), want: "*2 $3 tok :V",
-			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, Count: 2, TTL: sec, Wait: 9 * ms})}},
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, TTL: sec, Wait: 9 * ms, Options: quorum.SemaphoreOptions{Count: 2}})}},
 		{name: "rsemacquire stored limit, ttl only", cmd: cmd("RSEMACQUIRE", "s", "1000"), want: "$-1", want3: "_",
-			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, Count: 1, TTL: sec})}},
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, TTL: sec, Options: quorum.SemaphoreOptions{Count: 1}})}},
 		{name: "rsemacquire no stored limit", on: map[string][]answer{"Acquire": {{err: fmt.Errorf("acquire: %w", quorum.ErrNoSemLimit)}}}, cmd: cmd("RSEMACQUIRE", "s", "1000"),
 			want:  "-ERR no limit stored for the semaphore on a quorum of masters: give one, or set it with RSEMSET",
-			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, Count: 1, TTL: sec})}},
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, TTL: sec, Options: quorum.SemaphoreOptions{Count: 1}})}},
 		{name: "rsemacquire count over the stored limit", on: map[string][]answer{"Acquire": {{err: &quorum.CountError{Limit: 3}}}}, cmd: cmd("RSEMACQUIRE", "s", "1000", "COUNT", "4"),
 			want:  "-ERR count must be 1 to the limit (the semaphore's limit is 3)",
-			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, Count: 4, TTL: sec})}},
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"s"}, TTL: sec, Options: quorum.SemaphoreOptions{Count: 4}})}},
 		{name: "rsemacquire stored limit, count over any limit", cmd: cmd("RSEMACQUIRE", "s", "1000", "COUNT", fmt.Sprint(quorum.MaxSemaphoreLimit+1)), want: "-ERR count must be 1 to the limit"},
 		{name: "rsemacquire stored limit, bad ttl", cmd: cmd("RSEMACQUIRE", "s", "0", "WAIT", "10"), want: "-ERR invalid expire time in 'rsemacquire' command"},
 
@@ -562,12 +562,12 @@ func TestDropinCommandReplies(t *testing.T) {
 		{name: "eval check other", on: map[string][]answer{"Info": {heldByTok}}, cmd: cmd("EVAL", checkScript, "1", "k", "v"), want: ":-3", calls: []string{"Info lock k"}},
 		{name: "eval semaphore acquire", on: map[string][]answer{"Acquire": {{v: &quorum.Lease{Resources: []string{"sem"}, Token: "tok", Validity: 10 * sec}}}},
 			cmd: cmd("EVAL", semScript, "1", "sem", "3", "tok", "20000", now), want: ":1",
-			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"sem"}, TTL: 20 * sec, Token: "tok", Limit: 3, Count: 1})}},
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"sem"}, TTL: 20 * sec, Token: "tok", Options: quorum.SemaphoreOptions{Limit: 3, Count: 1}})}},
 		{name: "eval semaphore full", cmd: cmd("EVAL", semScript, "1", "sem", "3", "tok", "20000", now), want: ":0",
-			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"sem"}, TTL: 20 * sec, Token: "tok", Limit: 3, Count: 1})}},
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"sem"}, TTL: 20 * sec, Token: "tok", Options: quorum.SemaphoreOptions{Limit: 3, Count: 1}})}},
 		{name: "eval semaphore validity lapsed", on: map[string][]answer{"Acquire": {{v: &quorum.Lease{Resources: []string{"sem"}, Token: "tok"}}}},
 			cmd: cmd("EVAL", semScript, "1", "sem", "3", "tok", "20000", now), want: ":0",
-			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"sem"}, TTL: 20 * sec, Token: "tok", Limit: 3, Count: 1}), `Abandon semaphore ["sem"] tok`}},
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Semaphore, Resources: []string{"sem"}, TTL: 20 * sec, Token: "tok", Options: quorum.SemaphoreOptions{Limit: 3, Count: 1}}), `Abandon semaphore ["sem"] tok`}},
 		{name: "eval status reply", on: map[string][]answer{"Acquire": {v}}, cmd: cmd("EVAL", statusScript, "1", "k", "v", "1000"), want: "+OK",
 			calls: []string{acquire(quorum.Lock, []string{"k"}, sec, 0, "v")}},
 		// A script's error reply reaches the client with its own code.

@@ -47,8 +47,9 @@ func (e *keeperEngine) Acquire(_ context.Context, req quorum.Request) (*quorum.L
 		p = quorum.Lock
 	}
 	now := time.Now()
+	so, _ := req.Options.(quorum.SemaphoreOptions)
 	return &quorum.Lease{Primitive: p, Resources: slices.Clone(req.Resources), Token: tok, Fences: make([]uint64, len(req.Resources)),
-		Count: req.Count, Validity: req.TTL, Start: now, Decided: now}, nil
+		Count: so.Count, Validity: req.TTL, Start: now, Decided: now}, nil
 }
 
 func (e *keeperEngine) Extend(_ context.Context, l *quorum.Lease, ttl time.Duration) (time.Duration, error) {

@@ -100,7 +100,7 @@ func semaphoreCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return acquireCall{}, err
 				}
-				return acquireCall{req: quorum.Request{Primitive: quorum.Semaphore, Resources: []string{sa.name}, Limit: sa.limit, Count: sa.count, TTL: sa.ttl, Wait: sa.wait, Token: sa.token}, auto: sa.auto}, nil
+				return acquireCall{req: quorum.Request{Primitive: quorum.Semaphore, Resources: []string{sa.name}, Options: quorum.SemaphoreOptions{Limit: sa.limit, Count: sa.count}, TTL: sa.ttl, Wait: sa.wait, Token: sa.token}, auto: sa.auto}, nil
 			}, sharedReply),
 			Doc: proxy.Doc{
 				Summary: "Takes permits of a semaphore of limit permits (without limit: the limit stored by RSEMSET or by the semaphore's use) on a quorum of masters. Returns [token, validity], or nil if too few are free.",

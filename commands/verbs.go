@@ -137,8 +137,16 @@ func lockCall(p quorum.Primitive, cmd string, lim Limits) func(args [][]byte) (a
 				return acquireCall{}, errReentrantAuto
 			}
 		}
-		return acquireCall{req: quorum.Request{Primitive: p, Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token, Reentrant: la.reentrant}, auto: la.auto}, nil
+		return acquireCall{req: quorum.Request{Primitive: p, Resources: []string{la.resource}, TTL: la.ttl, Wait: la.wait, Token: la.token, Options: reentrantOptions(la.reentrant)}, auto: la.auto}, nil
 	}
+}
+
+// reentrantOptions are a lock request's own options: none unless re-entrant.
+func reentrantOptions(reentrant bool) quorum.PrimitiveOptions {
+	if !reentrant {
+		return nil
+	}
+	return quorum.LockOptions{Reentrant: true}
 }
 
 // lockReply is [token, validity, fence].

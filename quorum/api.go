@@ -62,19 +62,33 @@ type Request struct {
 	Wait time.Duration
 	// Token is the caller's token; "" means a fresh random token per try.
 	Token string
-	// Limit is a semaphore's number of permits, 1..MaxSemaphoreLimit;
-	// every user of a semaphore must pass the same, or 0 for the limit a
-	// quorum of masters store (in use, or set by Semaphores().Set).
-	Limit int
-	// Count is how many permits a semaphore request takes, 1..Limit.
-	Count int
-	// Value is what an Election's leader advertises, at most
-	// MaxElectValue bytes.
-	Value string
-	// Reentrant makes a Lock grant with Token one more hold of that
-	// token's lock (see "Re-entrant locks" in the package doc): one
-	// resource, at most MaxHolds holds; each Release takes one away.
-	Reentrant bool
+	// Options are the primitive's own: SemaphoreOptions, ElectionOptions
+	// or LockOptions, each defined with its primitive; nil for none.
+	Options PrimitiveOptions
+}
+
+// PrimitiveOptions are one primitive's own request options.
+type PrimitiveOptions interface {
+	// For is the primitive they are options of.
+	For() Primitive
+}
+
+// semOptions are req's semaphore options (zero if none).
+func (r Request) semOptions() SemaphoreOptions {
+	o, _ := r.Options.(SemaphoreOptions)
+	return o
+}
+
+// lockOptions are req's lock options (zero if none).
+func (r Request) lockOptions() LockOptions {
+	o, _ := r.Options.(LockOptions)
+	return o
+}
+
+// electOptions are req's election options (zero if none).
+func (r Request) electOptions() ElectionOptions {
+	o, _ := r.Options.(ElectionOptions)
+	return o
 }
 
 // MaxHolds is how many re-entrant holds one lock may count.
@@ -326,8 +340,8 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (l *Lease, err error)
 	if req.Primitive == "" {
 		req.Primitive = Lock
 	}
-	if req.Reentrant && req.Primitive != Lock {
-		return nil, fmt.Errorf("%w: only a lock is re-entrant", ErrBadRequest)
+	if req.Options != nil && req.Options.For() != req.Primitive {
+		return nil, fmt.Errorf("%w: %s options for a %s", ErrBadRequest, req.Options.For(), req.Primitive)
 	}
 	defer e.observe(pr.ops[0], e.now(), func() bool { return l != nil }, &err)
 	l, err = pr.acquire(e, ctx, req)

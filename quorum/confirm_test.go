@@ -71,7 +71,7 @@ func TestReleaseRetry(t *testing.T) {
 		return l.Token
 	}
 	sem := func(t *testing.T, c *cluster, ttl time.Duration) string {
-		l, err := c.eng.semAcquire(ctx, Request{Resources: []string{"s"}, Limit: 3, Count: 2, TTL: ttl})
+		l, err := c.eng.semAcquire(ctx, Request{Resources: []string{"s"}, TTL: ttl, Options: SemaphoreOptions{Limit: 3, Count: 2}})
 		if err != nil || l == nil {
 			t.Fatalf("sem acquire: %v %v", l, err)
 		}

@@ -9,6 +9,15 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
+// ElectionOptions are an election's own request options.
+type ElectionOptions struct {
+	// Value is what the leader advertises, at most MaxElectValue bytes.
+	Value string
+}
+
+// For implements PrimitiveOptions.
+func (ElectionOptions) For() Primitive { return Election }
+
 // Elections holds the election's own verbs, beside the lease verbs every
 // primitive has: a leader's proclamation and an observer's watch.
 type Elections struct{ e *Engine }
@@ -52,7 +61,7 @@ func (ls *lockSet) resign(token string, announce bool) *op {
 	return &op{name: "resign", script: scripts.ElectResign, keys: keys, args: args}
 }
 
-// electAcquire is a campaign: the election's lock, advertising req.Value,
+// electAcquire is a campaign: the election's lock, advertising req.electOptions().Value,
 // through the one acquire loop (woken by resignations on any proxy). A
 // won campaign is announced, so that observers on every proxy read the
 // new leader at once.
@@ -64,10 +73,10 @@ func (e *Engine) electAcquire(ctx context.Context, req Request) (*Lease, error) 
 	if req.TTL <= 0 {
 		return nil, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
 	}
-	if len(req.Value) > MaxElectValue {
+	if len(req.electOptions().Value) > MaxElectValue {
 		return nil, fmt.Errorf("%w: value longer than %d bytes", ErrBadRequest, MaxElectValue)
 	}
-	ls.value = req.Value
+	ls.value = req.electOptions().Value
 	lease, err := e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
 		l, rollback, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
 		if l == nil {

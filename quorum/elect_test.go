@@ -19,7 +19,7 @@ func TestElection(t *testing.T) {
 	ctx := context.Background()
 	campaign := func(value string) *Lease {
 		t.Helper()
-		l, err := c.eng.Acquire(ctx, Request{Primitive: Election, Resources: []string{"e"}, TTL: 10 * time.Second, Value: value})
+		l, err := c.eng.Acquire(ctx, Request{Primitive: Election, Resources: []string{"e"}, TTL: 10 * time.Second, Options: ElectionOptions{Value: value}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ var ErrListClusters = errors.New("quorum: RLOCKLIST does not list cluster master
 var ErrShardNotVoting = errors.New("quorum: shard not voting")
 
 // ErrNoSemLimit is the answer to a semaphore request that gives no limit
-// (Request.Limit 0) when no limit is stored on a quorum of masters: the
+// (SemaphoreOptions.Limit 0) when no limit is stored on a quorum of masters: the
 // semaphore is not in use and Semaphores().Set never set it (or its keep ran out),
 // or a SemSet is under way or failed and the masters disagree.
 var ErrNoSemLimit = errors.New("quorum: no limit stored for the semaphore on a quorum of masters")

@@ -13,6 +13,17 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
+// LockOptions are a lock's own request options.
+type LockOptions struct {
+	// Reentrant makes a grant with Request.Token one more hold of that
+	// token's lock (see "Re-entrant locks" in the package doc): one
+	// resource, at most MaxHolds holds; each Release takes one away.
+	Reentrant bool
+}
+
+// For implements PrimitiveOptions.
+func (LockOptions) For() Primitive { return Lock }
+
 // ValidityAt is the validity left at now: Validity less the time since it
 // was computed. A caller about to reply calls it again, so that every step
 // after the quorum counts.
@@ -235,7 +246,7 @@ func (e *Engine) lockAcquire(ctx context.Context, req Request) (lease *Lease, er
 		return nil, err
 	}
 	switch {
-	case req.Reentrant:
+	case req.lockOptions().Reentrant:
 		if req.Primitive != Lock && req.Primitive != "" || req.Token == "" || ls.n != 1 {
 			return nil, fmt.Errorf("%w: a re-entrant hold is a lock of one resource with a token", ErrBadRequest)
 		}

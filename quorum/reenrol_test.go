@@ -79,7 +79,7 @@ func TestExtendReenrols(t *testing.T) {
 		{
 			name: "semaphore",
 			acquire: func(c *cluster) *Lease {
-				l, err := c.eng.Acquire(ctx, Request{Primitive: Semaphore, Resources: []string{"s"}, TTL: 5 * time.Second, Limit: 3, Count: 2})
+				l, err := c.eng.Acquire(ctx, Request{Primitive: Semaphore, Resources: []string{"s"}, TTL: 5 * time.Second, Options: SemaphoreOptions{Limit: 3, Count: 2}})
 				if err != nil || l == nil || len(l.Slots) != 2 {
 					t.Fatalf("semaphore: %v %v", l, err)
 				}

@@ -17,7 +17,7 @@ func TestReentrant(t *testing.T) {
 	ctx := context.Background()
 	hold := func(tok string) *Lease {
 		t.Helper()
-		l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: tok, Reentrant: true})
+		l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: tok, Options: LockOptions{Reentrant: true}})
 		if err != nil || l == nil {
 			t.Fatalf("re-entrant grant of %s: %v %v", tok, l, err)
 		}
@@ -90,14 +90,14 @@ func TestReentrant(t *testing.T) {
 	// The most holds: 4.
 	hold("u")
 	hold("u")
-	if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "u", Reentrant: true}); !errors.Is(err, ErrTooManyHolds) {
+	if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "u", Options: LockOptions{Reentrant: true}}); !errors.Is(err, ErrTooManyHolds) {
 		t.Fatalf("a fifth hold: %v %v", l, err)
 	}
 	// A try that fails for want of a quorum takes away only its own hold.
 	for _, f := range c.nodes[2:] {
 		f.setDown(true)
 	}
-	if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "u", Reentrant: true}); l != nil || !errors.Is(err, ErrNoQuorum) {
+	if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "u", Options: LockOptions{Reentrant: true}}); l != nil || !errors.Is(err, ErrNoQuorum) {
 		t.Fatalf("a try with 3 of 5 masters down: %v %v", l, err)
 	}
 	for _, f := range c.nodes[2:] {
@@ -126,10 +126,11 @@ func TestReentrant(t *testing.T) {
 			}
 		}
 	}
+	reentrant := LockOptions{Reentrant: true}
 	for _, bad := range []Request{
-		{Resources: []string{"r"}, TTL: time.Second, Reentrant: true},                              // no token
-		{Resources: []string{"a", "b"}, TTL: time.Second, Token: "t", Reentrant: true},             // two resources
-		{Primitive: Fair, Resources: []string{"r"}, TTL: time.Second, Token: "t", Reentrant: true}, // a fair lock
+		{Resources: []string{"r"}, TTL: time.Second, Options: reentrant},                              // no token
+		{Resources: []string{"a", "b"}, TTL: time.Second, Token: "t", Options: reentrant},             // two resources
+		{Primitive: Fair, Resources: []string{"r"}, TTL: time.Second, Token: "t", Options: reentrant}, // a fair lock
 	} {
 		if _, err := c.eng.Acquire(ctx, bad); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("%+v: %v, want a bad request", bad, err)
@@ -146,7 +147,7 @@ func TestReentrantReenrols(t *testing.T) {
 	ctx := context.Background()
 	const ttl = 600 * time.Millisecond
 	for range 2 {
-		if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: ttl, Token: "t", Reentrant: true}); err != nil || l == nil {
+		if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: ttl, Token: "t", Options: LockOptions{Reentrant: true}}); err != nil || l == nil {
 			t.Fatalf("hold: %v %v", l, err)
 		}
 	}
@@ -192,7 +193,7 @@ func TestReentrantDowngrade(t *testing.T) {
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	for range 2 {
-		if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "w", Reentrant: true}); err != nil || l == nil {
+		if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "w", Options: LockOptions{Reentrant: true}}); err != nil || l == nil {
 			t.Fatalf("hold: %v %v", l, err)
 		}
 	}
@@ -225,7 +226,7 @@ func TestReentrantReenrolNeedsHolds(t *testing.T) {
 	ctx := context.Background()
 	const ttl = 5 * time.Second
 	for range 2 {
-		if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: ttl, Token: "t", Reentrant: true}); err != nil || l == nil {
+		if l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: ttl, Token: "t", Options: LockOptions{Reentrant: true}}); err != nil || l == nil {
 			t.Fatalf("hold: %v %v", l, err)
 		}
 	}

@@ -15,6 +15,19 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
+// SemaphoreOptions are a semaphore's own request options.
+type SemaphoreOptions struct {
+	// Limit is the number of permits, 1..MaxSemaphoreLimit; every user
+	// of a semaphore must pass the same, or 0 for the limit a quorum of
+	// masters store (in use, or set by Semaphores().Set).
+	Limit int
+	// Count is how many permits the request takes, 1..Limit.
+	Count int
+}
+
+// For implements PrimitiveOptions.
+func (SemaphoreOptions) For() Primitive { return Semaphore }
+
 // Semaphores holds the semaphore's own verb, beside the lease verbs every
 // primitive has: setting a semaphore's limit.
 type Semaphores struct{ e *Engine }
@@ -130,7 +143,7 @@ func (r semReply) mine() []int {
 	return out
 }
 
-// semAcquire takes req.Count permits. It returns (lease, nil) when granted,
+// semAcquire takes the request's Count permits. It returns (lease, nil) when granted,
 // (nil, nil) when a quorum answered but too few permits were free (after
 // Wait ran out), a *LimitError when the semaphore is in use with another
 // limit, and a *QuorumError when fewer than a quorum answered on the last
@@ -141,29 +154,30 @@ func (r semReply) mine() []int {
 // returns.
 func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := e.now()
+	so := req.semOptions()
 	k, err := e.semKeys(req.resource())
 	if err != nil {
 		return nil, err
 	}
 	// stored: the caller gave no limit; the masters' stored one is used,
 	// read again before a try when the last one met another.
-	stored := req.Limit == 0
-	if stored && req.TTL > 0 && req.Count >= 1 {
-		if req.Limit, err = e.semLimit(ctx, k); err != nil {
+	stored := so.Limit == 0
+	if stored && req.TTL > 0 && so.Count >= 1 {
+		if so.Limit, err = e.semLimit(ctx, k); err != nil {
 			return nil, err
 		}
-		if req.Count > req.Limit {
-			return nil, &CountError{Limit: req.Limit}
+		if so.Count > so.Limit {
+			return nil, &CountError{Limit: so.Limit}
 		}
 	}
-	if req.Limit < 1 || req.Limit > MaxSemaphoreLimit || req.Count < 1 || req.Count > req.Limit || req.TTL <= 0 {
+	if so.Limit < 1 || so.Limit > MaxSemaphoreLimit || so.Count < 1 || so.Count > so.Limit || req.TTL <= 0 {
 		return nil, fmt.Errorf("%w: limit, count or ttl out of range", ErrBadRequest)
 	}
 	_, seq := e.fenceKeys(k.channel)
 	// The call's member in the queue: its count, and an id that is the
 	// caller's token or random (the token is fresh for every try).
 	q := &fairQueue{queue: k.queue, deadlines: k.deadlines, seq: seq, channel: k.channel, stale: e.writerMark(),
-		id: strconv.Itoa(req.Count) + ":" + cmp.Or(req.Token, NewToken()), name: "sem_acquire"}
+		id: strconv.Itoa(so.Count) + ":" + cmp.Or(req.Token, NewToken()), name: "sem_acquire"}
 	gaveBack := false
 	defer func() {
 		if !q.sent {
@@ -198,7 +212,7 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 		}}
 	return e.acquireLoop(ctx, req, w, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
 		var le *LimitError
-		l, undo, err := e.semAttempt(ctx, k, q, req, token, tainted, fixed)
+		l, undo, err := e.semAttempt(ctx, k, q, req, so, token, tainted, fixed)
 		if !stored || !errors.As(err, &le) {
 			return l, undo, err
 		}
@@ -207,19 +221,19 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 		// and try once more at once, as the acquire loop's next try would:
 		// a fresh token unless the caller chose one, whose votes then
 		// wait for the rollbacks (taints).
-		if req.Limit, err = e.semLimit(ctx, k); errors.Is(err, ErrNoSemLimit) {
+		if so.Limit, err = e.semLimit(ctx, k); errors.Is(err, ErrNoSemLimit) {
 			return nil, nil, nil // refused: they may agree by the next try
 		} else if err != nil {
 			return nil, nil, err
 		}
-		if req.Count > req.Limit {
-			return nil, nil, &CountError{Limit: req.Limit}
+		if so.Count > so.Limit {
+			return nil, nil, &CountError{Limit: so.Limit}
 		}
 		if !fixed {
 			token = NewToken()
 		}
 		tainted.refresh()
-		if l, undo, err = e.semAttempt(ctx, k, q, req, token, tainted, fixed); errors.As(err, &le) {
+		if l, undo, err = e.semAttempt(ctx, k, q, req, so, token, tainted, fixed); errors.As(err, &le) {
 			return nil, nil, nil
 		}
 		return l, undo, err
@@ -255,7 +269,7 @@ const semSetRepairFor = time.Minute
 // Set stores limit (1..MaxSemaphoreLimit) as the limit of the
 // semaphore name on the masters, for as long as it is in use and keep
 // after its last grant (DefaultSemKeep when keep is 0). Requests may then
-// give no limit (Request.Limit 0); one that gives another is a
+// give no limit (SemaphoreOptions.Limit 0); one that gives another is a
 // *LimitError. Lowering the limit revokes no permit: no permit is granted
 // while those held above the new limit are, and the permits held never
 // exceed the new limit through a grant made after SemSet returned.
@@ -368,7 +382,7 @@ func (e *Engine) semSetRepair(r *round, o *op) {
 // orders), round 2 asks every master for exactly the Count slots that the
 // most masters can give (already the token's, or free); a quorum holding
 // them is the grant. Anything else is rolled back.
-func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Request, token string, tainted *taints, fixed bool) (*Lease, func(), error) {
+func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Request, so SemaphoreOptions, token string, tainted *taints, fixed bool) (*Lease, func(), error) {
 	start := e.now()
 	keys := append(k.keys(token), k.queue, k.deadlines)
 	// Only a queued call names itself (and re-places itself at its
@@ -377,7 +391,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	if q.ticket > 0 {
 		id = q.id
 	}
-	base := []string{token, ms(req.TTL), strconv.Itoa(req.Limit), strconv.Itoa(req.Count), strconv.Itoa(rand.IntN(req.Limit)),
+	base := []string{token, ms(req.TTL), strconv.Itoa(so.Limit), strconv.Itoa(so.Count), strconv.Itoa(rand.IntN(so.Limit)),
 		ms(q.stale), strconv.FormatUint(q.ticket, 10), id}
 	r := e.send(ctx, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: base, fresh: true}, e.track(token))
 	last := r
@@ -414,7 +428,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 		return nil, nil, t.err(e, "sem_acquire")
 	}
 	// The slots each held by the token on a quorum of the counted masters.
-	votes := make([]int, req.Limit)
+	votes := make([]int, so.Limit)
 	for i, c := range t.counted {
 		if c {
 			a, _ := reply(r, i)
@@ -429,28 +443,28 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 			slots = append(slots, s)
 		}
 	}
-	if len(slots) != req.Count {
+	if len(slots) != so.Count {
 		// Round 2: the Count slots that the most answering masters can
 		// give, ties to the lower slot.
-		score := make([]int, req.Limit)
+		score := make([]int, so.Limit)
 		for i := range e.nodes {
 			if !r.answered(i) {
 				continue
 			}
-			if a, ok := reply(r, i); ok && a.status >= 0 && len(a.states) == req.Limit {
-				for s := range req.Limit {
+			if a, ok := reply(r, i); ok && a.status >= 0 && len(a.states) == so.Limit {
+				for s := range so.Limit {
 					if a.states[s] != 'x' {
 						score[s]++
 					}
 				}
 			}
 		}
-		order := make([]int, req.Limit)
+		order := make([]int, so.Limit)
 		for s := range order {
 			order[s] = s
 		}
 		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(score[b], score[a]) })
-		slots = slices.Clone(order[:req.Count])
+		slots = slices.Clone(order[:so.Count])
 		slices.Sort(slots)
 		args := slices.Clone(base)
 		for _, s := range slots {
@@ -481,7 +495,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	if last == r {
 		e.semConverge(ctx, r, keys, base, slots, reply)
 	}
-	return &Lease{Primitive: Semaphore, Resources: []string{k.name}, Count: req.Count, Token: token, Slots: slots, Validity: validity, Start: start, Decided: decided}, rollback, nil
+	return &Lease{Primitive: Semaphore, Resources: []string{k.name}, Count: so.Count, Token: token, Slots: slots, Validity: validity, Start: start, Decided: decided}, rollback, nil
 }
 
 // semConverge makes the masters that gave the token other slots in round

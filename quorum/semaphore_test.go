@@ -20,7 +20,7 @@ func semReq(limit, count int, ttl time.Duration) Request {
 }
 
 func semReqOn(name string, limit, count int, ttl time.Duration) Request {
-	return Request{Resources: []string{name}, Limit: limit, Count: count, TTL: ttl}
+	return Request{Resources: []string{name}, TTL: ttl, Options: SemaphoreOptions{Limit: limit, Count: count}}
 }
 
 func TestSemaphoreBasics(t *testing.T) {
@@ -60,12 +60,12 @@ func TestSemaphoreBasics(t *testing.T) {
 	if l, err := c.eng.semAcquire(ctx, semReq(3, 2, 10*time.Second)); l != nil || err != nil {
 		t.Fatalf("2 permits with 1 free: %v %v", l, err)
 	}
-	two, err := c.eng.semAcquire(ctx, Request{Resources: []string{"api"}, Limit: 3, Count: 1, TTL: 10 * time.Second, Token: "mine"})
+	two, err := c.eng.semAcquire(ctx, Request{Resources: []string{"api"}, TTL: 10 * time.Second, Token: "mine", Options: SemaphoreOptions{Limit: 3, Count: 1}})
 	if err != nil || two == nil {
 		t.Fatalf("the freed permit: %v %v", two, err)
 	}
 	// A TOKEN retry is idempotent: the same slot, not a second one.
-	again, err := c.eng.semAcquire(ctx, Request{Resources: []string{"api"}, Limit: 3, Count: 1, TTL: 10 * time.Second, Token: "mine"})
+	again, err := c.eng.semAcquire(ctx, Request{Resources: []string{"api"}, TTL: 10 * time.Second, Token: "mine", Options: SemaphoreOptions{Limit: 3, Count: 1}})
 	if err != nil || again == nil || !slices.Equal(again.Slots, two.Slots) {
 		t.Fatalf("retry with the same token: %+v %v, first %+v", again, err, two)
 	}
@@ -193,7 +193,7 @@ func TestSemaphoreNeverOversubscribes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				l, err := c.eng.semAcquire(ctx, Request{Resources: []string{"api"}, Limit: limit, Count: 1 + w%2, TTL: 300 * time.Millisecond, Wait: 200 * time.Millisecond})
+				l, err := c.eng.semAcquire(ctx, Request{Resources: []string{"api"}, TTL: 300 * time.Millisecond, Wait: 200 * time.Millisecond, Options: SemaphoreOptions{Limit: limit, Count: 1 + w%2}})
 				if err != nil || l == nil {
 					continue
 				}
@@ -516,7 +516,7 @@ func TestSemaphoreSilentHolders(t *testing.T) {
 		for _, notHeld := range []int{2, 3} {
 			t.Run(fmt.Sprintf("%s/%d not held", o.name, notHeld), func(t *testing.T) {
 				c := newCluster(t, 5, Options{ReleaseRetry: -1})
-				l, err := c.eng.semAcquire(ctx, Request{Primitive: Semaphore, Resources: []string{"s"}, TTL: 5 * time.Second, Limit: 3, Count: 1})
+				l, err := c.eng.semAcquire(ctx, Request{Primitive: Semaphore, Resources: []string{"s"}, TTL: 5 * time.Second, Options: SemaphoreOptions{Limit: 3, Count: 1}})
 				if err != nil || l == nil {
 					t.Fatalf("acquire: %v %v", l, err)
 				}
@@ -806,7 +806,7 @@ func TestSemRollbackAfterLateAcquire(t *testing.T) {
 			for i, n := range c.nodes {
 				before[i] = n.dump()
 			}
-			l, err := c.eng.Acquire(context.Background(), Request{Primitive: Semaphore, Resources: []string{"s"}, Limit: 1, Count: 1, TTL: 10 * time.Second, Token: token})
+			l, err := c.eng.Acquire(context.Background(), Request{Primitive: Semaphore, Resources: []string{"s"}, TTL: 10 * time.Second, Token: token, Options: SemaphoreOptions{Limit: 1, Count: 1}})
 			if l != nil || err != nil {
 				t.Fatalf("acquire = %+v, %v; want refused", l, err)
 			}

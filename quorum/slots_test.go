@@ -135,12 +135,12 @@ func TestSlottedLayout(t *testing.T) {
 	c.nodes[0].del(last)
 	c.nodes[1].del(last)
 	release(acquire(Request{Primitive: Fair, Resources: rs[:1], TTL: time.Second}))
-	release(acquire(Request{Primitive: Semaphore, Resources: []string{"sem"}, Limit: 3, Count: 2, TTL: time.Second}))
+	release(acquire(Request{Primitive: Semaphore, Resources: []string{"sem"}, TTL: time.Second, Options: SemaphoreOptions{Limit: 3, Count: 2}}))
 	release(acquire(Request{Primitive: Read, Resources: rs[:1], TTL: time.Second}))
-	release(acquire(Request{Primitive: Election, Resources: []string{"e"}, TTL: time.Second, Value: "v"}))
+	release(acquire(Request{Primitive: Election, Resources: []string{"e"}, TTL: time.Second, Options: ElectionOptions{Value: "v"}}))
 	w := acquire(Request{Primitive: Lock, Resources: rs[1:2], TTL: time.Second, Wait: time.Second})
 	release(w)
-	if created, err := c.eng.Latch(ctx, LatchRequest{Op: LatchCreate, Name: "l", Count: 1, TTL: time.Minute}); created != 1 || err != nil {
+	if created, err := c.eng.Latch(ctx, LatchRequest{Op: LatchCreate, Name: "l", TTL: time.Minute, Count: 1}); created != 1 || err != nil {
 		t.Fatalf("latch: %v, %v", created, err)
 	}
 	if left, err := c.eng.Latch(ctx, LatchRequest{Op: LatchDown, Name: "l", Token: "a"}); left != 0 || err != nil {

@@ -165,7 +165,7 @@ func semSubsetRow(limit, count int, sizes []int) subsetRow {
 			}
 		},
 		acquire: func(ctx context.Context, c *cluster, mode tokenMode) subsetResult {
-			lease, err := c.eng.Acquire(ctx, Request{Primitive: Semaphore, Resources: []string{"s"}, Limit: limit, Count: count, TTL: 10 * time.Second, Token: mode.token()})
+			lease, err := c.eng.Acquire(ctx, Request{Primitive: Semaphore, Resources: []string{"s"}, TTL: 10 * time.Second, Token: mode.token(), Options: SemaphoreOptions{Limit: limit, Count: count}})
 			res := subsetResult{granted: lease != nil, err: err, lease: lease}
 			if lease == nil {
 				return res
@@ -311,7 +311,7 @@ func electSubsetRow() subsetRow {
 			f.m.SetTTL(advert, time.Minute)
 		},
 		acquire: func(ctx context.Context, c *cluster, mode tokenMode) subsetResult {
-			lease, err := c.eng.Acquire(ctx, Request{Primitive: Election, Resources: []string{"e"}, TTL: 10 * time.Second, Token: mode.token(), Value: "v"})
+			lease, err := c.eng.Acquire(ctx, Request{Primitive: Election, Resources: []string{"e"}, TTL: 10 * time.Second, Token: mode.token(), Options: ElectionOptions{Value: "v"}})
 			res := subsetResult{granted: lease != nil, err: err, lease: lease}
 			if lease == nil {
 				return res
@@ -375,7 +375,7 @@ func latchCreateRow() subsetRow {
 			return st != stTaken && key == k.count
 		},
 		acquire: func(ctx context.Context, c *cluster, _ tokenMode) subsetResult {
-			created, err := c.eng.Latch(ctx, LatchRequest{Op: LatchCreate, Name: "l", Count: 3, TTL: time.Minute})
+			created, err := c.eng.Latch(ctx, LatchRequest{Op: LatchCreate, Name: "l", TTL: time.Minute, Count: 3})
 			k, _ := c.eng.latchKeys("l")
 			res := subsetResult{granted: err == nil && created == 1, err: err}
 			res.holders = func() int {
@@ -440,7 +440,7 @@ func latchDownRow() subsetRow {
 		name: "latch/down", primitive: Latch, sizes: []int{3}, modes: []tokenMode{fixed},
 		setup: func(c *cluster) error {
 			ctx := context.Background()
-			if created, err := c.eng.Latch(ctx, LatchRequest{Op: LatchCreate, Name: "l", Count: 3, TTL: time.Minute}); created != 1 || err != nil {
+			if created, err := c.eng.Latch(ctx, LatchRequest{Op: LatchCreate, Name: "l", TTL: time.Minute, Count: 3}); created != 1 || err != nil {
 				return fmt.Errorf("create: %v %v", created, err)
 			}
 			if left, err := c.eng.Latch(ctx, LatchRequest{Op: LatchDown, Name: "l", Token: "first"}); left != 2 || err != nil {
