@@ -1,6 +1,10 @@
 package quorum
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"strings"
 	"testing"
@@ -55,6 +59,68 @@ func TestPrimitiveChecklist(t *testing.T) {
 	for p := range table {
 		if !listed[p] {
 			t.Errorf("%s is in primitives but not in Primitives()", p)
+		}
+	}
+}
+
+// TestSharedTryKnowsNoFlavour: the one try every lock-like primitive goes
+// through (attempt), and the acquire loop around it, name no primitive's
+// own script or try: a primitive brings those in its flavour (shape), in
+// its own file, so that adding one never edits the shared loop.
+func TestSharedTryKnowsNoFlavour(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := map[string]bool{"attempt": true, "acquireLoop": true, "retry": true}
+	plain := map[string]bool{"LockAcquire": true, "LockRelease": true, "LockFence": true}
+	flavours := map[string]string{} // type name -> file
+	found := map[string]bool{}
+	for _, f := range pkgs["quorum"].Files {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || fd.Name.Name != "shape" {
+				continue
+			}
+			var recv string
+			switch x := fd.Recv.List[0].Type.(type) {
+			case *ast.Ident:
+				recv = x.Name
+			case *ast.StarExpr:
+				recv = x.X.(*ast.Ident).Name
+			}
+			flavours[recv] = fset.Position(fd.Pos()).Filename
+		}
+	}
+	if len(flavours) < 5 {
+		t.Fatalf("found %d flavours (%v): the test no longer sees them", len(flavours), flavours)
+	}
+	for _, f := range pkgs["quorum"].Files {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || !shared[fd.Name.Name] {
+				continue
+			}
+			found[fd.Name.Name] = true
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				switch x := n.(type) {
+				case *ast.SelectorExpr:
+					if id, ok := x.X.(*ast.Ident); ok && id.Name == "scripts" && !plain[x.Sel.Name] {
+						t.Errorf("%s names scripts.%s: a primitive's own script belongs in its flavour", fd.Name.Name, x.Sel.Name)
+					}
+				case *ast.Ident:
+					if file, ok := flavours[x.Name]; ok {
+						t.Errorf("%s names the flavour %s (%s): the shared try must not know it", fd.Name.Name, x.Name, file)
+					}
+				}
+				return true
+			})
+		}
+	}
+	for name := range shared {
+		if !found[name] {
+			t.Errorf("no method %s: update the test", name)
 		}
 	}
 }

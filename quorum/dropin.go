@@ -6,6 +6,17 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
+// setNX is a drop-in SET NX's try: the keys it set are told apart from
+// another caller's with the same value by an owner nonce.
+type setNX struct{}
+
+func (setNX) shape(e *Engine, ls *lockSet, acq *op, token string) try {
+	owner := NewToken()
+	acq.script, acq.keys = scripts.LockAcquireNX, ls.nxKeys(e)
+	acq.args = append(acq.args, owner)
+	return try{owner: owner, distinct: true, undo: func() *op { return ls.unacquireNX(e, token, owner) }}
+}
+
 // deleteHeld removes exactly the grant that a quorum of masters holds on
 // resource (drop-in mode's DEL, DELIFEQ and release scripts), in two
 // rounds: it asks every master who holds the lock key (its value and the

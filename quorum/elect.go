@@ -33,7 +33,27 @@ const MaxElectValue = 4096
 // lock of the same name), its advertisement, and its change channel,
 // where resignations, won campaigns and proclamations are announced (see
 // "Leader election" in the package doc).
-func (e *Engine) electSet(name string) (*lockSet, error) {
+// electKeys are an election's keys: its lock's, and its advertisement,
+// which a campaign sets to (token, value) with the lock.
+type electKeys struct {
+	*lockSet
+	advert string
+}
+
+// campaign is an election's try: the lock, advertising value.
+type campaign struct {
+	ek    *electKeys
+	value string
+}
+
+func (c campaign) shape(_ *Engine, ls *lockSet, acq *op, token string) try {
+	acq.script = scripts.ElectCampaign
+	acq.keys = append(ls.acquireKeys[:len(ls.acquireKeys):len(ls.acquireKeys)], c.ek.advert)
+	acq.args = append(acq.args, c.value)
+	return try{undo: func() *op { return c.ek.resign(token, false) }}
+}
+
+func (e *Engine) electSet(name string) (*electKeys, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty election name", ErrBadRequest)
 	}
@@ -42,17 +62,16 @@ func (e *Engine) electSet(name string) (*lockSet, error) {
 	ls := &lockSet{given: []string{name}, pos: []int{0}, n: 1,
 		keys:     []string{e.meta(ch, "elect:"+name), e.meta(ch, "elect-fence:"+name), "", ""},
 		channels: []string{ch},
-		advert:   e.meta(ch, "elect-value:"+name),
 		lease:    e.leaseKey(ch),
 	}
 	ls.keys[2], ls.keys[3] = e.fenceKeys(ch)
 	ls.acquireKeys = append(append(make([]string, 0, 5), ls.keys...), ls.lease)
-	return ls, nil
+	return &electKeys{lockSet: ls, advert: e.meta(ch, "elect-value:"+name)}, nil
 }
 
 // resign is elect_resign for token; announce says whether the release is
 // announced on the change channel (a resignation, not a rollback).
-func (ls *lockSet) resign(token string, announce bool) *op {
+func (ls *electKeys) resign(token string, announce bool) *op {
 	args := []string{token}
 	if announce {
 		args = append(args, ls.channels...)
@@ -76,9 +95,9 @@ func (e *Engine) electAcquire(ctx context.Context, req Request) (*Lease, error) 
 	if len(req.electOptions().Value) > MaxElectValue {
 		return nil, fmt.Errorf("%w: value longer than %d bytes", ErrBadRequest, MaxElectValue)
 	}
-	ls.value = req.electOptions().Value
+	fl := campaign{ek: ls, value: req.electOptions().Value}
 	lease, err := e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
-		l, rollback, err := e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
+		l, rollback, err := e.attempt(ctx, ls.lockSet, fl, token, req.TTL, tainted, fixed)
 		if l == nil {
 			return l, rollback, err
 		}
@@ -110,7 +129,7 @@ func (e *Engine) electAcquire(ctx context.Context, req Request) (*Lease, error) 
 // announce tells every master's subscribers of the election's change
 // channel that it changed; nobody waits for the answers. The message "0:"
 // wakes no campaigner (Wakeups.Notify), only observers.
-func (e *Engine) announce(ctx context.Context, ls *lockSet) {
+func (e *Engine) announce(ctx context.Context, ls *electKeys) {
 	e.send(ctx, &op{name: "announce", script: scripts.BusPublish, args: []string{ls.channels[0], "0:" + NewToken()}}, nil)
 }
 
@@ -145,7 +164,7 @@ func (e *Engine) electExtend(ctx context.Context, l *Lease, ttl time.Duration) (
 		return 0, err
 	}
 	keys := []string{ls.keys[0], ls.keys[1], ls.lease, ls.advert}
-	return e.extendWith(ctx, ls, l.Token, ttl, scripts.ElectExtend, keys, nil, time.Time{})
+	return e.extendWith(ctx, ls.lockSet, l.Token, ttl, scripts.ElectExtend, keys, nil, time.Time{})
 }
 
 // electAbandon gives back a leadership nobody saw, unannounced.

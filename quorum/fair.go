@@ -43,6 +43,22 @@ func (e *Engine) fairKeys(resource string) [2]string {
 	return [2]string{e.resMeta(resource, "fairq:"+resource), e.resMeta(resource, "fairq-dl:"+resource)}
 }
 
+// fairLock is a fair lock's try (lock_acquire_fair): it keeps its place
+// in the resource's queue, and follows the call's previous request there
+// on each master. mark is the call's writer-waiting mark ("" when it does
+// not wait).
+type fairLock struct {
+	fq   *fairQueue
+	mark string
+}
+
+func (f fairLock) shape(e *Engine, _ *lockSet, acq *op, _ string) try {
+	fq := f.fq
+	acq.script, acq.keys = scripts.LockAcquireFair, fq.acquireKeys
+	acq.args = append(acq.args, e.markTTL(f.mark), f.mark, ms(fq.stale), strconv.FormatUint(fq.ticket, 10), fq.id)
+	return try{after: fq}
+}
+
 // fairAcquire acquires a lock on one resource like Lock, but waiters are
 // granted in the order they queued, across every proxy in front of the
 // same masters. A try is refused while others queue ahead; a refused
@@ -58,12 +74,12 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 	fk := e.fairKeys(ls.given[0])
 	// The caller's token, if it chose one, is also its id in the queue.
 	fq := &fairQueue{queue: fk[0], deadlines: fk[1], seq: ls.keys[3], channel: ls.channels[0], stale: e.opts.FairStaleAfter, id: cmp.Or(req.Token, NewToken()), name: "fairlock"}
+	fl := fairLock{fq: fq}
 	if req.Wait > 0 {
-		ls.mark = fq.id
+		fl.mark = fq.id
 	}
 	ls.waitKeys(e) // lock_acquire_fair reads the marks whether or not it waits
 	fq.acquireKeys = append(append(make([]string, 0, len(ls.acquireKeys)+2), ls.acquireKeys...), fk[0], fk[1])
-	ls.fair = fq
 	// gaveBack: a grant raced the caller's exit and was rolled back, so
 	// the lock is free and the new head must hear of it.
 	gaveBack := false
@@ -94,7 +110,7 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 			return err
 		}}
 	return e.acquireLoop(ctx, req, w, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
-		return e.attempt(ctx, ls, token, req.TTL, tainted, fixed, false)
+		return e.attempt(ctx, ls, fl, token, req.TTL, tainted, fixed)
 	})
 }
 

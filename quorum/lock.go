@@ -46,16 +46,6 @@ type lockSet struct {
 	// after (see waitKeys).
 	acquireKeys []string
 	channels    []string // release channels, parallel to the lock keys
-	// mark identifies the call in the writer-waiting marks it sets while
-	// it waits ("" when it does not wait).
-	mark string
-	// fair is set for a fair lock: its tries queue in the resource's queue.
-	fair *fairQueue
-	// advert is set for an election: its advertisement key, which a
-	// campaign sets to (token, value) with the lock (see elect.go).
-	advert, value string
-	// reentrant: each try takes one re-entrant hold (lock_hold).
-	reentrant bool
 	// lease is the master's lease high-water mark (that of the first
 	// resource's slot with the slotted layout).
 	lease string
@@ -182,9 +172,9 @@ func (e *Engine) fenceKeys(anchor string) (lag, seq string) {
 }
 
 // markTTL is how long the writer-waiting marks of a call that waits live
-// ("0": the call does not wait).
-func (ls *lockSet) markTTL(e *Engine) string {
-	if ls.mark == "" {
+// ("0": the call does not wait, mark "").
+func (e *Engine) markTTL(mark string) string {
+	if mark == "" {
 		return "0"
 	}
 	return ms(e.writerMark())
@@ -245,70 +235,83 @@ func (e *Engine) lockAcquire(ctx context.Context, req Request) (lease *Lease, er
 	if err != nil {
 		return nil, err
 	}
+	var fl flavour = plainLock{}
 	switch {
+	case req.Primitive == SetNX:
+		fl = setNX{}
 	case req.lockOptions().Reentrant:
 		if req.Primitive != Lock && req.Primitive != "" || req.Token == "" || ls.n != 1 {
 			return nil, fmt.Errorf("%w: a re-entrant hold is a lock of one resource with a token", ErrBadRequest)
 		}
 		// A re-entrant waiter marks nothing: readers may go first.
-		ls.reentrant = true
+		fl = reentrantHold{}
 	case req.Wait > 0:
-		ls.mark = NewToken()
+		fl = waitingLock{mark: NewToken()}
 		ls.waitKeys(e)
 	}
 	return e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
-		return e.attempt(ctx, ls, token, req.TTL, tainted, fixed, req.Primitive == SetNX)
+		return e.attempt(ctx, ls, fl, token, req.TTL, tainted, fixed)
 	})
+}
+
+// flavour is what a lock-like primitive gives the one try (attempt): how
+// its acquire differs from the plain lock_acquire, and what undoes it.
+// Each primitive's flavour lives in its own file.
+type flavour interface {
+	// shape makes a try's acquire from the plain one (acq: lock_acquire
+	// on ls.acquireKeys with the token, ttl, fence proposal and lag) and
+	// says how the try is undone.
+	shape(e *Engine, ls *lockSet, acq *op, token string) try
+}
+
+// try is one try's shape, as its flavour made it.
+type try struct {
+	// undo is the try's rollback (and Abandon's request); nil is the
+	// plain lock_release.
+	undo func() *op
+	// distinct: the keys the try sets are told apart from another try's
+	// with the same token (an owner nonce, a hold id), so no master's vote
+	// is ambiguous and no taint is needed.
+	distinct bool
+	// after, if set, is the queue whose previous request the acquire
+	// follows on each master (a fair lock's tries keep their order).
+	after *fairQueue
+	// owner and hold are kept in the lease (see Lease).
+	owner, hold string
+}
+
+// plainLock is RLOCK's try without WAIT (and RMULTILOCK's).
+type plainLock struct{}
+
+func (plainLock) shape(*Engine, *lockSet, *op, string) try { return try{} }
+
+// waitingLock is the try of a writer that waits: it marks the resources
+// that refuse it (lock_acquire_wait, see "Read-write locks").
+type waitingLock struct{ mark string }
+
+func (w waitingLock) shape(e *Engine, _ *lockSet, acq *op, _ string) try {
+	acq.script = scripts.LockAcquireWait
+	acq.args = append(acq.args, e.markTTL(w.mark), w.mark)
+	return try{}
 }
 
 // attempt is one Redlock try: acquire on a quorum, make the fences held by
 // a quorum, check validity. On failure it has rolled back before it
 // returns; on success it returns the rollback, for a caller that left.
-func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl time.Duration, tainted *taints, fixed, exclusive bool) (*Lease, func(), error) {
+func (e *Engine) attempt(ctx context.Context, ls *lockSet, fl flavour, token string, ttl time.Duration, tainted *taints, fixed bool) (*Lease, func(), error) {
 	start := e.now()
 	n := ls.n
 	lag := ms(e.opts.FenceLag)
 	proposal := strconv.FormatUint(e.fences.next(), 10)
-	// The plain acquire for a writer that does not wait; a writer that
-	// waits marks the resources that refuse it (lock_acquire_wait); a fair
-	// lock's tries keep their place in its queue (lock_acquire_fair).
 	acq := &op{name: "lock", script: scripts.LockAcquire, keys: ls.acquireKeys,
 		args: []string{token, ms(ttl), proposal, lag}}
-	var owner, hold string
-	fq := ls.fair
-	switch {
-	case ls.reentrant:
-		// The hold id tells this try's hold apart from the token's
-		// others: its rollback takes away only it, and no vote is
-		// ambiguous (no taint).
-		hold = NewToken()
+	tr := fl.shape(e, ls, acq, token)
+	if tr.distinct {
 		fixed = false
-		acq.script = scripts.LockHold
-		acq.keys = append(ls.acquireKeys[:2*n+3:2*n+3], e.holdsKey(ls.given[0]))
-		acq.args = append(acq.args, hold, strconv.FormatInt(e.now().UnixMicro(), 10), strconv.Itoa(e.opts.MaxHolds))
-	case exclusive:
-		// SET NX's rule: the keys this attempt set are told apart from
-		// another caller's with the same value by the owner nonce, so
-		// no master's vote is ambiguous and no taint is needed.
-		owner = NewToken()
-		fixed = false
-		acq = &op{name: "lock", script: scripts.LockAcquireNX, keys: ls.nxKeys(e),
-			args: []string{token, ms(ttl), proposal, lag, owner}}
-		fq = nil
-	case ls.advert != "":
-		acq.script = scripts.ElectCampaign
-		acq.keys = append(ls.acquireKeys[:len(ls.acquireKeys):len(ls.acquireKeys)], ls.advert)
-		acq.args = append(acq.args, ls.value)
-	case fq != nil:
-		acq.script, acq.keys = scripts.LockAcquireFair, fq.acquireKeys
-		acq.args = append(acq.args, ls.markTTL(e), ls.mark, ms(fq.stale), strconv.FormatUint(fq.ticket, 10), fq.id)
-	case ls.mark != "":
-		acq.script = scripts.LockAcquireWait
-		acq.args = append(acq.args, ls.markTTL(e), ls.mark)
 	}
 	acq.fresh = true
 	var r *round
-	if fq != nil {
+	if fq := tr.after; fq != nil {
 		r = e.follow(ctx, fq.last, acq, e.track(token), nil)
 		fq.last = r
 	} else {
@@ -335,14 +338,8 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 	trusted := func(i int) bool { return !tainted.has(i) }
 	rollback := func() {
 		rel := &op{name: "lock", script: scripts.LockRelease, keys: ls.unlockKeys(e), args: []string{token}}
-		if exclusive {
-			rel = ls.unacquireNX(e, token, owner)
-		}
-		if ls.advert != "" {
-			rel = ls.resign(token, false)
-		}
-		if hold != "" {
-			rel = e.unhold(ls, token, hold, false)
+		if tr.undo != nil {
+			rel = tr.undo()
 		}
 		e.undo(ctx, r, rel, mayHold, fixed, tainted)
 	}
@@ -423,8 +420,8 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, token string, ttl tim
 		Validity:  validity,
 		Start:     start,
 		Decided:   decided,
-		owner:     owner,
-		hold:      hold,
+		owner:     tr.owner,
+		hold:      tr.hold,
 	}
 	for i, p := range ls.pos {
 		lease.Fences[i] = fences[p]
@@ -666,34 +663,6 @@ func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int,
 	return valid(), nil
 }
 
-// unhold is lock_unhold: it takes the re-entrant hold away from ls (one
-// resource) held with token; last releases the lock whatever holds are
-// left, with its announcement (see "Re-entrant locks").
-func (e *Engine) unhold(ls *lockSet, token, hold string, last bool) *op {
-	args := []string{token, hold, "0"}
-	if last {
-		args = []string{token, hold, "1", ls.channels[0]}
-	}
-	return &op{name: "unlock", script: scripts.LockUnhold, keys: []string{ls.keys[0], ls.keys[1], ls.keys[2], e.holdsKey(ls.given[0]), e.rwKeys(ls.given[0]).readers}, args: args}
-}
-
-// holdsOf is the holds in a release's answer from a master where the
-// token holds a re-entrant lock ({-1, ms left, hold id, order, ...}): each
-// hold id's order; nil for any other answer.
-func holdsOf(v any) map[string]string {
-	a, ok := v.([]any)
-	if !ok || len(a) < 2 || a[0] != int64(-1) {
-		return nil
-	}
-	out := make(map[string]string, (len(a)-2)/2)
-	for j := 2; j+1 < len(a); j += 2 {
-		id, _ := a[j].(string)
-		order, _ := a[j+1].(string)
-		out[id] = order
-	}
-	return out
-}
-
 // releaseHold is RUNLOCK of a re-entrant lock, whose release round r
 // (counted in t: a quorum held it) found holds: it takes away the last
 // hold that a quorum of those masters record (the same hold id on every
@@ -741,57 +710,4 @@ func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *
 		return false, ut.err(e, "unlock")
 	}
 	return ut.verdict == decidedYes, nil
-}
-
-// heldHolds reads the re-entrant holds of ls's one resource from the
-// masters that answered the extension r as holding it with token, and
-// returns those that a quorum of masters record, each id then its order.
-// known is false when some of them record holds but fewer than a quorum
-// answered the read as holding it with token: then which holds a quorum
-// records is not known. When those that answered record none, the lock
-// is a plain one (every master that takes a re-entrant lock takes a hold
-// with it): known, with no holds. The masters
-// asked hold the lock and answered just now: the read waits for them
-// only, never for a master that is down.
-func (e *Engine) heldHolds(ctx context.Context, ls *lockSet, token string, r *round) (holds []string, known bool) {
-	holders := make([]bool, len(e.nodes))
-	n := 0
-	for i := range e.nodes {
-		if r.answered(i) && r.ans[i].err == nil && r.ans[i].val == int64(1) {
-			holders[i], n = true, n+1
-		}
-	}
-	if n == 0 {
-		return nil, false
-	}
-	k := e.rwKeys(ls.given[0])
-	notAsked := answer{err: errSkippedDown}
-	q := e.follow(ctx, nil, &op{name: "extend", script: scripts.LockInfo, keys: []string{ls.keys[0], ls.keys[1], k.readers, e.holdsKey(ls.given[0])}}, nil,
-		func(i int) (answer, bool) { return notAsked, !holders[i] })
-	<-q.all
-	count := map[[2]string]int{}
-	read := 0
-	for i := range e.nodes {
-		arr, ok := q.ans[i].val.([]any)
-		if !holders[i] || q.ans[i].err != nil || !ok || len(arr) < 3 || arr[0] != token {
-			continue
-		}
-		read++
-		for j := 3; j+1 < len(arr); j += 2 {
-			id, ok1 := arr[j].(string)
-			order, ok2 := arr[j+1].(string)
-			if ok1 && ok2 {
-				count[[2]string{id, order}]++
-			}
-		}
-	}
-	if read == 0 || read < e.quorum && len(count) > 0 {
-		return nil, false
-	}
-	for h, c := range count {
-		if c >= e.quorum {
-			holds = append(holds, h[0], h[1])
-		}
-	}
-	return holds, true
 }
