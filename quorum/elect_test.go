@@ -83,7 +83,10 @@ func TestElection(t *testing.T) {
 		t.Fatalf("leader after PROCLAIM: %v", info)
 	}
 
-	// Half applied: one master of three has another value.
+	// Half applied: one master of three has another value. The
+	// proclamation answered once a quorum took it: it has landed
+	// everywhere before the values are changed under it.
+	c.eng.bg.Wait()
 	ls, _ := c.eng.electSet("e")
 	c.nodes[0].m.HSet(ls.advert, "value", "half")
 	c.nodes[1].m.HSet(ls.advert, "value", "other")
