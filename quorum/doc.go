@@ -111,8 +111,8 @@
 //     (TestResultKinds) see only its top level, so its table tests must
 //     cover each subcommand's arity, and one Result serves them all.
 //  7. The contract and the docs: its section in docs/PROTOCOL.md, the
-//     README's command list, the CHANGELOG; an integration test against
-//     real masters in tests/.
+//     command table in docs/commands.md, the CHANGELOG; an integration
+//     test against real masters in tests/.
 //
 // # What a grant means
 //
