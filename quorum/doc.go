@@ -111,8 +111,8 @@
 //     (TestResultKinds) see only its top level, so its table tests must
 //     cover each subcommand's arity, and one Result serves them all.
 //  7. The contract and the docs: its section in docs/PROTOCOL.md, the
-//     README's command list, the CHANGELOG; an integration test against
-//     real masters in tests/.
+//     command table in docs/commands.md, the CHANGELOG; an integration
+//     test against real masters in tests/.
 //
 // # What a grant means
 //
@@ -220,7 +220,7 @@
 // already holds its token on a master (a TOKEN retry of a grant whose
 // reply was lost), the script gives each resource the value its fence key
 // holds instead of a new one: the retry is the same grant, and answers
-// the same fence (README, TOKEN). The arguments above still hold, because
+// the same fence (docs/clients.md, TOKEN). The arguments above still hold, because
 // they are about acquisitions that take a key no one holds: on that
 // master the token has held the key continuously since such an
 // acquisition, whose fence was above every fence stored there before, and

@@ -287,7 +287,7 @@ func TestAutoExtendLost(t *testing.T) {
 	}
 }
 
-// TestAutoExtendPooledClients runs the README's dedicated-connection
+// TestAutoExtendPooledClients runs docs/clients.md's dedicated-connection
 // snippets as written (go-redis Conn, redis-py client(), ioredis
 // duplicate()): the lease is kept alive on that connection, RLOCKINFO
 // there says autoextend 1, and RUNLOCK there releases it.
@@ -301,7 +301,7 @@ func TestAutoExtendPooledClients(t *testing.T) {
 	t.Run("go-redis", func(t *testing.T) {
 		rdb := redis.NewClient(&redis.Options{Addr: p.Addr})
 		defer rdb.Close()
-		// The README's snippet, with a check in the middle.
+		// docs/clients.md's snippet, with a check in the middle.
 		conn := rdb.Conn()
 		defer conn.Close()
 		v, err := conn.Do(ctx, "RLOCK", "report", 30000, "AUTOEXTEND").Slice()

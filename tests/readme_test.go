@@ -12,11 +12,17 @@ import (
 	"time"
 )
 
-// A step of a redis-cli session in the README: a command typed at the
-// prompt and the reply lines shown under it.
+// The pages whose redis-cli sessions the test types, in this order: the
+// README's walkthrough, then the examples of each command family that
+// moved from the README to docs/commands.md.
+var readmePages = []string{"README.md", "docs/commands.md"}
+
+// A step of a redis-cli session in the README (or a page of readmePages):
+// a command typed at the prompt and the reply lines shown under it.
 type readmeStep struct {
-	block   int    // which console block, from 1
-	line    int    // the command's line in README.md
+	file    string // the page, as in readmePages
+	block   int    // which console block of the page, from 1
+	line    int    // the command's line in the page
 	command string // without the prompt and comment
 	comment string // the command's comment, if any
 	reply   []string
@@ -31,10 +37,11 @@ var (
 	cliLater = regexp.MustCompile(`(\d+) seconds? later`)
 )
 
-// readmeSessions returns the redis-cli steps of README.md's console blocks.
-func readmeSessions(t *testing.T) []readmeStep {
+// readmeSessions returns the redis-cli steps of one page's console blocks
+// (file is relative to the repository's root).
+func readmeSessions(t *testing.T, file string) []readmeStep {
 	t.Helper()
-	f, err := os.Open("../README.md")
+	f, err := os.Open("../" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +59,7 @@ func readmeSessions(t *testing.T) []readmeStep {
 			in = false
 		case !in, strings.HasPrefix(l, "$ "):
 		case strings.HasPrefix(l, cliPrompt):
-			st := readmeStep{block: block, line: n, command: strings.TrimPrefix(l, cliPrompt)}
+			st := readmeStep{file: file, block: block, line: n, command: strings.TrimPrefix(l, cliPrompt)}
 			if m := cliComment.FindStringSubmatch(st.command); m != nil {
 				st.command, st.comment = m[1], m[2]
 			}
@@ -62,10 +69,10 @@ func readmeSessions(t *testing.T) []readmeStep {
 				l = m[1]
 			}
 			if strings.TrimSpace(l) == "" {
-				t.Fatalf("README.md:%d: a line with no reply under a command (say what redis-cli shows)", n)
+				t.Fatalf("%s:%d: a line with no reply under a command (say what redis-cli shows)", file, n)
 			}
 			if len(steps) == 0 || steps[len(steps)-1].block != block {
-				t.Fatalf("README.md:%d: a reply before any command of its block", n)
+				t.Fatalf("%s:%d: a reply before any command of its block", file, n)
 			}
 			steps[len(steps)-1].reply = append(steps[len(steps)-1].reply, strings.TrimRight(l, " "))
 		}
@@ -84,9 +91,10 @@ var (
 )
 
 // TestReadmeSession types every redis-cli session of README.md's console
-// blocks ("Thirty seconds with redis-cli" and the examples after it) into
-// the real redis-cli against a proxy started as `make run` starts it
-// (--dev), in order, and checks each reply against what the README shows:
+// blocks ("Thirty seconds with redis-cli"), then of docs/commands.md's
+// (the examples of each command family), into the real redis-cli against
+// a proxy started as `make run` starts it (--dev), in order, and checks
+// each reply against what the page shows:
 // the same lines, with tokens matched as tokens (and carried into the
 // commands that name them), integers of 100 or more (validities, ttls)
 // within 5%, small integers exactly at top level and as positive
@@ -102,9 +110,16 @@ func TestReadmeSession(t *testing.T) {
 		}
 		t.Skip("SKIPPED: redis-cli not found (apt-get install -y redis-server brings it)")
 	}
-	steps := readmeSessions(t)
+	var steps []readmeStep
+	for _, file := range readmePages {
+		s := readmeSessions(t, file)
+		if len(s) == 0 {
+			t.Fatalf("no redis-cli step found in %s's console blocks", file)
+		}
+		steps = append(steps, s...)
+	}
 	if len(steps) < 10 {
-		t.Fatalf("only %d redis-cli steps found in README.md's console blocks", len(steps))
+		t.Fatalf("only %d redis-cli steps found in the console blocks of %s", len(steps), strings.Join(readmePages, ", "))
 	}
 	addr, _ := startDev(t, "--metrics-listen", "off")
 	host, port, _ := strings.Cut(addr, ":")
@@ -127,31 +142,31 @@ func TestReadmeSession(t *testing.T) {
 		out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 		cancel()
 		if err != nil {
-			t.Fatalf("README.md:%d: redis-cli %s: %v\n%s", st.line, st.command, err, out)
+			t.Fatalf("%s:%d: redis-cli %s: %v\n%s", st.file, st.line, st.command, err, out)
 		}
 		got := strings.Split(strings.TrimRight(strings.ReplaceAll(string(out), "\r\n", "\n"), "\n"), "\n")
 		if st.reply == nil {
-			t.Fatalf("README.md:%d: %s shows no reply; redis-cli shows:\n%s", st.line, st.command, out)
+			t.Fatalf("%s:%d: %s shows no reply; redis-cli shows:\n%s", st.file, st.line, st.command, out)
 		}
 		if strings.HasPrefix(st.command, "INFO") {
 			checkInfo(t, st, got)
 			continue
 		}
 		if len(got) != len(st.reply) {
-			t.Fatalf("README.md:%d: %s: redis-cli shows %d lines, the README %d:\n%s", st.line, st.command, len(got), len(st.reply), out)
+			t.Fatalf("%s:%d: %s: redis-cli shows %d lines, the page %d:\n%s", st.file, st.line, st.command, len(got), len(st.reply), out)
 		}
 		for i, want := range st.reply {
 			wm, gm := cliElem.FindStringSubmatch(want), cliElem.FindStringSubmatch(got[i])
 			if wm[1] != gm[1] {
-				t.Fatalf("README.md:%d: %s: line %d is %q, the README shows %q", st.line, st.command, i+1, got[i], want)
+				t.Fatalf("%s:%d: %s: line %d is %q, the page shows %q", st.file, st.line, st.command, i+1, got[i], want)
 			}
 			if err := matchValue(wm[2], gm[2], wm[1] != "", tokens); err != "" {
-				t.Fatalf("README.md:%d: %s: line %d is %q, the README shows %q: %s", st.line, st.command, i+1, got[i], want, err)
+				t.Fatalf("%s:%d: %s: line %d is %q, the page shows %q: %s", st.file, st.line, st.command, i+1, got[i], want, err)
 			}
 		}
 	}
 	if !expired {
-		t.Fatal(`no step of the README's session waits for an expiry (a comment saying "N seconds later")`)
+		t.Fatal(`no step of the sessions waits for an expiry (a comment saying "N seconds later")`)
 	}
 }
 
@@ -214,7 +229,7 @@ func checkInfo(t *testing.T, st readmeStep, got []string) {
 	for _, want := range st.reply {
 		if strings.HasPrefix(want, "#") {
 			if got[0] != want {
-				t.Fatalf("README.md:%d: %s begins %q, the README shows %q", st.line, st.command, got[0], want)
+				t.Fatalf("%s:%d: %s begins %q, the page shows %q", st.file, st.line, st.command, got[0], want)
 			}
 			continue
 		}
@@ -222,7 +237,7 @@ func checkInfo(t *testing.T, st readmeStep, got []string) {
 		gv, ok := fields[k]
 		switch {
 		case !ok:
-			t.Fatalf("README.md:%d: %s has no %s:\n%s", st.line, st.command, k, strings.Join(got, "\n"))
+			t.Fatalf("%s:%d: %s has no %s:\n%s", st.file, st.line, st.command, k, strings.Join(got, "\n"))
 		case strings.Contains(wv, "="):
 			// The README's fields, in its order (fields added since may
 			// sit between them).
@@ -234,10 +249,10 @@ func checkInfo(t *testing.T, st readmeStep, got []string) {
 				}
 			}
 			if j < len(w) {
-				t.Fatalf("README.md:%d: %s: %s has fields %s, the README shows %s", st.line, st.command, k, strings.Join(g, ","), strings.Join(w, ","))
+				t.Fatalf("%s:%d: %s: %s has fields %s, the page shows %s", st.file, st.line, st.command, k, strings.Join(g, ","), strings.Join(w, ","))
 			}
 		case wv != gv:
-			t.Fatalf("README.md:%d: %s: %s:%s, the README shows %s:%s", st.line, st.command, k, gv, k, wv)
+			t.Fatalf("%s:%d: %s: %s:%s, the page shows %s:%s", st.file, st.line, st.command, k, gv, k, wv)
 		}
 	}
 }
