@@ -65,7 +65,7 @@ func TestDownAfterSlowOrFailed(t *testing.T) {
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &Engine{nodes: make([]Node, 1), health: make([]nodeHealth, 1)}
+			e := &Engine{clock: systemClock{}, nodes: make([]Node, 1), health: make([]nodeHealth, 1)}
 			for _, f := range tc.seq {
 				f(&e.health[0])
 			}
@@ -81,7 +81,7 @@ func TestDownAfterSlowOrFailed(t *testing.T) {
 // probe per master_timeout goes through and the others are skipped; once
 // it answers in time, every request goes again.
 func TestSkipDownProbes(t *testing.T) {
-	e := &Engine{nodes: make([]Node, 1), health: make([]nodeHealth, 1), opts: Options{MasterTimeout: 50 * time.Millisecond}}
+	e := &Engine{clock: systemClock{}, nodes: make([]Node, 1), health: make([]nodeHealth, 1), opts: Options{MasterTimeout: 50 * time.Millisecond}}
 	h := &e.health[0]
 	if e.skipDown(0) {
 		t.Fatal("skipped a master never asked")
@@ -131,7 +131,7 @@ func TestSkipSetAsksAQuorum(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := len(tc.late)
-			e := &Engine{nodes: make([]Node, n), health: make([]nodeHealth, n), quorum: n/2 + 1, opts: Options{MasterTimeout: 50 * time.Millisecond}}
+			e := &Engine{clock: systemClock{}, nodes: make([]Node, n), health: make([]nodeHealth, n), quorum: n/2 + 1, opts: Options{MasterTimeout: 50 * time.Millisecond}}
 			for i, l := range tc.late {
 				e.health[i].lateRun, e.health[i].probed = l, time.Now()
 			}
