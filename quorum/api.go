@@ -151,8 +151,9 @@ type primitive struct {
 	// order acquire, release, extend, info.
 	ops [4]string
 	// scripts are the scripts the primitive runs (quorum/scripts), and
-	// doc the section of the package doc that states its safety argument:
-	// TestPrimitiveChecklist checks both.
+	// doc the design file that states its safety argument, a path from
+	// the repository's root (docs/design/<primitive>.md, listed in the
+	// package doc): TestPrimitiveChecklist checks both.
 	scripts []*scripts.Script
 	doc     string
 }
@@ -176,7 +177,7 @@ func primitives() map[Primitive]primitive {
 			info:    lockInfo,
 			ops:     [4]string{"lock", "unlock", "extend", "lock_info"},
 			scripts: []*scripts.Script{scripts.LockAcquire, scripts.LockAcquireWait, scripts.LockFence, scripts.LockRelease, scripts.LockExtend, scripts.LockInfo, scripts.LockReenrol, scripts.LockBreak},
-			doc:     "What a grant means",
+			doc:     "docs/design/locks.md",
 		},
 		SetNX: {
 			acquire: (*Engine).lockAcquire,
@@ -200,7 +201,7 @@ func primitives() map[Primitive]primitive {
 			info:    lockInfo,
 			ops:     [4]string{"lock", "delete", "extend", "lock_info"},
 			scripts: []*scripts.Script{scripts.LockAcquireNX, scripts.LockUnacquireNX, scripts.LockOwner, scripts.LockDeleteExact, scripts.LockExtendOwned, scripts.LockDelete},
-			doc:     "Drop-in locks",
+			doc:     "docs/design/drop-in.md",
 		},
 		Fair: {
 			acquire: (*Engine).fairAcquire,
@@ -211,7 +212,7 @@ func primitives() map[Primitive]primitive {
 			single:  true,
 			ops:     [4]string{"fairlock", "unlock", "extend", "lock_info"},
 			scripts: []*scripts.Script{scripts.LockAcquireFair, scripts.FairEnqueue, scripts.FairTicket, scripts.FairDequeue},
-			doc:     "Fair locks",
+			doc:     "docs/design/fair-locks.md",
 		},
 		Read: {
 			acquire: (*Engine).readAcquire,
@@ -226,7 +227,7 @@ func primitives() map[Primitive]primitive {
 			single:  true,
 			ops:     [4]string{"read_lock", "read_unlock", "read_extend", "lock_info"},
 			scripts: []*scripts.Script{scripts.RWAcquire, scripts.RWRelease, scripts.RWExtend, scripts.RWReenrol, scripts.RWLeave},
-			doc:     "Read-write locks",
+			doc:     "docs/design/rwlock.md",
 		},
 		Semaphore: {
 			acquire: (*Engine).semAcquire,
@@ -247,7 +248,7 @@ func primitives() map[Primitive]primitive {
 			single:  true,
 			ops:     [4]string{"sem_acquire", "sem_release", "sem_extend", "sem_count"},
 			scripts: []*scripts.Script{scripts.SemAcquire, scripts.SemRelease, scripts.SemExtend, scripts.SemCount, scripts.SemSet, scripts.FairEnqueue, scripts.FairTicket, scripts.FairDequeue},
-			doc:     "Semaphores",
+			doc:     "docs/design/semaphores.md",
 		},
 		Election: {
 			acquire: (*Engine).electAcquire,
@@ -258,7 +259,7 @@ func primitives() map[Primitive]primitive {
 			single:  true,
 			ops:     [4]string{"campaign", "resign", "elect_extend", "leader"},
 			scripts: []*scripts.Script{scripts.ElectCampaign, scripts.LockFence, scripts.ElectProclaim, scripts.ElectExtend, scripts.ElectResign, scripts.ElectLeader, scripts.ElectTerm, scripts.BusPublish},
-			doc:     "Leader election",
+			doc:     "docs/design/election.md",
 		},
 		Latch: {
 			info: func(e *Engine, ctx context.Context, name string) (*Info, error) {
@@ -271,7 +272,7 @@ func primitives() map[Primitive]primitive {
 			single:  true,
 			ops:     [4]string{"", "", "", "latch_count"},
 			scripts: []*scripts.Script{scripts.LatchCreate, scripts.LatchDown, scripts.LatchCount},
-			doc:     "Count-down latches",
+			doc:     "docs/design/latches.md",
 		},
 	}
 }
