@@ -86,8 +86,8 @@
 //     that wakes no waiter ("0:<id>", see Wakeups.Notify) and are read
 //     by a watch that wakes on everything (watchAll). TestEverySubset
 //     compares the masters' keys through fakeNode.dump, which must know
-//     every Redis type the primitive writes (hashes were added for the
-//     election's advertisement).
+//     every Redis type the primitive writes (hashes, for the election's
+//     advertisement).
 //  3. * The table: a Primitive constant and its entry in primitives and
 //     Primitives (api.go): verbs, operation names (the metrics' series
 //     follow), scripts, design file.
