@@ -72,7 +72,7 @@ type Request struct {
 	// MaxElectValue bytes.
 	Value string
 	// Reentrant makes a Lock grant with Token one more hold of that
-	// token's lock (see "Re-entrant locks" in the package doc): one
+	// token's lock (see docs/design/reentrant.md): one
 	// resource, at most MaxHolds holds; each Release takes one away.
 	Reentrant bool
 }

@@ -16,7 +16,7 @@ const MaxElectValue = 4096
 // and fence keys live under the meta prefix (an election never meets a
 // lock of the same name), its advertisement, and its change channel,
 // where resignations, won campaigns and proclamations are announced (see
-// "Leader election" in the package doc).
+// docs/design/election.md).
 func (e *Engine) electSet(name string) (*lockSet, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty election name", ErrBadRequest)

@@ -46,7 +46,7 @@ func (e *Engine) fairKeys(resource string) [2]string {
 // fairAcquire acquires a lock on one resource like Lock, but waiters are
 // granted in the order they queued, across every proxy in front of the
 // same masters. A try is refused while others queue ahead; a refused
-// caller with a Wait queues once (see "Fair locks" in the package doc)
+// caller with a Wait queues once (see docs/design/fair-locks.md)
 // and leaves the queue when it returns, granted or not. The lease is
 // released with Unlock and extended with Extend, like Lock's.
 func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, err error) {

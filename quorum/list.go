@@ -38,7 +38,8 @@ type ListEntry struct {
 var ErrBadCursor = fmt.Errorf("%w: invalid cursor", ErrBadRequest)
 
 // ErrListClusters is List's error when a master is a Redis Cluster: a
-// listing pages through one server's keyspace (see "Cluster masters").
+// listing pages through one server's keyspace (see
+// docs/design/cluster.md).
 var ErrListClusters = errors.New("quorum: RLOCKLIST does not list cluster masters")
 
 // listCursor is a listing's place: the master it scans (index), the
@@ -104,7 +105,7 @@ func (e *Engine) listKind(key string) (p Primitive, name string, ok bool) {
 }
 
 // List reads one page of the live primitives a quorum of masters hold
-// (RLOCKLIST; see "Listing" in the package doc): from cursor (0 starts),
+// (RLOCKLIST; see docs/design/listing.md): from cursor (0 starts),
 // scanning about count keys, the entries whose name match accepts. It
 // returns the cursor to go on with, 0 when the listing is complete.
 //

@@ -57,8 +57,7 @@ func (ls *lockSet) locksAndFences() []string { return ls.keys[:2*ls.n] }
 // mark, then its readers next, then its readers after (each group
 // parallel to the lock keys) follow the lease mark, so that a refused
 // writer marks the resource and readers who waited go first (see
-// "Read-write locks" in the package doc). Writers that do not wait never
-// read them.
+// docs/design/rwlock.md). Writers that do not wait never read them.
 func (ls *lockSet) waitKeys(e *Engine) {
 	n := ls.n
 	keys := make([]string, 2*n+3+3*n)
@@ -74,8 +73,8 @@ func (ls *lockSet) releaseKeys() []string { return ls.keys[:2*ls.n+1] }
 
 // withReaders is the lock keys and fence keys, then each resource's
 // readers (parallel to the lock keys: a writer that downgraded leaves its
-// key to them, see "Read-write locks" in the package doc), then its
-// re-entrant holds (see "Re-entrant locks"), then tail.
+// key to them, see docs/design/rwlock.md), then its re-entrant holds
+// (see docs/design/reentrant.md), then tail.
 func (ls *lockSet) withReaders(e *Engine, tail ...string) []string {
 	n := ls.n
 	keys := make([]string, 0, 4*n+len(tail)+1)
@@ -90,7 +89,7 @@ func (ls *lockSet) withReaders(e *Engine, tail ...string) []string {
 }
 
 // holdsKey is resource's re-entrant holds: the hold ids of the token that
-// holds its lock, by order (see "Re-entrant locks").
+// holds its lock, by order (see docs/design/reentrant.md).
 func (e *Engine) holdsKey(resource string) string { return e.resMeta(resource, "holds:"+resource) }
 
 // unlockKeys are lock_release's keys (without the optional fair queue).
@@ -155,7 +154,8 @@ func (e *Engine) requestSet(req Request, what string) (*lockSet, error) {
 }
 
 // leaseKey is the master-wide lease high-water mark: when the
-// longest-lived grant the master holds expires (see "Restarted masters").
+// longest-lived grant the master holds expires (see
+// docs/design/restarts.md).
 // With the slotted layout there is one per hash slot: that of anchor.
 func (e *Engine) leaseKey(anchor string) string { return e.meta(anchor, "lease-hwm") }
 
@@ -186,7 +186,7 @@ type acquireReply struct {
 	ok   bool
 	full bool // a re-entrant hold refused: the lock counts MaxHolds
 	// partial: refused, but holding some of the keys (a cluster master
-	// that ran the call slot by slot; see "Cluster masters"): rolled back
+	// that ran the call slot by slot; see docs/design/cluster.md): rolled back
 	// as a grant is.
 	partial bool
 	seq     uint64   // the master's fence sequence after the script
@@ -530,8 +530,8 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 // neither. owned (drop-in mode's locks) also keeps the owner nonces of an
 // Exclusive grant alive with its keys, so that deleteHeld can tell the
 // grant from a later one with the same value however long it is
-// extended. Other locks re-enrol the masters that lost them (package doc,
-// "Leases re-enrol masters").
+// extended. Other locks re-enrol the masters that lost them
+// (docs/design/leases.md).
 func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned bool) (validity time.Duration, err error) {
 	ls, err := e.lockSet(l.Resources)
 	if err != nil {
@@ -566,7 +566,7 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 				args := []string{token, ms(ttl), strconv.FormatUint(p, 10), ms(e.opts.FenceLag)}
 				if ls.n == 1 {
 					// A re-entrant lock takes its holds with it, as a
-					// quorum records them (see "Re-entrant locks"): one
+					// quorum records them (docs/design/reentrant.md): one
 					// more read, of the masters that hold it, only when
 					// a master lost the lock.
 					holds, known := e.heldHolds(ctx, ls, token, r)
@@ -657,7 +657,7 @@ func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int,
 
 // unhold is lock_unhold: it takes the re-entrant hold away from ls (one
 // resource) held with token; last releases the lock whatever holds are
-// left, with its announcement (see "Re-entrant locks").
+// left, with its announcement (see docs/design/reentrant.md).
 func (e *Engine) unhold(ls *lockSet, token, hold string, last bool) *op {
 	args := []string{token, hold, "0"}
 	if last {

@@ -60,7 +60,7 @@ type semKeys struct {
 	lease   string // the master's lease high-water mark
 	// queue and deadlines are the waiters' queue: "<count>:<id>" by
 	// ticket, and by the master's time after which the waiter is gone
-	// (see "Semaphores" in the package doc).
+	// (see docs/design/semaphores.md).
 	queue, deadlines string
 }
 
@@ -136,7 +136,7 @@ func (r semReply) mine() []int {
 // try. A caller that cannot deliver the lease gives it back with
 // SemAbandon. A caller that waits and is refused queues once, and its
 // tries are granted before those of requests queued after it or not at
-// all ("Waiters first" in the package doc); it leaves the queue when it
+// all ("Waiters first" in docs/design/semaphores.md); it leaves the queue when it
 // returns.
 func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := time.Now()
@@ -264,7 +264,7 @@ const semSetRepairFor = time.Minute
 // master that missed it does not keep the old limit. Fewer than a quorum
 // is a *QuorumError; the limit is then stored on the masters that
 // answered, and requests that give none are refused until a SemSet
-// reaches a quorum (package doc, "Semaphores").
+// reaches a quorum (docs/design/semaphores.md).
 func (e *Engine) SemSet(ctx context.Context, name string, limit int, keep time.Duration) (err error) {
 	defer e.observe("sem_set", time.Now(), func() bool { return err == nil }, &err)
 	k, err := e.semKeys(name)
@@ -401,7 +401,8 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	}
 	t := r.count(grantRule, holds(r), -1)
 	// A master that stores another limit refuses; once a quorum that store
-	// the limit used granted, it does not matter (package doc, Resizing).
+	// the limit used granted, it does not matter (docs/design/semaphores.md,
+	// Resizing).
 	if le := limitError(r, k.name, reply); le != nil && t.verdict != decidedYes {
 		rollback()
 		return nil, nil, le
@@ -626,8 +627,7 @@ func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known 
 // semExtend resets the ttl of the permits of lease l; see Extend. Its
 // masters answer "<slots>/<limit>" where they held every slot of the
 // token's record; the masters that answered "not held" are re-enrolled
-// with exactly the slots a quorum named (package doc, "Leases re-enrol
-// masters").
+// with exactly the slots a quorum named (docs/design/leases.md).
 func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (validity time.Duration, err error) {
 	t0 := time.Now()
 	token := l.Token

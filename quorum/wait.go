@@ -351,7 +351,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 		// A call counts itself among the waiters once it has slept
 		// once without a grant: the many short waits of a contended
 		// resource, over at their first wake-up, cost the masters
-		// nothing (see "Waiters").
+		// nothing (see docs/design/waiters.md).
 		if counted == nil {
 			counted = e.countWait(ctx, channels, deadline)
 		} else {
