@@ -165,8 +165,9 @@ func (w *Wakeups) add(wt *watch) *watch {
 // when enough is 0) confirm the subscriptions. Masters that do not confirm
 // in time are not waited for: the retry timer still bounds the wait. A
 // waiter needs a quorum: a release that deleted on a quorum was announced
-// by at least one master of any other quorum; a paused master used to
-// hold every first wait for the whole timeout.
+// by at least one master of any other quorum, and waiting for every
+// master would let a paused one hold every first wait for the whole
+// timeout.
 func (wt *watch) ready(ctx context.Context, timeout time.Duration, enough int) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
