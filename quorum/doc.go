@@ -59,6 +59,21 @@
 // lock_release / lock_extend are its scripts, each sent through its
 // descriptor in quorum/scripts; decodeAcquire reads one master's answer.
 //
+// Where things are: node.go is the Node interface, engine.go the Engine
+// and its Options, api.go the verbs and the primitives table, round.go
+// the ops, rounds, rules and undo, fence.go the fence proposals and
+// spread, confirm.go the releases that ask again, reenrol.go the
+// extensions that take a lease again, wait.go the wake-ups and the one
+// acquire loop, waiters.go the waiting counts, health.go the masters'
+// health, quarantine and fence floors, slots.go and split.go the slotted
+// layout, bus.go pub/sub, info.go and list.go what a quorum says is
+// live, errors.go the errors. Each primitive has its file: lock.go,
+// dropin.go, fair.go, rwlock.go, semaphore.go, latch.go, elect.go. The
+// Lua scripts and their descriptors are in quorum/scripts, the Redis
+// implementation of Node (single servers and clusters) in
+// quorum/redisnode, and the design behind all of it in docs/design (see
+// "Design documents" below).
+//
 // # How to add a primitive
 //
 // A new primitive (leader election, say) touches these files and tables;
@@ -171,7 +186,7 @@
 //   - docs/design/election.md: leader election (Election): leaderships,
 //     terms, proclamations, observers.
 //
-// Shared by every primitive:
+// Shared by several primitives:
 //
 //   - docs/design/fencing.md: fences strictly increase per resource.
 //   - docs/design/releases.md: releases and extensions that ask again.
