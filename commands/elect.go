@@ -310,9 +310,9 @@ func (o *observers) unobserve(sess *proxy.Session, election string) bool {
 }
 
 // pusher turns the reads of one observation into pushes, so that the
-// connection never sees a term go back (quorum/doc.go, "Leader
-// election"): a leader is pushed only with a term above the last one
-// pushed, or the same term (not reported ended) with another value;
+// connection never sees a term go back (docs/design/election.md): a
+// leader is pushed only with a term above the last one pushed, or the
+// same term (not reported ended) with another value;
 // "none" only for the last term pushed, once (before the leader of a
 // newer term if no read saw the last one end). The first read is always
 // pushed (the state when the observation began: "none <election> 0" when

@@ -165,8 +165,9 @@ type primitive struct {
 	// order acquire, release, extend, info.
 	ops [4]string
 	// scripts are the scripts the primitive runs (quorum/scripts), and
-	// doc the section of the package doc that states its safety argument:
-	// TestPrimitiveChecklist checks both.
+	// doc the design file that states its safety argument, a path from
+	// the repository's root (docs/design/<primitive>.md, listed in the
+	// package doc): TestPrimitiveChecklist checks both.
 	scripts []*scripts.Script
 	doc     string
 }
@@ -190,7 +191,7 @@ func primitives() map[Primitive]primitive {
 			info:    lockInfo,
 			ops:     [4]string{"lock", "unlock", "extend", "lock_info"},
 			scripts: []*scripts.Script{scripts.LockAcquire, scripts.LockAcquireWait, scripts.LockFence, scripts.LockRelease, scripts.LockExtend, scripts.LockInfo, scripts.LockReenrol, scripts.LockBreak},
-			doc:     "What a grant means",
+			doc:     "docs/design/locks.md",
 		},
 		SetNX: {
 			acquire: (*Engine).lockAcquire,
@@ -214,7 +215,7 @@ func primitives() map[Primitive]primitive {
 			info:    lockInfo,
 			ops:     [4]string{"lock", "delete", "extend", "lock_info"},
 			scripts: []*scripts.Script{scripts.LockAcquireNX, scripts.LockUnacquireNX, scripts.LockOwner, scripts.LockDeleteExact, scripts.LockExtendOwned, scripts.LockDelete},
-			doc:     "Drop-in locks",
+			doc:     "docs/design/drop-in.md",
 		},
 		Fair: {
 			acquire: (*Engine).fairAcquire,
@@ -225,7 +226,7 @@ func primitives() map[Primitive]primitive {
 			single:  true,
 			ops:     [4]string{"fairlock", "unlock", "extend", "lock_info"},
 			scripts: []*scripts.Script{scripts.LockAcquireFair, scripts.FairEnqueue, scripts.FairTicket, scripts.FairDequeue},
-			doc:     "Fair locks",
+			doc:     "docs/design/fair-locks.md",
 		},
 		Read: {
 			acquire: (*Engine).readAcquire,
@@ -240,7 +241,7 @@ func primitives() map[Primitive]primitive {
 			single:  true,
 			ops:     [4]string{"read_lock", "read_unlock", "read_extend", "lock_info"},
 			scripts: []*scripts.Script{scripts.RWAcquire, scripts.RWRelease, scripts.RWExtend, scripts.RWReenrol, scripts.RWLeave},
-			doc:     "Read-write locks",
+			doc:     "docs/design/rwlock.md",
 		},
 		Semaphore: {
 			acquire: (*Engine).semAcquire,
@@ -261,7 +262,7 @@ func primitives() map[Primitive]primitive {
 			single:  true,
 			ops:     [4]string{"sem_acquire", "sem_release", "sem_extend", "sem_count"},
 			scripts: []*scripts.Script{scripts.SemAcquire, scripts.SemRelease, scripts.SemExtend, scripts.SemCount, scripts.SemSet, scripts.FairEnqueue, scripts.FairTicket, scripts.FairDequeue},
-			doc:     "Semaphores",
+			doc:     "docs/design/semaphores.md",
 		},
 		Election: {
 			acquire: (*Engine).electAcquire,
@@ -272,7 +273,7 @@ func primitives() map[Primitive]primitive {
 			single:  true,
 			ops:     [4]string{"campaign", "resign", "elect_extend", "leader"},
 			scripts: []*scripts.Script{scripts.ElectCampaign, scripts.LockFence, scripts.ElectProclaim, scripts.ElectExtend, scripts.ElectResign, scripts.ElectLeader, scripts.ElectTerm, scripts.BusPublish},
-			doc:     "Leader election",
+			doc:     "docs/design/election.md",
 		},
 		Latch: {
 			info: func(e *Engine, ctx context.Context, name string) (*Info, error) {
@@ -285,7 +286,7 @@ func primitives() map[Primitive]primitive {
 			single:  true,
 			ops:     [4]string{"", "", "", "latch_count"},
 			scripts: []*scripts.Script{scripts.LatchCreate, scripts.LatchDown, scripts.LatchCount},
-			doc:     "Count-down latches",
+			doc:     "docs/design/latches.md",
 		},
 	}
 }
@@ -552,8 +553,8 @@ func (o Operator) Status() Status {
 //
 // This is safe only when no grant the master may have voted for before
 // its restart is still live: the quarantine is the proxy's only defence
-// when those grants' marks died with the masters (see "Restarted
-// masters"), which is when it cannot be sized and lasts Quarantine.
+// when those grants' marks died with the masters (see
+// docs/design/restarts.md), which is when it cannot be sized and lasts Quarantine.
 func (o Operator) EndQuarantine(ctx context.Context, master, by string) (NodeStatus, error) {
 	e := o.e
 	i, err := e.master(master)

@@ -12,8 +12,9 @@ import (
 
 // TestPrimitiveChecklist is the engine's part of "How to add a primitive"
 // (doc.go): every registered primitive has its entry in the table, its
-// scripts, the section of the package doc that argues its safety, and a
-// row of TestEverySubset.
+// scripts, the design file that argues its safety (docs/design/<file>.md,
+// with a top-level heading, listed in the package doc's index), and a row
+// of TestEverySubset.
 func TestPrimitiveChecklist(t *testing.T) {
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {
@@ -49,9 +50,7 @@ func TestPrimitiveChecklist(t *testing.T) {
 				t.Errorf("%s: script %q is not in quorum/scripts", p, s)
 			}
 		}
-		if pr.doc == "" || !strings.Contains(string(doc), "\n// # "+pr.doc+"\n") {
-			t.Errorf("%s: no section %q in the package doc (its safety argument)", p, pr.doc)
-		}
+		checkDesignFile(t, p, pr.doc, string(doc))
 		if !rows[p] {
 			t.Errorf("%s: no row in TestEverySubset (subsetRows)", p)
 		}
@@ -122,5 +121,29 @@ func TestSharedTryKnowsNoFlavour(t *testing.T) {
 		if !found[name] {
 			t.Errorf("no method %s: update the test", name)
 		}
+	}
+}
+
+// checkDesignFile checks that file, a primitive's doc in primitives, is a
+// Markdown file under docs/design (a path from the repository's root)
+// that exists, opens with a top-level heading that names something, and
+// is listed in the package doc (doc, doc.go's text).
+func checkDesignFile(t *testing.T, p Primitive, file, doc string) {
+	t.Helper()
+	if !strings.HasPrefix(file, "docs/design/") || !strings.HasSuffix(file, ".md") || strings.Contains(file, "..") {
+		t.Errorf("%s: doc %q is not a docs/design/<file>.md path (its safety argument)", p, file)
+		return
+	}
+	text, err := os.ReadFile("../" + file)
+	if err != nil {
+		t.Errorf("%s: no design file %s (its safety argument): %v", p, file, err)
+		return
+	}
+	first, _, _ := strings.Cut(string(text), "\n")
+	if heading, ok := strings.CutPrefix(first, "# "); !ok || strings.TrimSpace(heading) == "" {
+		t.Errorf("%s: %s does not open with a top-level heading (\"# <Topic>\")", p, file)
+	}
+	if !strings.Contains(doc, "//   - "+file+":") {
+		t.Errorf("%s: %s is not listed in the package doc's index (doc.go, \"Design documents\")", p, file)
 	}
 }

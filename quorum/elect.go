@@ -32,7 +32,7 @@ const MaxElectValue = 4096
 // and fence keys live under the meta prefix (an election never meets a
 // lock of the same name), its advertisement, and its change channel,
 // where resignations, won campaigns and proclamations are announced (see
-// "Leader election" in the package doc).
+// docs/design/election.md).
 // electKeys are an election's keys: its lock's, and its advertisement,
 // which a campaign sets to (token, value) with the lock.
 type electKeys struct {

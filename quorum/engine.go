@@ -47,8 +47,7 @@ type Options struct {
 	// ("{" + SlotTag(slot) + "}"), and the master-wide keys (fence
 	// sequence, lagging bound, lease mark) become one per slot. It must be
 	// the same on every proxy serving the same masters, and MetaPrefix
-	// must then hold no "{" or "}". See "Cluster masters" in the package
-	// doc.
+	// must then hold no "{" or "}". See docs/design/cluster.md.
 	Slotted bool
 	// HealthInterval is how often each master is pinged; default 1s.
 	HealthInterval time.Duration
@@ -64,8 +63,8 @@ type Options struct {
 	MaxTTL time.Duration
 	// FenceLag is how long a master's lagging fence bound lives before it
 	// is taken again from the master's sequence, and how long a
-	// resource's fence key outlives its lock's ttl (see "Fencing" in the
-	// package doc); default 1s.
+	// resource's fence key outlives its lock's ttl (see
+	// docs/design/fencing.md); default 1s.
 	FenceLag time.Duration
 	// FairStaleAfter is how long a fair-lock waiter stays queued without
 	// trying again before it counts as gone (its proxy died); default

@@ -36,12 +36,12 @@ var ErrNoSuchMaster = errors.New("quorum: no such master")
 // masters that no quorum can have it.
 var ErrNoLatch = errors.New("quorum: no such latch")
 
-// ErrBadCursor is the error for a listing cursor that Engine.List did not
+// ErrBadCursor is the error for a listing cursor that Operator.List did not
 // give.
 var ErrBadCursor = fmt.Errorf("%w: invalid cursor", ErrBadRequest)
 
 // ErrListClusters is List's error when a master is a Redis Cluster: a
-// listing pages through one server's keyspace (see "Cluster masters").
+// listing pages through one server's keyspace (see docs/design/cluster.md).
 var ErrListClusters = errors.New("quorum: RLOCKLIST does not list cluster masters")
 
 // ErrShardNotVoting is wrapped by the error a ShardedNode returns for a
@@ -54,7 +54,7 @@ var ErrShardNotVoting = errors.New("quorum: shard not voting")
 // ErrNoSemLimit is the answer to a semaphore request that gives no limit
 // (SemaphoreOptions.Limit 0) when no limit is stored on a quorum of masters: the
 // semaphore is not in use and Semaphores().Set never set it (or its keep ran out),
-// or a SemSet is under way or failed and the masters disagree.
+// or a Semaphores().Set is under way or failed and the masters disagree.
 var ErrNoSemLimit = errors.New("quorum: no limit stored for the semaphore on a quorum of masters")
 
 // errSkippedDown answers for a fresh request not sent to a master that is down.

@@ -62,7 +62,7 @@ func (f fairLock) shape(e *Engine, _ *lockSet, acq *op, _ string) try {
 // fairAcquire acquires a lock on one resource like Lock, but waiters are
 // granted in the order they queued, across every proxy in front of the
 // same masters. A try is refused while others queue ahead; a refused
-// caller with a Wait queues once (see "Fair locks" in the package doc)
+// caller with a Wait queues once (see docs/design/fair-locks.md)
 // and leaves the queue when it returns, granted or not. The lease is
 // released with Unlock and extended with Extend, like Lock's.
 func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, err error) {

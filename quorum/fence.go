@@ -9,7 +9,7 @@ import (
 // one and than every fence or master sequence this engine has seen. A
 // master gives an acquisition the proposal unless its own state demands a
 // higher value, so that masters agree on the fence in the usual case and
-// a grant takes one round (see "Fencing" in the package doc).
+// a grant takes one round (see docs/design/fencing.md).
 type proposals struct{ last atomic.Uint64 }
 
 // next returns a fresh proposal.

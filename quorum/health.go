@@ -403,7 +403,7 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 	}
 	if e.opts.Slotted {
 		// One lease mark per slot: the quarantine stays Options.Quarantine
-		// (see "Cluster masters" in the package doc).
+		// (see docs/design/cluster.md).
 		h.mu.Lock()
 		if h.conn == conn && !h.sized {
 			h.sized = true

@@ -13,7 +13,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
-// ListEntry is one live primitive that Engine.List reports.
+// ListEntry is one live primitive that Operator.List reports.
 type ListEntry struct {
 	// Name is the resource, semaphore, latch or election.
 	Name string
@@ -29,7 +29,7 @@ type ListEntry struct {
 	// the permits held of a semaphore, and the arrivals a latch still
 	// misses.
 	Holders int
-	// Waiters is how many calls wait for it (Engine.Waiters).
+	// Waiters is how many calls wait for it (Operator.Waiters).
 	Waiters int
 }
 
@@ -96,7 +96,7 @@ func (e *Engine) listKind(key string) (p Primitive, name string, ok bool) {
 }
 
 // List reads one page of the live primitives a quorum of masters hold
-// (RLOCKLIST; see "Listing" in the package doc): from cursor (0 starts),
+// (RLOCKLIST; see docs/design/listing.md): from cursor (0 starts),
 // scanning about count keys, the entries whose name match accepts. It
 // returns the cursor to go on with, 0 when the listing is complete.
 //

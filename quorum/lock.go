@@ -16,7 +16,7 @@ import (
 // LockOptions are a lock's own request options.
 type LockOptions struct {
 	// Reentrant makes a grant with Request.Token one more hold of that
-	// token's lock (see "Re-entrant locks" in the package doc): one
+	// token's lock (see docs/design/reentrant.md): one
 	// resource, at most MaxHolds holds; each Release takes one away.
 	Reentrant bool
 }
@@ -58,8 +58,7 @@ func (ls *lockSet) locksAndFences() []string { return ls.keys[:2*ls.n] }
 // mark, then its readers next, then its readers after (each group
 // parallel to the lock keys) follow the lease mark, so that a refused
 // writer marks the resource and readers who waited go first (see
-// "Read-write locks" in the package doc). Writers that do not wait never
-// read them.
+// docs/design/rwlock.md). Writers that do not wait never read them.
 func (ls *lockSet) waitKeys(e *Engine) {
 	n := ls.n
 	keys := make([]string, 2*n+3+3*n)
@@ -75,8 +74,8 @@ func (ls *lockSet) releaseKeys() []string { return ls.keys[:2*ls.n+1] }
 
 // withReaders is the lock keys and fence keys, then each resource's
 // readers (parallel to the lock keys: a writer that downgraded leaves its
-// key to them, see "Read-write locks" in the package doc), then its
-// re-entrant holds (see "Re-entrant locks"), then tail.
+// key to them, see docs/design/rwlock.md), then its re-entrant holds
+// (see docs/design/reentrant.md), then tail.
 func (ls *lockSet) withReaders(e *Engine, tail ...string) []string {
 	n := ls.n
 	keys := make([]string, 0, 4*n+len(tail)+1)
@@ -91,7 +90,7 @@ func (ls *lockSet) withReaders(e *Engine, tail ...string) []string {
 }
 
 // holdsKey is resource's re-entrant holds: the hold ids of the token that
-// holds its lock, by order (see "Re-entrant locks").
+// holds its lock, by order (see docs/design/reentrant.md).
 func (e *Engine) holdsKey(resource string) string { return e.resMeta(resource, "holds:"+resource) }
 
 // unlockKeys are lock_release's keys (without the optional fair queue).
@@ -156,7 +155,8 @@ func (e *Engine) requestSet(req Request, what string) (*lockSet, error) {
 }
 
 // leaseKey is the master-wide lease high-water mark: when the
-// longest-lived grant the master holds expires (see "Restarted masters").
+// longest-lived grant the master holds expires (see
+// docs/design/restarts.md).
 // With the slotted layout there is one per hash slot: that of anchor.
 func (e *Engine) leaseKey(anchor string) string { return e.meta(anchor, "lease-hwm") }
 
@@ -187,7 +187,7 @@ type acquireReply struct {
 	ok   bool
 	full bool // a re-entrant hold refused: the lock counts MaxHolds
 	// partial: refused, but holding some of the keys (a cluster master
-	// that ran the call slot by slot; see "Cluster masters"): rolled back
+	// that ran the call slot by slot; see docs/design/cluster.md): rolled back
 	// as a grant is.
 	partial bool
 	seq     uint64   // the master's fence sequence after the script
@@ -286,7 +286,7 @@ type plainLock struct{}
 func (plainLock) shape(*Engine, *lockSet, *op, string) try { return try{} }
 
 // waitingLock is the try of a writer that waits: it marks the resources
-// that refuse it (lock_acquire_wait, see "Read-write locks").
+// that refuse it (lock_acquire_wait, see docs/design/rwlock.md).
 type waitingLock struct{ mark string }
 
 func (w waitingLock) shape(e *Engine, _ *lockSet, acq *op, _ string) try {
@@ -538,8 +538,8 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 // neither. owned (drop-in mode's locks) also keeps the owner nonces of an
 // Exclusive grant alive with its keys, so that deleteHeld can tell the
 // grant from a later one with the same value however long it is
-// extended. Other locks re-enrol the masters that lost them (package doc,
-// "Leases re-enrol masters").
+// extended. Other locks re-enrol the masters that lost them
+// (docs/design/leases.md).
 func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned bool) (validity time.Duration, err error) {
 	ls, err := e.lockSet(l.Resources)
 	if err != nil {
@@ -574,7 +574,7 @@ func (e *Engine) extend(ctx context.Context, l *Lease, ttl time.Duration, owned 
 				args := []string{token, ms(ttl), strconv.FormatUint(p, 10), ms(e.opts.FenceLag)}
 				if ls.n == 1 {
 					// A re-entrant lock takes its holds with it, as a
-					// quorum records them (see "Re-entrant locks"): one
+					// quorum records them (docs/design/reentrant.md): one
 					// more read, of the masters that hold it, only when
 					// a master lost the lock.
 					holds, known := e.heldHolds(ctx, ls, token, r)
@@ -669,8 +669,8 @@ func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int,
 // master, so a repeated RUNLOCK after a partial one takes the same away
 // again, never a second), or, when at most one is left, releases the
 // lock on every master whatever holds a minority records. It reports
-// true when a quorum held the lock up to the release (see "Re-entrant
-// locks").
+// true when a quorum held the lock up to the release (see
+// docs/design/reentrant.md).
 func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *round, t *tally) (bool, error) {
 	type holdAt struct {
 		id    string

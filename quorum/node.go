@@ -10,8 +10,7 @@ import (
 // Options.Slotted). It keeps a shard that may have lost data (restarted,
 // failed over) out of the vote itself: the shard's requests fail until its
 // quarantine is over and its slots' fence floors were raised with the
-// function the engine gives AttachFloors (see "Cluster masters" in the
-// package doc).
+// function the engine gives AttachFloors (see docs/design/cluster.md).
 type ShardedNode interface {
 	Node
 	// AttachFloors gives the node the engine's function that raises the

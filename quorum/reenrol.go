@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// reenrolment is the second step of an extension (package doc, "Leases
-// re-enrol masters"): the lease is taken again on the masters that
+// reenrolment is the second step of an extension
+// (docs/design/leases.md): the lease is taken again on the masters that
 // answered its first round "not held", as an acquisition with its token
 // would take it there.
 type reenrolment struct {

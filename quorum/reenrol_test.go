@@ -8,7 +8,7 @@ import (
 )
 
 // TestExtendReenrols: an extension takes the lease again on masters that
-// lost it (package doc, "Leases re-enrol masters"), for every primitive
+// lost it (docs/design/leases.md), for every primitive
 // with a plain extension: after the reply when a quorum held it, before
 // the verdict when the caller knows the lease is valid; never where
 // another token holds it, and never for a lease whose validity ended.

@@ -24,7 +24,7 @@ func (reentrantHold) shape(e *Engine, ls *lockSet, acq *op, token string) try {
 
 // unhold is lock_unhold: it takes the re-entrant hold away from ls (one
 // resource) held with token; last releases the lock whatever holds are
-// left, with its announcement (see "Re-entrant locks").
+// left, with its announcement (see docs/design/reentrant.md).
 func (e *Engine) unhold(ls *lockSet, token, hold string, last bool) *op {
 	args := []string{token, hold, "0"}
 	if last {

@@ -368,11 +368,11 @@ type rule func(q, n int, t *tally, final bool) verdict
 //
 // A refusal does not wait for masters that were down when the count began
 // (stalled): with two of five paused, a split vote among the three live
-// ones used to keep its keys there for the whole master_timeout, waiting
-// for answers that do not come, and every other try collided with them
-// (node-redlock's drop-in row saw no grant for 10 s). Refusing early is
-// always safe: a grant still needs a quorum of yes, and the rollback
-// reaches a stalled master after its acquire, on the same connection.
+// ones would otherwise keep its keys there for the whole master_timeout,
+// waiting for answers that do not come, and every other try would
+// collide with them. Refusing early is always safe: a grant still needs
+// a quorum of yes, and the rollback reaches a stalled master after its
+// acquire, on the same connection.
 func grantRule(q, _ int, t *tally, final bool) verdict {
 	switch {
 	case t.yes >= q:
@@ -503,17 +503,17 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 	// is tainted at once rather than waited for: its acknowledgement
 	// could only come after the acquire's own deadline and the undo's,
 	// and tainting is always safe (its votes just do not count in this
-	// call's later tries). With two of five masters paused, waiting cost
-	// every refused try of a fixed token two master_timeouts.
+	// call's later tries). With two of five masters paused, waiting would
+	// cost every refused try of a fixed token two master_timeouts.
 	down := e.downAt()
 	waited := make([]bool, len(e.nodes))
 	settled := make(chan struct{}, len(e.nodes))
 	// A master that is only slow is waited for: the caller may try again
 	// with the same token in a new call as soon as this one fails (a
 	// drop-in library's retry loop), and that call knows nothing of this
-	// one's rollbacks. Tainting such masters at once (tried: a straggle
-	// grace after the count) let a rollback land after the next call's
-	// grant and delete it on a live master, under load.
+	// one's rollbacks. Tainting such masters at once (a straggle grace
+	// after the count, say) would let a rollback land after the next
+	// call's grant and delete it on a live master, under load.
 	for i := range e.nodes {
 		if down[i] {
 			tainted.add(i, ur)

@@ -18,7 +18,7 @@ type rwKeys struct {
 	mark    string // a writer waits: new readers queue behind it
 	// next and after are the waiting readers (ids by deadline): those
 	// admitted as soon as the lock key is free, and those behind a
-	// waiting writer (see "Read-write locks" in the package doc).
+	// waiting writer (see docs/design/rwlock.md).
 	next, after string
 	channel     string
 	lease       string // the master's lease high-water mark
@@ -48,7 +48,7 @@ func (e *Engine) writerMark() time.Duration {
 // readAcquire takes a shared (read) lock on one resource: any number of
 // readers may hold it at once, no writer (Lock, FairLock) meanwhile, and
 // no new reader while a writer waits; a reader that waits goes in the
-// next reader phase (see "Read-write locks" in the package doc), so
+// next reader phase (see docs/design/rwlock.md), so
 // writers cannot starve it either. It returns (lease, nil) when
 // granted (the lease has no fences), (nil, nil) when a quorum answered but
 // a writer holds or waits (after Wait ran out), and a *QuorumError when

@@ -390,7 +390,7 @@ func async(f func() (*Lease, error)) chan rwResult {
 // and each waiter's one try must reach every master, so master_timeout
 // is long enough that a loaded test runner never makes an answer late (a
 // late answer makes the engine stop waiting for, and then skip, that
-// master: see "Availability under faults").
+// master: see docs/design/faults.md).
 func TestReadWritePhases(t *testing.T) {
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1, MasterTimeout: 250 * time.Millisecond})
 	ctx := context.Background()
@@ -481,7 +481,7 @@ func TestReadWritePhases(t *testing.T) {
 	// R2's try came, R2 is refused by a writer's hold, hence next there;
 	// if W2's try then fell short of a quorum (R1's release had not yet
 	// reached every master) and was rolled back, R2 is admitted first
-	// (quorum/doc.go, "Read-write locks": partial grants may let readers
+	// (docs/design/rwlock.md: partial grants may let readers
 	// in one hold sooner). Then W2 goes after R2's hold.
 	var lw2 *Lease
 	select {

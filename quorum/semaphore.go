@@ -74,7 +74,7 @@ type semKeys struct {
 	lease   string // the master's lease high-water mark
 	// queue and deadlines are the waiters' queue: "<count>:<id>" by
 	// ticket, and by the master's time after which the waiter is gone
-	// (see "Semaphores" in the package doc).
+	// (see docs/design/semaphores.md).
 	queue, deadlines string
 }
 
@@ -150,7 +150,7 @@ func (r semReply) mine() []int {
 // try. A caller that cannot deliver the lease gives it back with
 // SemAbandon. A caller that waits and is refused queues once, and its
 // tries are granted before those of requests queued after it or not at
-// all ("Waiters first" in the package doc); it leaves the queue when it
+// all ("Waiters first" in docs/design/semaphores.md); it leaves the queue when it
 // returns.
 func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := e.now()
@@ -272,14 +272,14 @@ const semSetRepairFor = time.Minute
 // give no limit (SemaphoreOptions.Limit 0); one that gives another is a
 // *LimitError. Lowering the limit revokes no permit: no permit is granted
 // while those held above the new limit are, and the permits held never
-// exceed the new limit through a grant made after SemSet returned.
+// exceed the new limit through a grant made after Semaphores().Set returned.
 // Raising it wakes waiters on every proxy. It returns once a quorum of
 // masters store it, and goes on sending it to the others in the
 // background (for up to a minute, until the engine closes), so that a
 // master that missed it does not keep the old limit. Fewer than a quorum
 // is a *QuorumError; the limit is then stored on the masters that
-// answered, and requests that give none are refused until a SemSet
-// reaches a quorum (package doc, "Semaphores").
+// answered, and requests that give none are refused until a Set
+// reaches a quorum (docs/design/semaphores.md).
 func (s Semaphores) Set(ctx context.Context, name string, limit int, keep time.Duration) (err error) {
 	e := s.e
 	defer e.observe("sem_set", e.now(), func() bool { return err == nil }, &err)
@@ -418,7 +418,8 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	}
 	t := r.count(grantRule, holds(r), -1)
 	// A master that stores another limit refuses; once a quorum that store
-	// the limit used granted, it does not matter (package doc, Resizing).
+	// the limit used granted, it does not matter (docs/design/semaphores.md,
+	// Resizing).
 	if le := limitError(r, k.name, reply); le != nil && t.verdict != decidedYes {
 		rollback()
 		return nil, nil, le
@@ -643,8 +644,7 @@ func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known 
 // semExtend resets the ttl of the permits of lease l; see Extend. Its
 // masters answer "<slots>/<limit>" where they held every slot of the
 // token's record; the masters that answered "not held" are re-enrolled
-// with exactly the slots a quorum named (package doc, "Leases re-enrol
-// masters").
+// with exactly the slots a quorum named (docs/design/leases.md).
 func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (validity time.Duration, err error) {
 	t0 := e.now()
 	token := l.Token

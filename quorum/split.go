@@ -11,8 +11,8 @@ import (
 // sendNode sends script s to master i. With the slotted layout a call
 // whose keys live in several hash slots runs as one call per slot
 // (scripts.Split), on every master alike, single servers too, so that
-// each resource's fence comes from its own slot's sequence (see "Cluster
-// masters"). The parts are all sent at once, in ascending slot order,
+// each resource's fence comes from its own slot's sequence (see
+// docs/design/cluster.md). The parts are all sent at once, in ascending slot order,
 // before sendNode returns: whatever the engine sends to that master
 // afterwards (a rollback, a release) follows every part on its
 // connection, as it follows an unsplit call. done gets the combined

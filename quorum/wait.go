@@ -166,8 +166,9 @@ func (w *Wakeups) add(wt *watch) *watch {
 // when enough is 0) confirm the subscriptions. Masters that do not confirm
 // in time are not waited for: the retry timer still bounds the wait. A
 // waiter needs a quorum: a release that deleted on a quorum was announced
-// by at least one master of any other quorum; a paused master used to
-// hold every first wait for the whole timeout.
+// by at least one master of any other quorum, and waiting for every
+// master would let a paused one hold every first wait for the whole
+// timeout.
 func (wt *watch) ready(ctx context.Context, timeout time.Duration, enough int) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -352,7 +353,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 		// A call counts itself among the waiters once it has slept
 		// once without a grant: the many short waits of a contended
 		// resource, over at their first wake-up, cost the masters
-		// nothing (see "Waiters").
+		// nothing (see docs/design/waiters.md).
 		if counted == nil {
 			counted = e.countWait(ctx, channels, deadline)
 		} else {

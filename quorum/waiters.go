@@ -11,7 +11,7 @@ import (
 )
 
 // waitingKey names the set of calls waiting for what channel announces
-// (see "Waiters" in the package doc): one per resource, whatever the
+// (see docs/design/waiters.md): one per resource, whatever the
 // primitive, as each primitive has one release channel per resource.
 func (e *Engine) waitingKey(channel string) string {
 	rest := strings.TrimPrefix(channel, e.opts.MetaPrefix)
@@ -23,7 +23,7 @@ func (e *Engine) waitingKey(channel string) string {
 }
 
 // waitCount is one waiting call's entry in the waiting sets of what it
-// waits for (see "Waiters" in the package doc).
+// waits for (see docs/design/waiters.md).
 type waitCount struct {
 	e        *Engine
 	keys     []string
@@ -120,7 +120,7 @@ func (e *Engine) waiters(ctx context.Context, channel string, queue [2]string, i
 }
 
 // Waiters reports how many calls wait for the resource name of primitive
-// p, on any proxy (see "Waiters" in the package doc), and, for a lock
+// p, on any proxy (see docs/design/waiters.md), and, for a lock
 // with token, where the fair-lock waiter queued with that token stands
 // (1: next; 0: not queued). Fewer than a quorum of answers is a
 // *QuorumError.

@@ -238,7 +238,7 @@ func checkFences(grants []chaosGrant) []string {
 // checkFairOrder: RFAIRLOCK waiters are granted in arrival order. What a
 // client can tell of arrival: if A was queued on a quorum of masters (a
 // sample of the masters saw it) before B sent its request, B's ticket is
-// above A's (quorum/doc.go, "Fair locks"), so if both are granted, A's
+// above A's (docs/design/fair-locks.md), so if both are granted, A's
 // grant comes first: its fence is lower.
 func checkFairOrder(grants []chaosGrant, queued map[string]time.Duration) []string {
 	var bad []string

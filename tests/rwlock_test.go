@@ -431,7 +431,7 @@ func TestLatchWaitBeforeCreate(t *testing.T) {
 // 6 s. Both sides make progress (a waiting writer's mark used to refuse
 // every new reader, and with two writers one was always waiting: 0
 // reads), no writer's hold overlaps anyone else's, and no reader waits
-// longer than the package doc's bound allows: the reader phase in
+// longer than docs/design/rwlock.md's bound allows: the reader phase in
 // progress plus one writer hold, each miss of a phase one more hold.
 // Here a hold, seen from a client, is at most the 10 ms sleep plus a
 // release and a grant through the proxy, and a waiter that misses a

@@ -74,7 +74,7 @@ var errNoListing = errors.New("redisnode: listing (RLOCKLIST) does not scan clus
 //
 // Slots whose data may be lost do not vote (quorum.ErrShardNotVoting)
 // until Quarantine is over and the engine raised their fence floors (see
-// "Cluster masters" in the quorum package doc). The quarantine belongs to
+// docs/design/cluster.md). The quarantine belongs to
 // the slots, wherever they move meanwhile. Lost data is seen three ways:
 // the run_id read on a new connection to a shard changed (the process
 // restarted, maybe empty): its slots; a node took over slots while it was

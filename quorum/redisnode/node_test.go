@@ -109,8 +109,8 @@ func TestScripts(t *testing.T) {
 		t.Fatalf("pttl %v", ttl)
 	}
 	// Same token again while every key holds it: the same grant (a TOKEN
-	// retry), the same fences whatever the proposal (quorum/doc.go,
-	// "Fencing"), the new ttl.
+	// retry), the same fences whatever the proposal
+	// (docs/design/fencing.md), the new ttl.
 	if r := acquire(t, n, "t1", time.Hour, 7, "a", "b"); !reflect.DeepEqual(r, []any{int64(1), int64(1), int64(1), int64(1)}) {
 		t.Fatalf("re-acquire with same token = %v, want the fences it holds", r)
 	}
