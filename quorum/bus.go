@@ -48,7 +48,7 @@ import (
 //     first): past about maxSeen/busWindow publications a second, a copy
 //     delayed by a stopped master could be handed on again.
 //
-// A Bus is built empty (NewBus), given to the engine (Options.Bus), which
+// A Bus is built empty (NewBus), given to the engine (Options.Relay), which
 // attaches the masters, and given a receiver (Receive) by whoever delivers
 // messages to local subscribers. The nodes' notifier must pass every
 // message to Notify first.
@@ -117,8 +117,9 @@ func NewBus() *Bus {
 	return bus
 }
 
-// attach gives the bus its masters; called by New.
-func (b *Bus) attach(nodes []Node, quorum int, metaPrefix string, timeout time.Duration) {
+// Attach gives the bus its masters, the quorum, the meta prefix and the
+// master timeout (Attacher): New calls it for Options.Relay.
+func (b *Bus) Attach(nodes []Node, quorum int, metaPrefix string, timeout time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.nodes, b.quorum, b.timeout = nodes, quorum, timeout

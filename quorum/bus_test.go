@@ -38,7 +38,7 @@ func newBusCluster(t *testing.T, n int) *busCluster {
 		c.nodes = append(c.nodes, f)
 		nodes[i] = f
 	}
-	eng, err := New(nodes, Options{MasterTimeout: testTimeout, Bus: c.bus})
+	eng, err := New(nodes, Options{MasterTimeout: testTimeout, Relay: c.bus})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestBusRememberBounded(t *testing.T) {
 // be). Without the ordering, the second reader's hand-on overtakes it.
 func TestBusHandsOnInOrderSeen(t *testing.T) {
 	b := NewBus()
-	b.attach(nil, 1, "meta:", time.Second)
+	b.Attach(nil, 1, "meta:", time.Second)
 	var mu sync.Mutex
 	var order []string
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -247,7 +247,7 @@ func TestBusHandsOnInOrderSeen(t *testing.T) {
 // wait for each other forever.
 func TestBusHandOnWaitsWithoutTheBusLock(t *testing.T) {
 	b := NewBus()
-	b.attach(nil, 1, "meta:", time.Second)
+	b.Attach(nil, 1, "meta:", time.Second)
 	var hub sync.Mutex // the proxy's pub/sub lock
 	entered := make(chan struct{}, 2)
 	recv := func(ch, msg string) int {

@@ -198,7 +198,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Quarantine:     quarantine,
 		MaxTTL:         cfg.Limits.MaxTTL,
 		Wakeups:        wake,
-		Bus:            bus,
+		Relay:          bus,
 		Observer:       met,
 		Logger:         log,
 	})
