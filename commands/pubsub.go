@@ -4,13 +4,13 @@ import (
 	"context"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/quorum"
+	"github.com/redlock-proxy/redlock-proxy/relay"
 )
 
 // Publisher hands a message to the subscribers of a channel on every
 // proxy that shares the masters, once each (SUBSCRIBE, PSUBSCRIBE and
 // PUBLISH are served by package proxy; the messages travel through
-// quorum.Bus). It is what the PUBLISH that ends a lock script runs in
+// relay.Bus). It is what the PUBLISH that ends a lock script runs in
 // drop-in mode: run the lock operation first, then, if the script would
 // have reached its PUBLISH on one Redis, call Publish with the channel
 // and message the script names (Spring's unlock: ARGV[2], KEYS[1]).
@@ -26,10 +26,10 @@ type Publisher interface {
 	Publish(ctx context.Context, channel, message string) (receivers int, err error)
 }
 
-var _ Publisher = (*quorum.Bus)(nil)
+var _ Publisher = (*relay.Bus)(nil)
 
 // The bus is the proxy's Broker, and reports releases for CLIENT TRACKING.
 var (
-	_ proxy.Broker     = (*quorum.Bus)(nil)
-	_ proxy.KeyWatcher = (*quorum.Bus)(nil)
+	_ proxy.Broker     = (*relay.Bus)(nil)
+	_ proxy.KeyWatcher = (*relay.Bus)(nil)
 )

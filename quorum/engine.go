@@ -79,13 +79,23 @@ type Options struct {
 	Wakeups *Wakeups
 	// Clock is the engine's time (see Clock); default the system clock.
 	Clock Clock
-	// Bus, if set, is given the masters to carry pub/sub messages between
-	// proxies (see Bus).
-	Bus *Bus
+	// Relay, if set, carries pub/sub messages between the proxies that
+	// share the masters (package relay's Bus): New gives it the masters
+	// (see Attacher). nil: none.
+	Relay Attacher
 	// Observer is told about every operation; nil means none.
 	Observer Observer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+}
+
+// Attacher is what carries messages between the proxies over the masters
+// (Options.Relay): the engine only hands it the masters.
+type Attacher interface {
+	// Attach gives it the masters, the quorum, the meta prefix (its
+	// channels live under it) and the master timeout. New calls it once,
+	// with the defaults applied, before the engine makes any request.
+	Attach(nodes []Node, quorum int, metaPrefix string, timeout time.Duration)
 }
 
 // Observer is told about operations and master calls, for metrics. It must
@@ -225,8 +235,8 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 			})
 		}
 	}
-	if opts.Bus != nil {
-		opts.Bus.attach(nodes, q, opts.MetaPrefix, opts.MasterTimeout)
+	if opts.Relay != nil {
+		opts.Relay.Attach(nodes, q, opts.MetaPrefix, opts.MasterTimeout)
 	}
 	// Learn each master's run_id now (the nodes dial when they are built),
 	// so that a restart before the first answer is still a restart.

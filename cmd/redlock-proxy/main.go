@@ -33,6 +33,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/quorum/redisnode"
+	"github.com/redlock-proxy/redlock-proxy/relay"
 )
 
 func main() {
@@ -137,7 +138,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	wake := quorum.NewWakeups()
-	bus := quorum.NewBus()
+	bus := relay.NewBus()
 	notify := func(channel, message string) {
 		if !bus.Notify(channel, message) {
 			wake.Notify(channel, message)
@@ -198,7 +199,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Quarantine:     quarantine,
 		MaxTTL:         cfg.Limits.MaxTTL,
 		Wakeups:        wake,
-		Bus:            bus,
+		Relay:          bus,
 		Observer:       met,
 		Logger:         log,
 	})

@@ -22,7 +22,7 @@
 // again.
 //
 // Release notifications, and the pub/sub messages proxies exchange
-// (quorum.Bus), use a separate dedicated rueidis connection per master in
+// (relay.Bus), use a separate dedicated rueidis connection per master in
 // subscribe mode, kept in line with the set of channels and patterns the
 // engine asks for and re-subscribed after a reconnect.
 //
@@ -74,7 +74,7 @@ type Options struct {
 	// not answered any for this long; default 10s.
 	StallTimeout time.Duration
 	// Notify is called with the channel and the message of every release
-	// notification (and pub/sub message of quorum.Bus).
+	// notification (and pub/sub message of relay.Bus).
 	Notify func(channel, message string)
 	// NotifyPattern, if set, is called instead of Notify for the messages
 	// of pattern subscriptions (PSubscribe), with the pattern.

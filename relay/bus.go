@@ -1,4 +1,10 @@
-package quorum
+// Package relay carries pub/sub messages between the proxies that share
+// the masters: a client's PUBLISH (and the PUBLISH that ends a drop-in lock
+// script) through any proxy reaches the subscribers of every proxy, once
+// each. The engine (package quorum) only hands the relay its masters
+// (quorum.Options.Relay); the messages travel on the masters' own pub/sub,
+// through the quorum.Node interface.
+package relay
 
 import (
 	"context"
@@ -11,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
@@ -48,10 +55,10 @@ import (
 //     first): past about maxSeen/busWindow publications a second, a copy
 //     delayed by a stopped master could be handed on again.
 //
-// A Bus is built empty (NewBus), given to the engine (Options.Bus), which
-// attaches the masters, and given a receiver (Receive) by whoever delivers
-// messages to local subscribers. The nodes' notifier must pass every
-// message to Notify first.
+// A Bus is built empty (NewBus), given to the engine
+// (quorum.Options.Relay), which attaches the masters (Attach), and given a
+// receiver (Receive) by whoever delivers messages to local subscribers.
+// The nodes' notifier must pass every message to Notify first.
 type Bus struct {
 	// Notify hands messages on in the order their ids were first seen:
 	// each takes a ticket under mu (tickets) and, once mu is released,
@@ -66,7 +73,7 @@ type Bus struct {
 	tickets uint64 // the next ticket (under mu)
 
 	mu      sync.Mutex
-	nodes   []Node
+	nodes   []quorum.Node
 	quorum  int
 	prefix  string // <meta_prefix>pub:
 	escaped string // prefix with glob characters escaped
@@ -104,7 +111,7 @@ const busWindow = 30 * time.Second
 const maxSeen = 1 << 17
 
 // ErrBusDetached is returned by Publish on a Bus no engine attached.
-var ErrBusDetached = errors.New("quorum: pub/sub bus has no masters")
+var ErrBusDetached = errors.New("relay: pub/sub bus has no masters")
 
 // NewBus returns a Bus with no masters yet.
 func NewBus() *Bus {
@@ -117,11 +124,13 @@ func NewBus() *Bus {
 	return bus
 }
 
-// attach gives the bus its masters; called by New.
-func (b *Bus) attach(nodes []Node, quorum int, metaPrefix string, timeout time.Duration) {
+// Attach gives the bus its masters, the quorum, the meta prefix and the
+// master timeout (quorum.Attacher): quorum.New calls it for
+// Options.Relay.
+func (b *Bus) Attach(nodes []quorum.Node, need int, metaPrefix string, timeout time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.nodes, b.quorum, b.timeout = nodes, quorum, timeout
+	b.nodes, b.quorum, b.timeout = nodes, need, timeout
 	b.prefix = metaPrefix + "pub:"
 	b.escaped = globEscape(b.prefix)
 	b.release = metaPrefix + "released:"
@@ -204,8 +213,8 @@ func (b *Bus) Receive(f func(channel, message string) int) {
 // Publish hands message to this proxy's subscribers of channel and sends
 // it to every master for the other proxies'. It returns how many local
 // subscribers received it (Redis would count every subscriber: the
-// other proxies' are not known here), and a *QuorumError if fewer than a
-// quorum of masters took it within the master timeout (the local
+// other proxies' are not known here), and a *quorum.QuorumError if fewer
+// than a quorum of masters took it within the master timeout (the local
 // subscribers have it; some other proxies' may not).
 func (b *Bus) Publish(ctx context.Context, channel, message string) (int, error) {
 	b.mu.Lock()
@@ -246,10 +255,10 @@ func (b *Bus) Publish(ctx context.Context, channel, message string) (int, error)
 			}
 		case <-ctx.Done():
 			errs = append(errs, ctx.Err())
-			return local, &QuorumError{Op: "publish", Got: got, Need: need, Total: len(nodes), Errs: errs}
+			return local, &quorum.QuorumError{Op: "publish", Got: got, Need: need, Total: len(nodes), Errs: errs}
 		}
 	}
-	return local, &QuorumError{Op: "publish", Got: got, Need: need, Total: len(nodes), Errs: errs}
+	return local, &quorum.QuorumError{Op: "publish", Got: got, Need: need, Total: len(nodes), Errs: errs}
 }
 
 // Listen makes the masters send this proxy the messages of channel (or,
@@ -279,7 +288,7 @@ func (b *Bus) Listen(ctx context.Context, name string, pattern bool) {
 
 // confirmed waits until need of nodes confirmed the subscription to name
 // (a pattern if pattern), and reports whether they did before ctx ended.
-func confirmed(ctx context.Context, nodes []Node, need int, name string, pattern bool) bool {
+func confirmed(ctx context.Context, nodes []quorum.Node, need int, name string, pattern bool) bool {
 	if len(nodes) == 0 {
 		return false
 	}

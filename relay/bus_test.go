@@ -1,4 +1,4 @@
-package quorum
+package relay
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum"
 )
 
 // busCluster is one proxy's bus over n fakes, with what it delivered.
@@ -23,9 +25,9 @@ type busCluster struct {
 func newBusCluster(t *testing.T, n int) *busCluster {
 	t.Helper()
 	c := &busCluster{bus: NewBus(), raw: map[string]int{}, more: make(chan struct{}, 100)}
-	nodes := make([]Node, n)
+	nodes := make([]quorum.Node, n)
 	for i := range n {
-		f := getFake(t, fmt.Sprintf("m%d", i), func(ch, msg string) {
+		f := newFake(t, fmt.Sprintf("m%d", i), func(ch, msg string) {
 			c.bus.Notify(ch, msg)
 			c.mu.Lock()
 			c.raw[msg]++
@@ -38,16 +40,11 @@ func newBusCluster(t *testing.T, n int) *busCluster {
 		c.nodes = append(c.nodes, f)
 		nodes[i] = f
 	}
-	eng, err := New(nodes, Options{MasterTimeout: testTimeout, Bus: c.bus})
+	eng, err := quorum.New(nodes, quorum.Options{MasterTimeout: testTimeout, Relay: c.bus})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		eng.Close()
-		for _, f := range c.nodes {
-			f.recycle()
-		}
-	})
+	t.Cleanup(eng.Close) // before the fakes close (cleanups run last first)
 	c.bus.Receive(func(ch, msg string) int {
 		c.mu.Lock()
 		c.got = append(c.got, ch+"="+msg)
@@ -138,7 +135,7 @@ func TestBusPublishQuorum(t *testing.T) {
 	}
 	c.nodes[2].setDown(true)
 	n, err := c.bus.Publish(ctx, "ch", "b")
-	var qe *QuorumError
+	var qe *quorum.QuorumError
 	if n != 1 || !errors.As(err, &qe) || qe.Got != 2 || qe.Need != 3 || qe.Op != "publish" {
 		t.Fatalf("3 of 5 down: Publish = %d, %v; want 1 and a QuorumError 2 of 3", n, err)
 	}
@@ -203,7 +200,7 @@ func TestBusRememberBounded(t *testing.T) {
 // be). Without the ordering, the second reader's hand-on overtakes it.
 func TestBusHandsOnInOrderSeen(t *testing.T) {
 	b := NewBus()
-	b.attach(nil, 1, "meta:", time.Second)
+	b.Attach(nil, 1, "meta:", time.Second)
 	var mu sync.Mutex
 	var order []string
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -247,7 +244,7 @@ func TestBusHandsOnInOrderSeen(t *testing.T) {
 // wait for each other forever.
 func TestBusHandOnWaitsWithoutTheBusLock(t *testing.T) {
 	b := NewBus()
-	b.attach(nil, 1, "meta:", time.Second)
+	b.Attach(nil, 1, "meta:", time.Second)
 	var hub sync.Mutex // the proxy's pub/sub lock
 	entered := make(chan struct{}, 2)
 	recv := func(ch, msg string) int {
