@@ -67,19 +67,22 @@
 // decodeAcquire reads one master's answer.
 //
 // Where things are: node.go is the Node interface, engine.go the Engine
-// and its Options, api.go the verbs and the primitives table, round.go
-// the ops, rounds, rules and undo, fence.go the fence proposals and
-// spread, confirm.go the releases that ask again, reenrol.go the
-// extensions that take a lease again, wait.go the wake-ups and the one
+// and its Options, clock.go its Clock, api.go the lease verbs and the
+// primitives table, operator.go the operators' verbs, round.go the ops,
+// rounds, rules and undo, send.go how a request reaches one master
+// (split per hash slot), fence.go the fence proposals and spread,
+// confirm.go the releases that ask again, reenrol.go the extensions that
+// take a lease again, wakeups.go the release wake-ups, retry.go the one
 // acquire loop, waiters.go the waiting counts, health.go the masters'
-// health, quarantine and fence floors, slots.go and split.go the slotted
-// layout, bus.go pub/sub, info.go and list.go what a quorum says is
-// live, errors.go the errors. Each primitive has its file: lock.go,
-// dropin.go, fair.go, rwlock.go, semaphore.go, latch.go, elect.go. The
-// Lua scripts and their descriptors are in quorum/scripts, the Redis
-// implementation of Node (single servers and clusters) in
-// quorum/redisnode, and the design behind all of it in docs/design (see
-// "Design documents" below).
+// health, quarantine and fence floors, slots.go the slotted layout,
+// info.go and list.go what a quorum says is live, errors.go the errors.
+// Each primitive has its file: lock.go, reentrant.go, dropin.go,
+// fair.go, rwlock.go, semaphore.go, latch.go, elect.go. The Lua scripts
+// and their descriptors are in quorum/scripts, the Redis implementation
+// of Node (single servers and clusters) in quorum/redisnode, the pub/sub
+// relay between proxies in package relay (the engine only attaches its
+// masters to it: Options.Relay), and the design behind all of it in
+// docs/design (see "Design documents" below).
 //
 // # How to add a primitive
 //
