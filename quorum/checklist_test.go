@@ -4,8 +4,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -68,15 +68,26 @@ func TestPrimitiveChecklist(t *testing.T) {
 // its own file, so that adding one never edits the shared loop.
 func TestSharedTryKnowsNoFlavour(t *testing.T) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	names, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
 	}
 	shared := map[string]bool{"attempt": true, "acquireLoop": true, "retry": true}
 	plain := map[string]bool{"LockAcquire": true, "LockRelease": true, "LockFence": true}
 	flavours := map[string]string{} // type name -> file
 	found := map[string]bool{}
-	for _, f := range pkgs["quorum"].Files {
+	for _, f := range files {
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
 			if !ok || fd.Recv == nil || fd.Name.Name != "shape" {
@@ -95,7 +106,7 @@ func TestSharedTryKnowsNoFlavour(t *testing.T) {
 	if len(flavours) < 5 {
 		t.Fatalf("found %d flavours (%v): the test no longer sees them", len(flavours), flavours)
 	}
-	for _, f := range pkgs["quorum"].Files {
+	for _, f := range files {
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
 			if !ok || !shared[fd.Name.Name] {
