@@ -60,7 +60,10 @@ func TestLockList(t *testing.T) {
 		"    - {name: app, password: apw, resources: [\"app:*\"]}\n"
 	p1, p2 := startProxy(t, cfg), startProxy(t, cfg)
 	client := func(p *Proxy, user, pass string) *redis.Client {
-		c := redis.NewClient(&redis.Options{Addr: p.Addr, Username: user, Password: pass, MaxRetries: -1})
+		// A pipeline of 5,000 RLOCKs takes over a second; with the other
+		// parallel tests running it can take more than go-redis's default
+		// 3 s read timeout, which is not what this test is about.
+		c := redis.NewClient(&redis.Options{Addr: p.Addr, Username: user, Password: pass, MaxRetries: -1, ReadTimeout: 30 * time.Second})
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
