@@ -73,6 +73,31 @@ type PrimitiveOptions interface {
 	For() Primitive
 }
 
+// valueOptions is o as a value: a pointer to a primitive's options type
+// also implements PrimitiveOptions, and is taken as what it points to (a
+// nil one is a bad request).
+func valueOptions(o PrimitiveOptions) (PrimitiveOptions, error) {
+	var bad bool
+	switch p := o.(type) {
+	case *LockOptions:
+		if bad = p == nil; !bad {
+			return *p, nil
+		}
+	case *SemaphoreOptions:
+		if bad = p == nil; !bad {
+			return *p, nil
+		}
+	case *ElectionOptions:
+		if bad = p == nil; !bad {
+			return *p, nil
+		}
+	}
+	if bad {
+		return nil, fmt.Errorf("%w: nil options", ErrBadRequest)
+	}
+	return o, nil
+}
+
 // semOptions are req's semaphore options (zero if none).
 func (r Request) semOptions() SemaphoreOptions {
 	o, _ := r.Options.(SemaphoreOptions)
@@ -340,6 +365,9 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (l *Lease, err error)
 	}
 	if req.Primitive == "" {
 		req.Primitive = Lock
+	}
+	if req.Options, err = valueOptions(req.Options); err != nil {
+		return nil, err
 	}
 	if req.Options != nil && req.Options.For() != req.Primitive {
 		return nil, fmt.Errorf("%w: %s options for a %s", ErrBadRequest, req.Options.For(), req.Primitive)

@@ -158,3 +158,26 @@ func checkDesignFile(t *testing.T, p Primitive, file, doc string) {
 		t.Errorf("%s: %s is not listed in the package doc's index (doc.go, \"Design documents\")", p, file)
 	}
 }
+
+// TestValueOptions: a pointer to a primitive's options is taken as what
+// it points to (the accessors read values), a nil one is a bad request.
+func TestValueOptions(t *testing.T) {
+	var nilLock *LockOptions
+	for _, tc := range []struct {
+		in      PrimitiveOptions
+		want    PrimitiveOptions
+		wantErr bool
+	}{
+		{nil, nil, false},
+		{LockOptions{Reentrant: true}, LockOptions{Reentrant: true}, false},
+		{&LockOptions{Reentrant: true}, LockOptions{Reentrant: true}, false},
+		{&SemaphoreOptions{Limit: 2, Count: 1}, SemaphoreOptions{Limit: 2, Count: 1}, false},
+		{&ElectionOptions{Value: "v"}, ElectionOptions{Value: "v"}, false},
+		{nilLock, nil, true},
+	} {
+		got, err := valueOptions(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("valueOptions(%#v) = %#v, %v; want %#v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

@@ -571,3 +571,32 @@ func TestFixedTokenTaintOutlivesTheCall(t *testing.T) {
 		t.Fatalf("granted with m0's vote, held on %d of 5 masters once the first call's rollback landed", c.holders("r", "t"))
 	}
 }
+
+// TestCarriedTaintsSurviveSweeps: a call that leaves a taint while the
+// health loop sweeps the token's entry (or another call with the token
+// leaves none) never loses it: the token's next call inherits it as long
+// as the undo is not acknowledged.
+func TestCarriedTaintsSurviveSweeps(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	pending := c.eng.newRound(&op{name: "lock"}, nil) // never answered
+	for k := range 500 {
+		token := fmt.Sprintf("t%d", k)
+		left := newTaints(3)
+		left.add(0, pending)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 3 {
+				c.eng.sweepCarried()
+				c.eng.leaveTaints(token, newTaints(3)) // a call with the token that leaves none
+			}
+		}()
+		c.eng.leaveTaints(token, left)
+		<-done
+		next := newTaints(3)
+		c.eng.inheritTaints(token, next)
+		if !next.has(0) {
+			t.Fatalf("call %d: the taint of an unacknowledged undo was lost", k)
+		}
+	}
+}

@@ -609,8 +609,11 @@ func (t *taints) refresh() {
 // for carryFor at most.
 type carried struct {
 	mu    sync.Mutex
-	undo  []*round
-	since time.Time
+	undo  []*round    // undo[i]: the unacknowledged undo that taints master i
+	since []time.Time // since[i]: when undo[i] was carried first
+	// dead is set once c left the map: a call that finds it so stores
+	// its taints in a new entry instead.
+	dead bool
 }
 
 // inheritTaints adds to t the masters a call with token left tainted.
@@ -639,31 +642,46 @@ func (e *Engine) leaveTaints(token string, t *taints) {
 		}
 		return
 	}
-	v, _ := e.carried.LoadOrStore(token, &carried{undo: make([]*round, len(e.nodes))})
-	c := v.(*carried)
-	c.mu.Lock()
-	for i, u := range t.undo {
-		if t.bad[i] {
-			c.undo[i] = u
+	for {
+		v, _ := e.carried.LoadOrStore(token, &carried{undo: make([]*round, len(e.nodes)), since: make([]time.Time, len(e.nodes))})
+		c := v.(*carried)
+		c.mu.Lock()
+		if c.dead {
+			// Forgotten (by a sweep, or another call with the token)
+			// between the load and the lock: store in a new entry.
+			c.mu.Unlock()
+			continue
 		}
+		for i, u := range t.undo {
+			if t.bad[i] && c.undo[i] != u {
+				// A taint the call inherited keeps its age: carryFor
+				// bounds how long one undo is waited for.
+				c.undo[i], c.since[i] = u, e.now()
+			}
+		}
+		c.mu.Unlock()
+		e.liftCarried(token, c)
+		return
 	}
-	c.since = e.now()
-	c.mu.Unlock()
-	e.liftCarried(token, c)
 }
 
-// liftCarried lifts c's taints whose undo was acknowledged, and forgets c
-// once none is left or it is older than carryFor.
+// liftCarried lifts c's taints whose undo was acknowledged or that were
+// carried for carryFor, and forgets c once none is left.
 func (e *Engine) liftCarried(token string, c *carried) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := taints{bad: make([]bool, len(c.undo)), undo: c.undo}
+	t := taints{bad: make([]bool, len(c.undo)), undo: slices.Clone(c.undo)}
 	for i, u := range c.undo {
 		t.bad[i] = u != nil
 	}
 	t.refresh()
-	if !slices.Contains(t.bad, true) || e.since(c.since) > e.carryFor() {
-		clear(c.undo)
+	for i := range c.undo {
+		if !t.bad[i] || e.since(c.since[i]) > e.carryFor() {
+			c.undo[i] = nil
+		}
+	}
+	if !slices.ContainsFunc(c.undo, func(u *round) bool { return u != nil }) && !c.dead {
+		c.dead = true
 		e.carried.CompareAndDelete(token, c)
 	}
 }
