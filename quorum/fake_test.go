@@ -80,6 +80,7 @@ type fakeNode struct {
 	turnCond      *sync.Cond
 	evals         map[string]int // script name -> calls that ran
 	evalsBy       map[string]int // script name + " " + first argument -> calls
+	refused       int            // script calls refused while down (not pings)
 	vm            *luaVM
 }
 
@@ -148,6 +149,7 @@ func (f *fakeNode) recycle() {
 	f.psubs = map[string]bool{}
 	f.evals = map[string]int{}
 	f.evalsBy = map[string]int{}
+	f.refused = 0
 	f.down, f.delay, f.sendDelay, f.inline, f.holdNext = false, 0, 0, false, nil
 	f.notify.Store(nil)
 	f.m.FlushAll()
@@ -325,6 +327,14 @@ func (f *fakeNode) calls(script string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.evals[script]
+}
+
+// refusedCalls is how many script calls (health pings aside) the fake
+// refused while down.
+func (f *fakeNode) refusedCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused
 }
 
 // callsWith is how many times script ran with arg as its first argument
@@ -511,7 +521,13 @@ func (f *fakeNode) eval(ctx context.Context, name string, keys, args []string, w
 	}
 	f.mu.Unlock()
 	if !stranded {
-		return doSent(ctx, f, op, wait, seq)
+		v, err := doSent(ctx, f, op, wait, seq)
+		if errors.Is(err, errDown) {
+			f.mu.Lock()
+			f.refused++
+			f.mu.Unlock()
+		}
+		return v, err
 	}
 	defer f.queued.Done()
 	select {
