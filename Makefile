@@ -11,7 +11,7 @@ FUZZTIME ?= 60s
 VERSION ?= $(or $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//'),devel)
 LDFLAGS := -X github.com/redlock-proxy/redlock-proxy/internal/buildinfo.version=$(VERSION)
 
-.PHONY: run test build vet fmt check fuzz soak chaos clients bench bench-quick clean examples dropin release
+.PHONY: run test build vet fmt check fuzz soak chaos clients bench bench-quick clean examples dropin release simulate
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/redlock-proxy --dev
@@ -20,12 +20,23 @@ run:
 # timeouts, which the proxies of tests/ running beside them on 2 cores can
 # starve. -parallel 4: the tests marked parallel (Redis Cluster scenarios,
 # expiries, quarantines, rolling restarts) mostly wait, four at once.
+# The second step is the deterministic simulation's fixed seeds and its
+# negative controls, without the race detector (ten times faster; the
+# first step runs a few seeds with it).
 test:
 	@command -v redis-server >/dev/null || { \
 	  echo "!!! WARNING: redis-server not found: integration tests run against EMBEDDED miniredis"; \
 	  echo "!!! masters, NOT real Redis, and tests that need real masters are skipped."; \
 	  echo "!!! Install redis-server (apt-get install -y redis-server) for the real test."; }
 	$(GO) test -race -count=1 -p 1 -parallel 4 -timeout 9m $(PKGS)
+	$(GO) test -count=1 -run '^TestSimulate' ./quorum
+
+# The deterministic simulation on random seeds for SIM (default 60s): it
+# says how many runs, operations and faults it covered, and a failure
+# prints its seed, its shortest schedule and the command that replays it.
+SIM ?= 60s
+simulate:
+	$(GO) test -count=1 -timeout 0 -run '^TestSimulate$$' -v ./quorum -simulate.duration=$(SIM)
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/redlock-proxy ./cmd/redlock-proxy

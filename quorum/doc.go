@@ -213,4 +213,6 @@
 //   - docs/design/cluster.md: Redis Cluster masters and the slotted
 //     layout.
 //   - docs/design/limits.md: what is NOT guaranteed.
+//   - docs/design/simulation.md: the deterministic simulation that
+//     drives this engine under seeded faults, and its negative controls.
 package quorum

@@ -89,6 +89,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// safetyOff names the safety mechanisms a test may switch off to show
+// that the simulation catches their absence. The zero value, every
+// mechanism on, is the only one outside tests.
+type safetyOff struct {
+	floor bool // a restarted master rejoins without its fence floor raised
+	taint bool // an unacknowledged rollback of a fixed token taints nothing
+	slots bool // a semaphore grant counts masters whatever slots they hold
+}
+
 // Attacher is what carries messages between the proxies over the masters
 // (Options.Relay): the engine only hands it the masters.
 type Attacher interface {
@@ -130,6 +139,9 @@ type Engine struct {
 	wake   *Wakeups
 	log    *slog.Logger
 	clock  Clock
+	// off switches safety mechanisms off, for the simulation's negative
+	// controls only (TestSimulateCatches): it is never set outside tests.
+	off safetyOff
 
 	kick   chan struct{}  // wakes the health loop when a restart is seen
 	fences proposals      // fence proposals, above every fence seen

@@ -481,7 +481,11 @@ func (e *Engine) rejoin(ctx context.Context, i int) error {
 	if !due {
 		return nil
 	}
-	floor, err := e.raiseFloors(ctx, i, nil)
+	var floor uint64
+	var err error
+	if !e.off.floor {
+		floor, err = e.raiseFloors(ctx, i, nil)
+	}
 	if err != nil {
 		h.mu.Lock()
 		if h.conn == conn {

@@ -52,7 +52,9 @@ type ShardStatus struct {
 type Identity struct {
 	// RunID is the master's run_id (INFO server); "" if it did not say.
 	RunID string
-	// Conn changes with every new connection to the master.
+	// Conn changes with every new connection to the master: 0 until
+	// the first one is made, which is 1 (the engine learns a master's
+	// first run_id from a Conn it has not seen).
 	Conn uint64
 }
 

@@ -496,7 +496,7 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 	}
 	skip := answer{}
 	ur := e.follow(ctx, r, u, nil, func(i int) (answer, bool) { return skip, !mayHold(i) })
-	if !fixed {
+	if !fixed || e.off.taint {
 		return
 	}
 	// A master that is down now (its last request failed or timed out)

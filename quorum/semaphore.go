@@ -444,6 +444,14 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 			slots = append(slots, s)
 		}
 	}
+	if e.off.slots {
+		for i, c := range t.counted {
+			if a, _ := reply(r, i); c && len(a.mine()) == so.Count {
+				slots = a.mine()
+				break
+			}
+		}
+	}
 	if len(slots) != so.Count {
 		// Round 2: the Count slots that the most answering masters can
 		// give, ties to the lower slot.

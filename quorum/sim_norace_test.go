@@ -1,0 +1,7 @@
+//go:build !race
+
+package quorum
+
+// raceOn is set when the tests run with the race detector, which slows
+// the simulation tenfold: TestSimulate then runs fewer seeds.
+const raceOn = false
