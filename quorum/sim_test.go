@@ -76,6 +76,7 @@ type simOp struct {
 	wait   time.Duration
 	hold   time.Duration // how long the client keeps the grant
 	extend bool          // extend once halfway through the hold
+	keep   bool          // extend every ttl/3 while holding (AUTOEXTEND's keeper)
 	fixed  bool          // one caller's token for every try (a library's retry loop)
 	count  int           // semaphore permits
 }
@@ -93,7 +94,25 @@ type simPlan struct {
 	// quorum that meets the earlier ones only on a restarted master.
 	scenario int
 	workload int // which of newSimPlan's workloads
+	latches  []simLatch
 	opts     Options
+}
+
+// simLatch is a count-down latch of a run: count participants (or one
+// fewer: then it must never open) each create it, arrive once (retrying
+// with the same token) and wait for it to open.
+type simLatch struct {
+	name  string
+	at    time.Duration
+	count int
+	parts []simPart
+	ttl   time.Duration
+}
+
+// simPart is one participant of a latch.
+type simPart struct {
+	engine int
+	delay  time.Duration
 }
 
 // simAmnesia (-sim.amnesia) makes scenario 4 keep every proxy down across
@@ -310,6 +329,28 @@ func newSimPlan(seed uint64) simPlan {
 			}
 			p.ops = append(p.ops, op)
 			at += op.wait + op.hold + time.Duration(r.IntN(400))*time.Millisecond
+		}
+	}
+	// Keepers and latches come from a second stream, so that adding them
+	// left every other draw of a seed as it was.
+	r2 := rand.New(rand.NewPCG(seed^0x5bd1e995, seed))
+	for i := range p.ops {
+		if r2.IntN(5) == 0 && p.scenario != 2 {
+			p.ops[i].keep = true
+			p.ops[i].hold = time.Duration(r2.Int64N(3 * int64(p.ops[i].ttl)))
+		}
+	}
+	if p.scenario != 4 {
+		for k := range r2.IntN(3) {
+			l := simLatch{name: "L" + strconv.Itoa(k), at: time.Duration(r2.Int64N(int64(span))), count: 1 + r2.IntN(4), ttl: time.Duration(1000+r2.IntN(2000)) * time.Millisecond}
+			n := l.count
+			if r2.IntN(4) == 0 {
+				n-- // one never arrives
+			}
+			for range n {
+				l.parts = append(l.parts, simPart{engine: r2.IntN(p.engines), delay: time.Duration(r2.IntN(500)) * time.Millisecond})
+			}
+			p.latches = append(p.latches, l)
 		}
 	}
 	return p
@@ -551,7 +592,9 @@ type simWorld struct {
 	mu      sync.Mutex
 	reqs    int
 	hist    []simGrant
-	insts   [][]*simInstance // per proxy, its runs so far
+	arrived map[string]map[string]time.Duration // latch -> token -> first arrival sent
+	opened  map[string]time.Duration            // latch -> first seen open
+	insts   [][]*simInstance                    // per proxy, its runs so far
 }
 
 func (w *simWorld) elapsed() time.Duration { return time.Since(w.epoch) }
@@ -769,6 +812,11 @@ func simRun(t testing.TB, plan simPlan, masters []*simMaster, tweak func(*Engine
 	for c, list := range byClient {
 		wg.Go(func() { w.client(c, list) })
 	}
+	for _, l := range plan.latches {
+		for k, part := range l.parts {
+			wg.Go(func() { w.latchPart(l, k, part) })
+		}
+	}
 	wg.Wait()
 	close(stop)
 	if err := <-faultsDone; err != nil {
@@ -835,7 +883,22 @@ func (w *simWorld) client(c int, ops []simOp) {
 			continue
 		}
 		hold := granted + op.hold
-		if op.extend {
+		if op.keep {
+			// AUTOEXTEND's keeper: every ttl/3 while held; a refused
+			// extension leaves the validity already known, and the
+			// holder stops relying on it then.
+			for next := granted + op.ttl/3; next < hold; next = w.elapsed() + op.ttl/3 {
+				w.sleepUntil(next)
+				if t := w.elapsed(); t >= g.end || in.deadAt(t) {
+					break
+				}
+				v, err := e.Extend(ctx, l, op.ttl)
+				if err != nil || v <= 0 {
+					break
+				}
+				g.end = max(g.end, w.elapsed()+v)
+			}
+		} else if op.extend {
 			w.sleepUntil(granted + op.hold/2)
 			if t := w.elapsed(); t < g.end && !in.deadAt(t) {
 				if v, err := e.Extend(ctx, l, op.ttl); err == nil && v > 0 {
@@ -853,6 +916,71 @@ func (w *simWorld) client(c int, ops []simOp) {
 		w.mu.Lock()
 		w.hist = append(w.hist, g)
 		w.mu.Unlock()
+	}
+}
+
+// latchPart runs one participant of latch l: create, arrive (retrying
+// with its token), wait; it records when it first sent its arrival and
+// when it saw the latch open.
+func (w *simWorld) latchPart(l simLatch, k int, part simPart) {
+	w.sleepUntil(l.at + part.delay)
+	ctx := context.Background()
+	token := fmt.Sprintf("%s-part-%d", l.name, k)
+	engine := func() *Engine {
+		if in := w.current(part.engine, w.elapsed()); in != nil {
+			return in.eng
+		}
+		return nil
+	}
+	for range 3 {
+		e := engine()
+		if e == nil {
+			return
+		}
+		if _, err := e.Latch(ctx, LatchRequest{Op: LatchCreate, Name: l.name, Count: l.count, TTL: l.ttl}); err == nil {
+			break
+		}
+	}
+	for range 3 {
+		e := engine()
+		if e == nil {
+			return
+		}
+		w.latchEvent(l.name, token, w.elapsed(), false)
+		n, err := e.Latch(ctx, LatchRequest{Op: LatchDown, Name: l.name, Token: token})
+		if err == nil {
+			if n == 0 {
+				w.latchEvent(l.name, "", w.elapsed(), true)
+			}
+			break
+		}
+	}
+	if e := engine(); e != nil {
+		if n, err := e.Latch(ctx, LatchRequest{Op: LatchWait, Name: l.name, Wait: time.Second}); err == nil && n == 1 {
+			w.latchEvent(l.name, "", w.elapsed(), true)
+		}
+	}
+}
+
+// latchEvent records an arrival sent (its first time counts) or an open
+// latch seen.
+func (w *simWorld) latchEvent(name, token string, at time.Duration, open bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.arrived == nil {
+		w.arrived, w.opened = map[string]map[string]time.Duration{}, map[string]time.Duration{}
+	}
+	if open {
+		if t, ok := w.opened[name]; !ok || at < t {
+			w.opened[name] = at
+		}
+		return
+	}
+	if w.arrived[name] == nil {
+		w.arrived[name] = map[string]time.Duration{}
+	}
+	if _, ok := w.arrived[name][token]; !ok {
+		w.arrived[name][token] = at
 	}
 }
 
@@ -917,6 +1045,21 @@ func (w *simWorld) check() []string {
 			}
 		}
 	}
+	// Latches: seen open only once every arrival it counts was sent.
+	for _, l := range w.plan.latches {
+		open, ok := w.opened[l.name]
+		if !ok {
+			continue
+		}
+		var sent []time.Duration
+		for _, t := range w.arrived[l.name] {
+			sent = append(sent, t)
+		}
+		slices.Sort(sent)
+		if len(sent) < l.count || sent[l.count-1] > open {
+			out = append(out, fmt.Sprintf("latch %s (count %d) seen open at %v with arrivals sent at %v", l.name, l.count, open, sent))
+		}
+	}
 	return out
 }
 
@@ -946,7 +1089,7 @@ func (w *simWorld) leftKeys() []string {
 		keys, _ := v.([]any)
 		for _, k := range keys {
 			s, _ := k.(string)
-			if strings.Contains(s, "r0") || strings.Contains(s, "r1") || strings.Contains(s, "r2") || strings.Contains(s, ":f0") || strings.Contains(s, ":f1") || strings.Contains(s, "s0") || strings.Contains(s, "e0") {
+			if strings.Contains(s, ":L0") || strings.Contains(s, ":L1") || strings.Contains(s, "r0") || strings.Contains(s, "r1") || strings.Contains(s, "r2") || strings.Contains(s, ":f0") || strings.Contains(s, ":f1") || strings.Contains(s, "s0") || strings.Contains(s, "e0") {
 				out = append(out, fmt.Sprintf("m%d: key %q left behind", m.id, s))
 			}
 		}
@@ -1083,8 +1226,11 @@ func (p simPlan) String() string {
 		fmt.Fprintf(&b, "  fault %s\n", f)
 	}
 	for _, o := range p.ops {
-		fmt.Fprintf(&b, "  client %d (engine %d) at %v: %s %v ttl %v wait %v hold %v extend %v fixed %v count %d\n",
-			o.client, o.engine, o.at, o.prim, o.res, o.ttl, o.wait, o.hold, o.extend, o.fixed, o.count)
+		fmt.Fprintf(&b, "  client %d (engine %d) at %v: %s %v ttl %v wait %v hold %v extend %v keep %v fixed %v count %d\n",
+			o.client, o.engine, o.at, o.prim, o.res, o.ttl, o.wait, o.hold, o.extend, o.keep, o.fixed, o.count)
+	}
+	for _, l := range p.latches {
+		fmt.Fprintf(&b, "  latch %s at %v count %d ttl %v participants %v\n", l.name, l.at, l.count, l.ttl, l.parts)
 	}
 	return b.String()
 }
