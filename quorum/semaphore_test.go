@@ -307,6 +307,123 @@ func TestWakeupsRanked(t *testing.T) {
 	}
 }
 
+// TestWakeupsCountedAgain: each later announcement of a counted release
+// wakes again the waiters it woke (their try may have reached a master
+// before the release did), and no others; one announced before any
+// waiter registered wakes, at a later announcement, as many as it freed.
+func TestWakeupsCountedAgain(t *testing.T) {
+	w := NewWakeups()
+	a := w.watch([]string{"ch"}, nil, "", 1, systemClock{})
+	b := w.watch([]string{"ch"}, nil, "", 1, systemClock{})
+	w.Notify("ch", "1:a")
+	<-a.c // a was woken, and tried
+	w.Notify("ch", "1:a")
+	if len(a.c) != 1 || len(b.c) != 0 {
+		t.Fatalf("a later announcement woke a %d, b %d: want a again, not b", len(a.c), len(b.c))
+	}
+	a.close()
+	w.Notify("ch", "1:a")
+	if len(b.c) != 0 {
+		t.Fatal("an announcement of a release whose waiter left woke another")
+	}
+	w.Notify("ch2", "1:z") // no waiter yet: it wakes nobody
+	late := w.watch([]string{"ch2"}, nil, "", 1, systemClock{})
+	later := w.watch([]string{"ch2"}, nil, "", 1, systemClock{})
+	w.Notify("ch2", "1:z")
+	<-late.c
+	w.Notify("ch2", "1:z")
+	if len(late.c) != 1 || len(later.c) != 0 {
+		t.Fatalf("a release first announced before anyone waited woke %d, %d: want the first only, twice", len(late.c), len(later.c))
+	}
+}
+
+// TestSemaphoreWokenBeforeReleaseEverywhere: a waiter woken by the first
+// master that ran a release tries at once, and may reach other masters
+// before the release does there: refused by them, it must be woken again
+// by their announcements of the same release, which come after, and not
+// wait out its retry timer. Here the release is held back on three of
+// five masters until the woken waiter's try was refused there.
+func TestSemaphoreWokenBeforeReleaseEverywhere(t *testing.T) {
+	const name = "woken early"
+	// The waiter tries again only when told (or in 10 s); masters answer
+	// late for a second before they count as down, so that the release
+	// held back on three of them does not make the rounds skip them.
+	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1, MasterTimeout: time.Second})
+	ctx := context.Background()
+	held, err := c.eng.semAcquire(ctx, semReqOn(name, 1, 1, time.Minute))
+	if err != nil || held == nil {
+		t.Fatalf("the permit: %v %v", held, err)
+	}
+	tries := func(f *fakeNode) int { return f.calls("sem_acquire") }
+	before := make([]int, len(c.nodes))
+	for i, f := range c.nodes {
+		before[i] = tries(f)
+	}
+	type result struct {
+		l   *Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		req := semReqOn(name, 1, 1, time.Minute)
+		req.Wait = 20 * time.Second
+		l, err := c.eng.semAcquire(ctx, req)
+		got <- result{l, err}
+	}()
+	// The waiter was refused twice everywhere (its first try, and the
+	// one after it subscribed and queued): it waits for a release.
+	if !eventually(5*time.Second, func() bool {
+		for i, f := range c.nodes {
+			if tries(f) < before[i]+2 || len(c.semQueued(f, name)) != 1 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the waiter did not queue and wait")
+	}
+	slow := c.nodes[2:]
+	for _, f := range slow {
+		f.strand("sem_release")
+	}
+	released := make(chan error, 1)
+	go func() {
+		_, err := c.eng.semRelease(ctx, name, held.Token)
+		released <- err
+	}()
+	// Masters 0 and 1 ran the release and announced it; the waiter,
+	// woken, tried again, and the slow masters (the permit still held
+	// there) refused it.
+	if !eventually(5*time.Second, func() bool {
+		for i, f := range slow {
+			if tries(f) < before[i+2]+3 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the waiter was not woken by the first announcement of the release")
+	}
+	for _, f := range slow {
+		f.unhold() // the release lands there now, and they announce it
+	}
+	select {
+	case r := <-got:
+		if r.err != nil || r.l == nil {
+			t.Fatalf("the waiter: %+v %v", r.l, r.err)
+		}
+		if ok, err := c.eng.semRelease(ctx, name, r.l.Token); !ok || err != nil {
+			t.Fatalf("release of the waiter's permit: %v %v", ok, err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter was not woken by the later announcements of the release: it waits for its retry timer")
+	}
+	if err := <-released; err != nil {
+		t.Logf("the held-back release: %v", err)
+	}
+	c.settle()
+}
+
 // heldNotes holds back every release announcement from the masters until
 // deliver, so that a test decides when the waiters hear of a release.
 type heldNotes struct {

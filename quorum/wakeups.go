@@ -18,28 +18,42 @@ import (
 type Wakeups struct {
 	mu      sync.Mutex
 	waiters map[string]map[*watch]struct{}
-	seq     uint64               // arrival order of watches
-	seen    map[string]time.Time // counted releases already routed, by id
-	pruned  time.Time            // when seen was last pruned
+	seq     uint64             // arrival order of watches
+	seen    map[string]*routed // counted releases already routed, by id
+	pruned  time.Time          // when seen was last pruned
+}
+
+// routed is what a counted release did here: when it was first
+// announced, the watches it woke, and how many more it may wake.
+type routed struct {
+	at    time.Time
+	woken []*watch
+	left  int
 }
 
 // NewWakeups returns an empty router.
 func NewWakeups() *Wakeups {
-	return &Wakeups{waiters: make(map[string]map[*watch]struct{}), seen: make(map[string]time.Time)}
+	return &Wakeups{waiters: make(map[string]map[*watch]struct{}), seen: make(map[string]*routed)}
 }
 
 // seenFor is how long a counted release's id is remembered: every master
-// announces the same release, and only the first announcement wakes.
+// announces the same release, and it wakes no more waiters however many
+// of them do.
 const seenFor = 2 * time.Second
 
 // Notify routes one message on channel. A lock release ("1") wakes every
 // local waiter of channel. A hand-off ("h:<token>", from a resource with
 // fair waiters) wakes the plain waiters and, of the fair waiters, only
 // the one queued with token: the head of the queue, wherever it waits.
-// A counted release ("<k>:<id>", from semaphores) wakes the k first local
-// waiters not already woken, once per id however many masters announce
-// it: first by rank (a semaphore waiter's ticket, its place on the
-// masters), then longest-waiting. It never blocks.
+// A counted release ("<k>:<id>", from semaphores) wakes at most k local
+// waiters however many masters announce it: first by rank (a semaphore
+// waiter's ticket, its place on the masters), then longest-waiting, of
+// those not already woken (one that is takes none of the k). Each later
+// announcement of it wakes again the waiters it woke: a woken waiter
+// tries at once, and may reach a master before the release does there
+// and be refused; that master announces the release after, and the
+// waiter tries again rather than wait out its retry timer. It never
+// blocks.
 func (w *Wakeups) Notify(channel, message string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -75,28 +89,40 @@ func (w *Wakeups) Notify(channel, message string) {
 	}
 	now := time.Now() // shared by the engines of a process: the system clock
 	if now.Sub(w.pruned) > seenFor {
-		for old, at := range w.seen {
-			if now.Sub(at) > seenFor {
+		for old, rt := range w.seen {
+			if now.Sub(rt.at) > seenFor {
 				delete(w.seen, old)
 			}
 		}
 		w.pruned = now
 	}
-	if _, dup := w.seen[id]; dup {
+	rt := w.seen[id]
+	if rt == nil {
+		rt = &routed{at: now, left: n}
+		w.seen[id] = rt
+	}
+	for _, wt := range rt.woken {
+		if _, waits := set[wt]; waits {
+			wt.wake()
+		}
+	}
+	if rt.left == 0 {
 		return
 	}
-	w.seen[id] = now
 	order := make([]*watch, 0, len(set))
 	for wt := range set {
-		order = append(order, wt)
+		if !slices.Contains(rt.woken, wt) {
+			order = append(order, wt)
+		}
 	}
 	slices.SortFunc(order, func(a, b *watch) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.seq, b.seq)) })
 	for _, wt := range order {
-		if n == 0 {
+		if rt.left == 0 {
 			break
 		}
 		if wt.wake() {
-			n--
+			rt.left--
+			rt.woken = append(rt.woken, wt)
 		}
 	}
 }
