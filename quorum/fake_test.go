@@ -574,10 +574,17 @@ func (f *fakeNode) Send(name string, keys, args []string, done func(v any, err e
 // run dispatches one command to the embedded master and returns its raw
 // reply and the reply parsed; callers hold mu.
 func (f *fakeNode) run(cmd []string) (string, any, error) {
-	f.out.Reset()
-	f.m.Server().Dispatch(f.peer, cmd)
-	f.peer.Flush()
-	raw := f.out.String()
+	return dispatch(f.m, f.peer, &f.out, cmd)
+}
+
+// dispatch runs cmd on the embedded master m through peer, which writes
+// to out, and returns the raw reply and the reply parsed (a script sees
+// nil for a nil, and a Redis error as an error).
+func dispatch(m *miniredis.Miniredis, peer *server.Peer, out *bytes.Buffer, cmd []string) (string, any, error) {
+	out.Reset()
+	m.Server().Dispatch(peer, cmd)
+	peer.Flush()
+	raw := out.String()
 	if raw == "$-1\r\n" || raw == "*-1\r\n" || raw == "_\r\n" {
 		return raw, nil, nil // proto.Parse reads a nil as ""
 	}

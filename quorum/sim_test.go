@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/alicebob/miniredis/v2/proto"
 	"github.com/alicebob/miniredis/v2/server"
 )
 
@@ -377,21 +376,7 @@ func (m *simMaster) exec(cmd []string) (string, any, error) {
 		n := m.publish(cmd[1], cmd[2])
 		return ":" + strconv.Itoa(n) + "\r\n", int64(n), nil
 	}
-	m.out.Reset()
-	m.m.Server().Dispatch(m.peer, cmd)
-	m.peer.Flush()
-	raw := m.out.String()
-	if raw == "$-1\r\n" || raw == "*-1\r\n" || raw == "_\r\n" {
-		return raw, nil, nil
-	}
-	v, err := proto.Parse(raw)
-	if err != nil {
-		return raw, nil, err
-	}
-	if e, ok := v.(error); ok {
-		return raw, nil, e
-	}
-	return raw, nilElements(v), nil
+	return dispatch(m.m, m.peer, m.out, cmd)
 }
 
 // publish delivers a message to the connections subscribed to channel, a
@@ -1198,25 +1183,22 @@ func simOnce(t *testing.T, plan simPlan, masters []*simMaster, tweak func(*Engin
 // still fails, and returns the smallest failing plan found.
 func simShrink(t *testing.T, plan simPlan, masters []*simMaster, tweak func(*Engine)) simPlan {
 	fails := func(p simPlan) bool { v, _, _, _ := simOnce(t, p, masters, tweak); return len(v) > 0 }
-	for i := 0; i < len(plan.faults); {
-		p := plan
-		p.faults = slices.Delete(slices.Clone(plan.faults), i, i+1)
-		if fails(p) {
-			plan = p
-		} else {
-			i++
-		}
-	}
-	for i := 0; i < len(plan.ops); {
-		p := plan
-		p.ops = slices.Delete(slices.Clone(plan.ops), i, i+1)
-		if fails(p) {
-			plan = p
-		} else {
-			i++
-		}
-	}
+	plan.faults = shrinkList(plan.faults, func(f []simFault) bool { p := plan; p.faults = f; return fails(p) })
+	plan.ops = shrinkList(plan.ops, func(o []simOp) bool { p := plan; p.ops = o; return fails(p) })
 	return plan
+}
+
+// shrinkList drops the elements of l one at a time while fails still
+// holds of what is left, and returns what is left.
+func shrinkList[T any](l []T, fails func([]T) bool) []T {
+	for i := 0; i < len(l); {
+		if shorter := slices.Delete(slices.Clone(l), i, i+1); fails(shorter) {
+			l = shorter
+		} else {
+			i++
+		}
+	}
+	return l
 }
 
 func (p simPlan) String() string {
