@@ -22,6 +22,10 @@ import (
 
 var errDown = errors.New("fake: connection refused")
 
+// errConnLost fails a request issued on a connection that a restart
+// closed before the request reached the master.
+var errConnLost = errors.New("fake: connection reset by a restart")
+
 var debugFake = os.Getenv("DEBUG_FAKE") != ""
 
 // luaScripts are the real scripts, run by every fake: the engine's unit
@@ -468,14 +472,16 @@ func (f *fakeNode) Addr() string { return f.addr }
 // Eval runs the real script on the embedded master.
 func (f *fakeNode) Eval(ctx context.Context, name string, keys, args []string) (any, error) {
 	f.mu.Lock()
-	wait := f.sendDelay
+	wait, conn := f.sendDelay, f.conn
 	f.mu.Unlock()
-	return f.eval(ctx, name, keys, args, wait, noTurn)
+	return f.eval(ctx, name, keys, args, wait, noTurn, conn)
 }
 
 // eval is Eval for a request that waits wait before it is sent and, with
-// a turn (seq, from Send), reaches the master in its turn.
-func (f *fakeNode) eval(ctx context.Context, name string, keys, args []string, wait time.Duration, seq uint64) (any, error) {
+// a turn (seq, from Send), reaches the master in its turn. conn is the
+// connection it was issued on: a request that reaches the master after a
+// restart (a new connection) is lost with the old one, as over TCP.
+func (f *fakeNode) eval(ctx context.Context, name string, keys, args []string, wait time.Duration, seq, conn uint64) (any, error) {
 	s, ok := luaScripts[name]
 	err := error(nil)
 	if !ok {
@@ -494,6 +500,9 @@ func (f *fakeNode) eval(ctx context.Context, name string, keys, args []string, w
 		return nil, err
 	}
 	op := func() (any, error) {
+		if f.conn != conn {
+			return nil, errConnLost
+		}
 		f.evals[name]++
 		if len(args) > 0 {
 			f.evalsBy[name+" "+args[0]]++
@@ -558,7 +567,7 @@ func (f *fakeNode) Send(name string, keys, args []string, done func(v any, err e
 	wait := max(f.sendDelay, f.holdNext[name])
 	delete(f.holdNext, name)
 	now := f.inline && f.delay == 0 && len(f.queue) == 0 && f.strandGate == nil && wait == 0 && f.turn == f.sendSeq
-	seq := f.sendSeq
+	seq, conn := f.sendSeq, f.conn
 	if !now {
 		f.sendSeq++
 		f.queued.Add(1)
@@ -568,7 +577,7 @@ func (f *fakeNode) Send(name string, keys, args []string, done func(v any, err e
 		done(f.Eval(context.Background(), name, keys, args))
 		return
 	}
-	go func() { done(f.eval(context.Background(), name, keys, args, wait, seq)) }()
+	go func() { done(f.eval(context.Background(), name, keys, args, wait, seq, conn)) }()
 }
 
 // run dispatches one command to the embedded master and returns its raw
