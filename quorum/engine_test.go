@@ -49,6 +49,7 @@ func buildCluster(t testing.TB, n int, opts Options) *cluster {
 	nodes := make([]Node, n)
 	for i := range n {
 		f := getFake(t, fmt.Sprintf("m%d", i), c.wake.Notify)
+		f.inline = true
 		c.nodes = append(c.nodes, f)
 		nodes[i] = f
 	}

@@ -2,9 +2,17 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 )
+
+// devMasterTimeout is master_timeout under --dev. The embedded masters
+// run in the proxy's own process: a pause of the proxy (a collection, a
+// busy scheduler on a laptop or a loaded test machine) is a pause of
+// every master at once, which the default, sized for masters on their
+// own machines, would answer with NOQUORUM.
+const devMasterTimeout = 250 * time.Millisecond
 
 // startDevMasters starts n embedded miniredis masters for --dev. Their
 // keys expire with the wall clock, as on a real Redis: miniredis's

@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return errors.New("--dev and --config exclude each other")
 	case f.dev:
 		cfg = config.Default()
+		cfg.MasterTimeout = devMasterTimeout
 		if devMasters, err = startDevMasters(f.devMasters); err != nil {
 			return err
 		}
