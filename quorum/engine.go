@@ -87,6 +87,9 @@ type Options struct {
 	Observer Observer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// off switches safety mechanisms off (tests only: the simulation's
+	// negative controls).
+	off safetyOff
 }
 
 // safetyOff names the safety mechanisms a test may switch off to show
@@ -96,6 +99,8 @@ type safetyOff struct {
 	floor bool // a restarted master rejoins without its fence floor raised
 	taint bool // an unacknowledged rollback of a fixed token taints nothing
 	slots bool // a semaphore grant counts masters whatever slots they hold
+	// intact: a master first met counts at once, its intact mark unread
+	intact bool
 }
 
 // Attacher is what carries messages between the proxies over the masters
@@ -143,9 +148,11 @@ type Engine struct {
 	// controls only (TestSimulateCatches): it is never set outside tests.
 	off safetyOff
 
-	kick   chan struct{}  // wakes the health loop when a restart is seen
-	fences proposals      // fence proposals, above every fence seen
-	bg     sync.WaitGroup // every request to a master still in flight
+	kick chan struct{} // wakes the health loop when a restart is seen
+	// intactMu makes checkIntact's checks one at a time.
+	intactMu sync.Mutex
+	fences   proposals      // fence proposals, above every fence seen
+	bg       sync.WaitGroup // every request to a master still in flight
 	// inflight maps a token to the *flight of its latest acquire, so that
 	// a release or extension through this proxy is queued behind it (one
 	// pipelined connection per master keeps that order) and never
@@ -238,6 +245,7 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		clock:  opts.Clock,
 		kick:   make(chan struct{}, 1),
 		prims:  primitives(),
+		off:    opts.off,
 	}
 	for i, n := range nodes {
 		if sn, ok := n.(ShardedNode); ok {
@@ -257,6 +265,10 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop, e.life = cancel, ctx
+	// Read the intact marks before the first request: the masters that
+	// answer vote from the start (bounded: the others are checked by the
+	// health loop when they answer).
+	e.checkIntact(ctx, -1)
 	if opts.Slotted {
 		e.learnUnslotted()
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -323,8 +324,11 @@ func (f *fakeNode) set(k, v string, ttl time.Duration) {
 // del deletes a key from outside (tests), as its expiry would.
 func (f *fakeNode) del(k string) { f.m.Del(k) }
 
-// keys lists every live key.
-func (f *fakeNode) keys() []string { return f.m.Keys() }
+// keys lists every live key but the master's intact mark, which every
+// engine sets when it first meets the masters (Engine.checkIntact).
+func (f *fakeNode) keys() []string {
+	return slices.DeleteFunc(f.m.Keys(), func(k string) bool { return k == "redlock-proxy:intact" })
+}
 
 // calls is how many times script ran on this master.
 func (f *fakeNode) calls(script string) int {

@@ -73,7 +73,13 @@ type nodeHealth struct {
 	conn       uint64    // the Identity.Conn last checked
 	quarantine time.Time // votes do not count before
 	needsFloor bool      // restarted: votes do not count until seeded
-	sized      bool      // the quarantine was sized by the others' leases
+	// unchecked: first met, its intact mark not read yet (checkIntact);
+	// votes do not count until it is.
+	unchecked bool
+	// lackSeen is when a check first found the unchecked master
+	// without its intact mark while others had it.
+	lackSeen time.Time
+	sized    bool // the quarantine was sized by the others' leases
 	// warned holds the restart-path warnings already logged for the
 	// current restart (warnSizing, warnRejoin): each is logged once per
 	// restart, not at every health tick while it lasts.
@@ -219,8 +225,9 @@ func (e *Engine) lateRunOf(i int) int {
 // restarted and may have lost its locks and fence counters, so it is
 // quarantined and must have its fence floor raised before it votes again.
 //
-// The first run_id seen for a master is taken as it is: the proxy cannot
-// know whether that master restarted just before the proxy met it.
+// The first run_id seen for a master cannot tell whether it restarted
+// before the proxy met it: its votes wait until checkIntact has read its
+// intact mark.
 func (e *Engine) votes(i int) bool {
 	id := e.nodes[i].Identity()
 	h := &e.health[i]
@@ -230,30 +237,173 @@ func (e *Engine) votes(i int) bool {
 	if id.Conn != h.conn {
 		h.conn = id.Conn
 		if id.RunID != "" {
-			if h.runID != "" && id.RunID != h.runID {
+			switch {
+			case h.runID != "" && id.RunID != h.runID:
 				h.restarts++
-				h.restartSeen = now
-				h.needsFloor = true
-				h.sized = false
-				h.warned = 0
-				h.why = fmt.Sprintf("restarted (run_id %s -> %s) %s: its votes wait until every grant it may have voted for expired (at most limits.max_ttl %v)",
-					short(h.runID), short(id.RunID), now.UTC().Format(time.RFC3339), e.opts.Quarantine)
-				if e.opts.Quarantine > 0 {
-					// At most this long; sizeQuarantine shortens it to the
-					// longest grant still live on the other masters.
-					h.quarantine = now.Add(e.opts.Quarantine)
-				}
+				e.restarted(i, h, now, fmt.Sprintf("restarted (run_id %s -> %s) %s: its votes wait until every grant it may have voted for expired (at most limits.max_ttl %v)",
+					short(h.runID), short(id.RunID), now.UTC().Format(time.RFC3339), e.opts.Quarantine))
 				e.log.Warn("master restarted: its votes do not count until its quarantine ends and its fence floor is raised",
 					"master", e.nodes[i].Addr(), "old_run_id", h.runID, "run_id", id.RunID, "quarantine", e.opts.Quarantine)
-				select {
-				case e.kick <- struct{}{}:
-				default:
-				}
+			case h.runID == "" && !e.opts.Slotted && !e.off.intact:
+				h.unchecked = true
+				h.why = "first met: its intact mark is not read yet"
+				e.kickHealth()
 			}
 			h.runID = id.RunID
 		}
 	}
-	return !h.needsFloor && !now.Before(h.quarantine)
+	return !h.unchecked && !h.needsFloor && !now.Before(h.quarantine)
+}
+
+// restarted quarantines master i (h, locked) as restarted at now: its
+// votes wait for the quarantine (at most Options.Quarantine, sized by
+// sizeQuarantine) and for its fence floor (rejoin). why is NodeStatus.Why.
+func (e *Engine) restarted(i int, h *nodeHealth, now time.Time, why string) {
+	h.restartSeen = now
+	h.needsFloor = true
+	h.unchecked = false
+	h.lackSeen = time.Time{}
+	h.sized = false
+	h.warned = 0
+	h.why = why
+	if e.opts.Quarantine > 0 {
+		// At most this long; sizeQuarantine shortens it to the
+		// longest grant still live on the other masters.
+		h.quarantine = now.Add(e.opts.Quarantine)
+	}
+	e.kickHealth()
+}
+
+// kickHealth wakes the health loop.
+func (e *Engine) kickHealth() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// intactKey is the master's intact mark: set (with no expiry) on a master
+// whose data proxies trust, by the first proxies to meet a new set of
+// masters and by every rejoin after a restart. A master without it while
+// other masters have it restarted empty, or was down, since the proxies
+// met it. See checkIntact.
+func (e *Engine) intactKey() string { return e.opts.MetaPrefix + "intact" }
+
+// checkIntact reads the intact mark of every master first met and not
+// checked yet (votes), so that a master that restarted empty before this
+// proxy met it (no proxy saw its run_id change) is quarantined as a
+// restarted one, not counted at once.
+//
+// It asks every master, each bounded by four times MasterTimeout, whether
+// it has the mark. A master first met that has it votes. One that lacks
+// it while some master has it, at two checks at least four times
+// MasterTimeout apart (the first may fall while another proxy marks new
+// masters), restarted or missed the marking: it is quarantined and
+// rejoins as a restarted master does, its mark set when its floor is
+// (rejoin). When every master answers without it, the
+// masters are new to the proxies (or were served only by versions
+// without the mark): they are marked and vote. Otherwise the masters
+// first met stay unchecked until a later call (every health tick)
+// decides. Every master must answer for that: a master that was down
+// when the others were marked lacks the mark too, and a quorum of such
+// masters and restarted ones, with the marked masters unreachable, must
+// not pass for new ones.
+//
+// word (not -1) is the master of an operator's RQUARANTINE END, whose
+// word is that the masters are new: when that master answers and none
+// that answered has the mark, those that answered are marked.
+func (e *Engine) checkIntact(ctx context.Context, word int) {
+	e.intactMu.Lock() // one check at a time: a check marks what it saw new
+	defer e.intactMu.Unlock()
+	var pending []int
+	for i := range e.nodes {
+		h := &e.health[i]
+		h.mu.Lock()
+		if h.unchecked {
+			pending = append(pending, i)
+		}
+		h.mu.Unlock()
+	}
+	if len(pending) == 0 {
+		return
+	}
+	mark := e.intactKey()
+	has := make([]int8, len(e.nodes)) // 0: no answer, 1: has it, -1: lacks it
+	e.eachMaster(ctx, func(ctx context.Context, j int) {
+		v, err := e.call(ctx, j, &op{name: "intact", script: scripts.ListPresent, keys: []string{mark}})
+		if arr, ok := v.([]any); err == nil && ok && len(arr) == 1 {
+			has[j] = -1
+			if arr[0] == int64(1) {
+				has[j] = 1
+			}
+		}
+	})
+	some, lack := false, 0
+	for _, x := range has {
+		some = some || x == 1
+		if x == -1 {
+			lack++
+		}
+	}
+	now := e.now()
+	fresh := make([]bool, len(e.nodes))
+	for _, i := range pending {
+		h := &e.health[i]
+		h.mu.Lock()
+		switch {
+		case !h.unchecked:
+		case has[i] == 1:
+			h.unchecked, h.why = false, ""
+		case has[i] == -1 && some && !h.lackSeen.IsZero() && now.Sub(h.lackSeen) >= e.opts.MasterTimeout*4:
+			e.restarted(i, h, now, fmt.Sprintf("first met %s without its intact mark, which other masters have: it restarted empty (or was down) since the proxies met it; its votes wait until every grant it may have voted for expired (at most limits.max_ttl %v)",
+				now.UTC().Format(time.RFC3339), e.opts.Quarantine))
+			e.log.Warn("master lacks its intact mark while others have it: quarantined as a restarted master",
+				"master", e.nodes[i].Addr(), "quarantine", e.opts.Quarantine)
+		case has[i] == -1 && some:
+			// Seen once: another proxy may be marking new masters right
+			// now. Still lacking at a later check, it restarted.
+			if h.lackSeen.IsZero() {
+				h.lackSeen = now
+			}
+			h.why = "first met without its intact mark, which other masters have: checking again before it is quarantined as restarted"
+		case has[i] == -1 && (lack == len(e.nodes) || word >= 0 && has[word] != 0):
+			fresh[i] = true
+		case has[i] == -1:
+			h.why = fmt.Sprintf("first met without its intact mark, as %d of the %d masters that answered: every master must answer once to tell new masters from restarted ones", lack, len(e.nodes))
+		}
+		h.mu.Unlock()
+	}
+	// Mark the new masters together (another proxy that reads them
+	// meanwhile sees some marked, and checks again).
+	lag, seq := e.fenceKeys("")
+	e.eachMaster(ctx, func(ctx context.Context, i int) {
+		if !fresh[i] {
+			return
+		}
+		if _, err := e.call(ctx, i, &op{name: "intact", script: scripts.FenceFloor, keys: []string{seq, lag, mark}, args: []string{"0"}}); err != nil {
+			return
+		}
+		h := &e.health[i]
+		h.mu.Lock()
+		if h.unchecked {
+			h.unchecked, h.why = false, ""
+		}
+		h.mu.Unlock()
+	})
+}
+
+// eachMaster runs f for every master at once, each with ctx bounded by
+// four times MasterTimeout, and returns when all did.
+func (e *Engine) eachMaster(ctx context.Context, f func(ctx context.Context, i int)) {
+	var wg sync.WaitGroup
+	for i := range e.nodes {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
+			defer cancel()
+			f(cctx, i)
+		})
+	}
+	wg.Wait()
 }
 
 // nodeStatus returns a snapshot of every master, in configuration order.
@@ -268,7 +418,7 @@ func (e *Engine) nodeStatus() []NodeStatus {
 			st = StateUp
 		}
 		left := max(h.quarantine.Sub(now), 0)
-		if left > 0 || h.needsFloor {
+		if left > 0 || h.needsFloor || h.unchecked {
 			st = StateQuarantined
 		}
 		why := ""
@@ -307,17 +457,20 @@ func (e *Engine) healthLoop(ctx context.Context) {
 	var q quorumWatch
 	for {
 		e.pingAll(ctx, timeout)
+		e.checkIntact(ctx, -1)
 		q.check(e)
 		e.sweepCarried()
+		tried := make([]bool, len(e.nodes))
 		for i := range e.nodes {
 			e.sizeQuarantine(ctx, i)
+			tried[i] = e.dueToRejoin(i)
 			e.rejoin(ctx, i)
 		}
 		// Wake at the earliest end of a quarantine too, so that a master
 		// rejoins when its quarantine ends, not at the next tick.
 		var end <-chan time.Time
 		var endTimer Timer
-		if d, ok := e.nextQuarantineEnd(); ok {
+		if d, ok := e.nextQuarantineEnd(tried); ok {
 			endTimer = e.clock.NewTimer(d)
 			end = endTimer.C()
 		}
@@ -360,15 +513,19 @@ func (e *Engine) pingAll(ctx context.Context, timeout time.Duration) {
 }
 
 // nextQuarantineEnd is the time until the earliest quarantine still
-// running ends.
-func (e *Engine) nextQuarantineEnd() (time.Duration, bool) {
+// running ends; at most 0 for one that ended after its master's turn in
+// the health loop's pass (tried[i] false: its rejoin was not due then),
+// which no timer would wake the loop for.
+func (e *Engine) nextQuarantineEnd(tried []bool) (time.Duration, bool) {
 	now := e.now()
 	var next time.Duration
 	found := false
 	for i := range e.health {
 		h := &e.health[i]
 		h.mu.Lock()
-		if h.needsFloor && h.quarantine.After(now) {
+		// A quarantine that ended after its master's turn in the pass
+		// (not tried) is due now: 0.
+		if h.needsFloor && (h.quarantine.After(now) || !tried[i]) {
 			if d := h.quarantine.Sub(now); !found || d < next {
 				next, found = d, true
 			}
@@ -458,6 +615,15 @@ func (e *Engine) sizeQuarantine(ctx context.Context, i int) {
 		h.restartSeen.UTC().Format(time.RFC3339), longest.Round(time.Millisecond))
 	e.log.Info("quarantine of a restarted master sized by the longest live grant",
 		"master", e.nodes[i].Addr(), "longest_grant_left", longest, "quarantine_left", e.until(h.quarantine).Round(time.Millisecond))
+}
+
+// dueToRejoin reports whether restarted master i's quarantine is over
+// and its fence floor not raised yet.
+func (e *Engine) dueToRejoin(i int) bool {
+	h := &e.health[i]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.needsFloor && !e.now().Before(h.quarantine)
 }
 
 // rejoin raises the fence floor of restarted master i once its quarantine
@@ -604,7 +770,11 @@ func (e *Engine) raiseFloors(ctx context.Context, i int, slots []int) (uint64, e
 		if err != nil && !fewIntact {
 			return 0, false, err
 		}
-		o := &op{name: "floor", script: scripts.FenceFloor, keys: []string{seq, lag}, args: []string{strconv.FormatUint(floor, 10)}}
+		keys := []string{seq, lag}
+		if !e.opts.Slotted {
+			keys = append(keys, e.intactKey()) // its data is trusted again
+		}
+		o := &op{name: "floor", script: scripts.FenceFloor, keys: keys, args: []string{strconv.FormatUint(floor, 10)}}
 		cctx, cancel := context.WithTimeout(ctx, e.opts.MasterTimeout*4)
 		_, err = e.call(cctx, i, o)
 		cancel()
@@ -751,11 +921,31 @@ func (e *Engine) endQuarantine(ctx context.Context, i int, by string) (NodeStatu
 	}
 	h := &e.health[i]
 	h.mu.Lock()
+	if h.unchecked {
+		// Not checked yet: no master has the intact mark and one does
+		// not answer. The operator's word is that the masters are new
+		// (or kept their data): those that answer are marked and vote.
+		// A master without the mark while others have it is quarantined
+		// as restarted instead, and ended below.
+		h.mu.Unlock()
+		e.checkIntact(ctx, i)
+		h.mu.Lock()
+		if h.unchecked {
+			h.mu.Unlock()
+			return e.nodeStatus()[i], fmt.Errorf("%w: %s does not answer", ErrNoQuorum, e.nodes[i].Addr())
+		}
+		if !h.needsFloor {
+			h.mu.Unlock()
+			e.log.Warn("MASTERS DECLARED NEW BY AN OPERATOR: the masters without an intact mark that answered are marked and vote; one that restarted unseen while a grant it voted for is live can now grant it to a second client",
+				"master", e.nodes[i].Addr(), "by", by)
+			return e.nodeStatus()[i], nil
+		}
+	}
+	now := e.now()
 	if !h.needsFloor {
 		h.mu.Unlock()
 		return e.nodeStatus()[i], fmt.Errorf("%w: %s", ErrNotQuarantined, e.nodes[i].Addr())
 	}
-	now := e.now()
 	left := max(h.quarantine.Sub(now), 0)
 	h.quarantine = now
 	h.why = "quarantine ended by " + by + "; waiting for its fence floor to be raised"

@@ -38,30 +38,47 @@ func backwardsFenceSetup(t *testing.T) *cluster {
 	return c
 }
 
-// TestBackwardsFenceOnSilentDataLoss shows the failure the floor prevents:
-// B loses its data without the proxy being able to tell (same run_id), A
-// goes down, and a grant on {B, C} issues fence 4 after fence 10. This is
-// the case PROTOCOL.md excludes ("no master silently loses its data").
-//
-// The proxy that issued fence 10 remembers it and would still propose 11,
-// so the grant goes through a second proxy that has seen nothing: the
-// stateless replica a load balancer may pick.
+// TestBackwardsFenceOnSilentDataLoss: B loses its data without the proxy
+// being able to tell by its run_id (the case PROTOCOL.md excludes: "no
+// master silently loses its data"), A goes down, and a grant on {B, C}
+// goes through a second proxy that has seen nothing (the stateless
+// replica a load balancer may pick). B's intact mark went with its data,
+// while C has one: that proxy quarantines B and grants nothing. With the
+// mark unread (off.intact), it issues fence 4 after fence 10.
 func TestBackwardsFenceOnSilentDataLoss(t *testing.T) {
-	c := backwardsFenceSetup(t)
-	c.nodes[1].m.FlushAll()
-	c.nodes[0].setDown(true)
-	nodes := make([]Node, len(c.nodes))
-	for i, f := range c.nodes {
-		nodes[i] = f
-	}
-	fresh, err := New(nodes, Options{MasterTimeout: testTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
-	other := &cluster{nodes: c.nodes, eng: fresh}
-	if f := grantN(t, other, 1); f != 4 {
-		t.Fatalf("fence %d: the silent loss did not produce the backwards fence 4 this test is about", f)
+	for _, tc := range []struct {
+		name   string
+		off    safetyOff
+		fence  uint64    // 0: no grant
+		master NodeState // B's state before the grant ("": not checked)
+	}{
+		{"intact mark read", safetyOff{}, 0, StateQuarantined},
+		{"intact mark unread", safetyOff{intact: true}, 4, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := backwardsFenceSetup(t)
+			c.nodes[1].m.FlushAll()
+			c.nodes[0].setDown(true)
+			nodes := make([]Node, len(c.nodes))
+			for i, f := range c.nodes {
+				nodes[i] = f
+			}
+			fresh, err := New(nodes, Options{MasterTimeout: testTimeout, off: tc.off})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fresh.Close()
+			if st := fresh.nodeStatus()[1]; tc.master != "" && st.State != tc.master {
+				t.Fatalf("B: %+v, want %s", st, tc.master)
+			}
+			l, err := fresh.lockAcquire(context.Background(), Request{Resources: []string{"r"}, TTL: time.Second})
+			switch {
+			case tc.fence == 0 && (l != nil || !errors.Is(err, ErrNoQuorum)):
+				t.Fatalf("grant on {B, C} with B's loss seen: %+v %v, want NOQUORUM", l, err)
+			case tc.fence != 0 && (l == nil || l.Fences[0] != tc.fence):
+				t.Fatalf("grant %+v %v: the silent loss did not produce the backwards fence %d", l, err, tc.fence)
+			}
+		})
 	}
 }
 

@@ -114,9 +114,9 @@ type simPart struct {
 	delay  time.Duration
 }
 
-// simAmnesia (-sim.amnesia) makes scenario 4 keep every proxy down across
-// the restart, a known gap (docs/design/simulation.md, "Findings").
-var simAmnesia = flag.Bool("sim.amnesia", false, "TestSimulate: in scenario 4, every proxy is down while the master restarts (a known gap)")
+// simMet is when the proxies of a run have met every master: scenario 4
+// cuts masters off only after it, so that they were marked intact.
+const simMet = 100 * time.Millisecond
 
 // simLimit is every simulated semaphore's limit.
 const simLimit = 3
@@ -195,8 +195,10 @@ func newSimPlan(seed uint64) simPlan {
 		// pause. Proxy 1, idle until then (it has seen no fence), saw
 		// the restart in its health checks: its next grants' quorum is
 		// A and B, where only A's fence floor carries the fences stored
-		// before. With -sim.amnesia every proxy is down across the
-		// restart instead, and none sees it.
+		// before. In half the runs every proxy is down across the
+		// restart instead, and none sees it: the proxies started after
+		// it tell the restart by the master's missing intact mark. B is
+		// cut off once the proxies met (and marked) every master.
 		q := p.masters/2 + 1
 		perm := r.Perm(p.masters)
 		a, b, rest := perm[0], perm[1:1+p.masters-q], perm[1+p.masters-q:]
@@ -206,12 +208,12 @@ func newSimPlan(seed uint64) simPlan {
 		for _, m := range b {
 			// Cut off, not paused: a paused master would get proxy 0's
 			// requests, and its fences, when it resumes.
-			p.faults = append(p.faults, simFault{kind: "part", master: m, at: 0, dur: d})
+			p.faults = append(p.faults, simFault{kind: "part", master: m, at: simMet, dur: d - simMet})
 		}
 		for _, m := range rest {
 			p.faults = append(p.faults, simFault{kind: "pause", master: m, at: d, dur: time.Duration(1000+r.IntN(2000)) * time.Millisecond})
 		}
-		if *simAmnesia {
+		if r.IntN(2) == 0 {
 			for e := range p.engines {
 				f := simFault{kind: "crash", engine: e, at: ta, dur: d - ta}
 				crashFree[e] = f.at + f.dur + time.Millisecond
@@ -605,7 +607,7 @@ func (in *simInstance) deadAt(at time.Duration) bool { return in.until >= 0 && a
 
 // start starts a run of proxy e's engine now, which crashes at the
 // schedule's next crash of e.
-func (w *simWorld) start(e int, tweak func(*Engine)) error {
+func (w *simWorld) start(e int) error {
 	now := w.elapsed()
 	in := &simInstance{until: -1}
 	for _, f := range w.plan.faults {
@@ -636,9 +638,6 @@ func (w *simWorld) start(e int, tweak func(*Engine)) error {
 	eng, err := New(nodes, opts)
 	if err != nil {
 		return err
-	}
-	if tweak != nil {
-		tweak(eng)
 	}
 	in.eng = eng
 	w.mu.Lock()
@@ -707,7 +706,7 @@ func (w *simWorld) afterPauses(i int, due time.Duration) time.Duration {
 // runFaults applies the schedule's events that change state: a master's
 // restart (it comes back empty, with a new run_id), a dropped connection,
 // a crashed proxy's restart (a new engine that knows nothing of the old).
-func (w *simWorld) runFaults(tweak func(*Engine), done <-chan struct{}) error {
+func (w *simWorld) runFaults(done <-chan struct{}) error {
 	type event struct {
 		at time.Duration
 		f  simFault
@@ -749,7 +748,7 @@ func (w *simWorld) runFaults(tweak func(*Engine), done <-chan struct{}) error {
 				c.mu.Unlock()
 			}
 		case "crash":
-			if err := w.start(f.engine, tweak); err != nil {
+			if err := w.start(f.engine); err != nil {
 				return err
 			}
 		}
@@ -771,7 +770,7 @@ type simGrant struct {
 
 // simRun runs plan inside a synctest bubble (the caller's) and returns
 // the violations found.
-func simRun(t testing.TB, plan simPlan, masters []*simMaster, tweak func(*Engine)) (violations []string, ops, reqs, grants int) {
+func simRun(t testing.TB, plan simPlan, masters []*simMaster) (violations []string, ops, reqs, grants int) {
 	w := &simWorld{plan: plan, epoch: time.Now(), insts: make([][]*simInstance, plan.engines)}
 	w.masters = masters[:plan.masters]
 	for _, m := range w.masters {
@@ -781,13 +780,13 @@ func simRun(t testing.TB, plan simPlan, masters []*simMaster, tweak func(*Engine
 		m.m.ClockTTL(true)
 	}
 	for e := range plan.engines {
-		if err := w.start(e, tweak); err != nil {
+		if err := w.start(e); err != nil {
 			t.Fatalf("seed %d: %v", plan.seed, err)
 		}
 	}
 	stop := make(chan struct{})
 	faultsDone := make(chan error, 1)
-	go func() { faultsDone <- w.runFaults(tweak, stop) }()
+	go func() { faultsDone <- w.runFaults(stop) }()
 
 	byClient := map[int][]simOp{}
 	for _, op := range plan.ops {
@@ -1138,13 +1137,13 @@ func TestSimulate(t *testing.T) {
 	var runs, ops, reqs, faults, grants int
 	t0 := time.Now()
 	fail := func(plan simPlan, v []string) {
-		small := simShrink(t, plan, masters, nil)
-		t.Errorf("seed %d: %d violations, first: %s\nshortest schedule found (%d faults, %d operations):\n%s\nreplay: go test ./quorum -run 'TestSimulate$' -seed=%d%s -v -simtrace",
-			plan.seed, len(v), v[0], len(small.faults), len(small.ops), small, plan.seed, map[bool]string{true: " -sim.amnesia"}[*simAmnesia])
+		small := simShrink(t, plan, masters)
+		t.Errorf("seed %d: %d violations, first: %s\nshortest schedule found (%d faults, %d operations):\n%s\nreplay: go test ./quorum -run 'TestSimulate$' -seed=%d -v -simtrace",
+			plan.seed, len(v), v[0], len(small.faults), len(small.ops), small, plan.seed)
 	}
 	one := func(seed uint64) bool {
 		plan := newSimPlan(seed)
-		v, n, r, g := simOnce(t, plan, masters, nil)
+		v, n, r, g := simOnce(t, plan, masters)
 		runs, ops, reqs, faults, grants = runs+1, ops+n, reqs+r, faults+len(plan.faults), grants+g
 		if len(v) > 0 {
 			fail(plan, v)
@@ -1172,17 +1171,17 @@ func TestSimulate(t *testing.T) {
 }
 
 // simOnce runs plan in a bubble of its own.
-func simOnce(t *testing.T, plan simPlan, masters []*simMaster, tweak func(*Engine)) (v []string, ops, reqs, grants int) {
+func simOnce(t *testing.T, plan simPlan, masters []*simMaster) (v []string, ops, reqs, grants int) {
 	synctest.Test(t, func(t *testing.T) {
-		v, ops, reqs, grants = simRun(t, plan, masters, tweak)
+		v, ops, reqs, grants = simRun(t, plan, masters)
 	})
 	return v, ops, reqs, grants
 }
 
 // simShrink drops faults, then operations, one at a time while the run
 // still fails, and returns the smallest failing plan found.
-func simShrink(t *testing.T, plan simPlan, masters []*simMaster, tweak func(*Engine)) simPlan {
-	fails := func(p simPlan) bool { v, _, _, _ := simOnce(t, p, masters, tweak); return len(v) > 0 }
+func simShrink(t *testing.T, plan simPlan, masters []*simMaster) simPlan {
+	fails := func(p simPlan) bool { v, _, _, _ := simOnce(t, p, masters); return len(v) > 0 }
 	plan.faults = shrinkList(plan.faults, func(f []simFault) bool { p := plan; p.faults = f; return fails(p) })
 	plan.ops = shrinkList(plan.ops, func(o []simOp) bool { p := plan; p.ops = o; return fails(p) })
 	return plan
@@ -1229,14 +1228,14 @@ func TestSimulateCatches(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		opts     func(*Options)
-		tweak    func(*Engine)
 		scenario int // only runs of this scenario; -1: any
 		workload int // only runs of this workload; -1: any
 	}{
-		{"restart quarantine off", func(o *Options) { o.Quarantine = 0 }, nil, 1, -1},
-		{"fence floor off", nil, func(e *Engine) { e.off.floor = true }, 4, -1},
-		{"rollback taint off", nil, func(e *Engine) { e.off.taint = true }, 2, -1},
-		{"semaphore slots off", nil, func(e *Engine) { e.off.slots = true }, -1, 3},
+		{"restart quarantine off", func(o *Options) { o.Quarantine = 0 }, 1, -1},
+		{"fence floor off", func(o *Options) { o.off.floor = true }, 4, -1},
+		{"intact mark off", func(o *Options) { o.off.intact = true }, 4, -1},
+		{"rollback taint off", func(o *Options) { o.off.taint = true }, 2, -1},
+		{"semaphore slots off", func(o *Options) { o.off.slots = true }, -1, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runs := 0
@@ -1252,7 +1251,7 @@ func TestSimulateCatches(t *testing.T) {
 					tc.opts(&plan.opts)
 				}
 				runs++
-				if v, _, _, _ := simOnce(t, plan, masters, tc.tweak); len(v) > 0 {
+				if v, _, _, _ := simOnce(t, plan, masters); len(v) > 0 {
 					t.Logf("caught by seed %d after %d runs: %s", seed, runs, v[0])
 					return
 				}

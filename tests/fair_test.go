@@ -50,10 +50,11 @@ func (c *cluster) fairQueued(resource, token string) int {
 }
 
 // masterWide reports whether k is one of the proxy's master-wide keys:
-// the fence sequence and lagging bound, and the lease high-water mark
-// (which expires with the longest grant the master held).
+// the fence sequence and lagging bound, the lease high-water mark
+// (which expires with the longest grant the master held) and the intact
+// mark (set once, when the proxies first meet the masters).
 func masterWide(k string) bool {
-	return k == "redlock-proxy:fence-hwm" || k == "redlock-proxy:fence-lag" || k == "redlock-proxy:lease-hwm"
+	return k == "redlock-proxy:fence-hwm" || k == "redlock-proxy:fence-lag" || k == "redlock-proxy:lease-hwm" || k == "redlock-proxy:intact"
 }
 
 // expectOnlyFences fails unless every master holds nothing but the

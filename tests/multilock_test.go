@@ -406,8 +406,10 @@ func TestMultiLockBadInput(t *testing.T) {
 		}
 	}
 	for i, rc := range cl.direct {
-		if keys := rc.Keys(ctx, "*").Val(); len(keys) != 0 {
-			t.Errorf("master%d holds %v after bad input", i, keys)
+		for _, k := range rc.Keys(ctx, "*").Val() {
+			if !masterWide(k) {
+				t.Errorf("master%d holds %s after bad input", i, k)
+			}
 		}
 	}
 	if t.Failed() {
@@ -893,8 +895,8 @@ func TestReleasedResourcesLeaveNoKeys(t *testing.T) {
 			t.Fatalf("master%d: KEYS: %v", i, err)
 		}
 		t.Logf("master%d: DBSIZE %d, keys %v", i, n, keys[:min(len(keys), 10)])
-		if n > 3 {
-			t.Errorf("master%d keeps %d keys after every resource was released, want at most 3 master-wide ones", i, n)
+		if n > 4 {
+			t.Errorf("master%d keeps %d keys after every resource was released, want at most 4 master-wide ones", i, n)
 		}
 		var stale []string
 		for _, k := range keys {

@@ -44,8 +44,9 @@ var (
 		[]Field{One("queue"), One("deadlines"), One("seq")},
 		[]Field{One("id"), One("ticket"), One("stale")})
 
-	// FenceFloor raises a restarted master's fence sequence.
-	FenceFloor = define("fence_floor", []Field{One("seq"), One("lag")}, []Field{One("floor")})
+	// FenceFloor raises a restarted master's fence sequence, and sets its
+	// intact mark when given.
+	FenceFloor = define("fence_floor", []Field{One("seq"), One("lag"), Opt("mark")}, []Field{One("floor")})
 	// FenceHighwater reads a master's fence high-water mark.
 	FenceHighwater = define("fence_highwater", []Field{One("seq"), One("old")}, nil)
 	// LeaseLeft reads how long a master's longest grant still lives.
