@@ -1,141 +1,231 @@
 package luashape
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/yuin/gopher-lua/ast"
+	luaparse "github.com/yuin/gopher-lua/parse"
 )
 
-// tokKind is a token's class.
-type tokKind int
-
-const (
-	tEOF tokKind = iota
-	tName
-	tKeyword
-	tNumber
-	tString
-	tOp
-)
-
-// token is one lexeme; pos is its byte offset in the source, line its line.
+// token is one lexeme, as gopher-lua's scanner splits the source.
 type token struct {
-	kind tokKind
-	text string  // name, keyword, operator, or the decoded string
-	num  float64 // for tNumber
-	pos  int     // byte offset of its start
-	end  int     // byte offset just past it
-	line int
+	typ      int    // gopher-lua's token type: luaparse.TIdent, luaparse.TString, '(', ...
+	text     string // the token as the source spells it
+	val      string // a string literal's value
+	from, to int    // byte range in the source
+	line     int
+	// sameLine: a '(' right after a ')' on the same line. gopher-lua may
+	// refuse a call whose '(' starts a line as ambiguous, so the feed keeps
+	// it on the line of the ')'.
+	sameLine bool
 }
 
-var keywords = map[string]bool{
-	"and": true, "break": true, "do": true, "else": true, "elseif": true, "end": true,
-	"false": true, "for": true, "function": true, "goto": true, "if": true, "in": true,
-	"local": true, "nil": true, "not": true, "or": true, "repeat": true, "return": true,
-	"then": true, "true": true, "until": true, "while": true,
+// tokens is a lexed script.
+type tokens struct {
+	list    []token
+	eofLine int   // the line the source ends on
+	nls     []int // offsets of the source's '\n'
+	prevEnd int   // while scanning: where the last token ended
 }
 
-// lex splits src into tokens, dropping whitespace and comments.
-func lex(src string) ([]token, error) {
-	var toks []token
-	line := 1
-	i := 0
+// lineAt is the line of a byte offset, counting '\n' as the messages
+// always have.
+func (ts *tokens) lineAt(off int) int { return 1 + sort.SearchInts(ts.nls, off) }
+
+// lex splits src into tokens with gopher-lua's scanner, which drops
+// whitespace and comments. String literals are decoded here, from the
+// source, with the escapes Redis scripts have always been read with (see
+// unquote); numbers are checked.
+func lex(src string) (*tokens, error) {
+	ts := &tokens{}
+	for i := 0; i < len(src); i++ {
+		if src[i] == '\n' {
+			ts.nls = append(ts.nls, i)
+		}
+	}
+	ts.eofLine = 1 + len(ts.nls)
+	// Lua skips \f and \v as whitespace; gopher-lua's scanner refuses
+	// them. Blanking them keeps every offset.
+	b := []byte(src)
+	for i, c := range b {
+		if c == '\f' || c == '\v' {
+			b[i] = ' '
+		}
+	}
+	// The scanner gives positions as line and column, its lines ending at
+	// \n, \r, \r\n or \n\r: starts maps them back to offsets.
+	starts := []int{0, 0}
+	for i := 0; i < len(b); {
+		c := b[i]
+		i++
+		if c == '\n' || c == '\r' {
+			if i < len(b) && b[i] != c && (b[i] == '\n' || b[i] == '\r') {
+				i++
+			}
+			starts = append(starts, i)
+		}
+	}
+	offset := func(p ast.Position, first bool) int {
+		if p.Line < 1 || p.Line >= len(starts) {
+			return len(src)
+		}
+		o := starts[p.Line] + p.Column
+		if first {
+			o--
+		}
+		return min(max(o, 0), len(src))
+	}
+	for fixes := 0; ; fixes++ {
+		err := ts.scan(src, b, offset)
+		var pe *luaparse.Error
+		switch {
+		case err == nil:
+			return ts, nil
+		case !errors.As(err, &pe):
+			return nil, err
+		}
+		// gopher-lua takes --[= not followed by a long bracket for an
+		// unfinished long comment; Lua, for a line comment.
+		_, at := skipComments(src, ts.prevEnd)
+		if pe.Message != "invalid multiline comment" || at < 0 || fixes == 100 {
+			return nil, ts.lexError(src, pe)
+		}
+		b[at] = ' '
+	}
+}
+
+// scan splits b, the source as the scanner reads it, into ts.list; an
+// error of the scanner is returned as it is.
+func (ts *tokens) scan(src string, b []byte, offset func(ast.Position, bool) int) error {
+	ts.list, ts.prevEnd = ts.list[:0], 0
+	sc := luaparse.NewScanner(bytes.NewReader(b), "")
+	lx := &luaparse.Lexer{}
+	for {
+		t, err := sc.Scan(lx)
+		if err != nil {
+			return err
+		}
+		if t.Type < 0 { // EOF
+			return nil
+		}
+		from, to := offset(t.Pos, true), offset(sc.Pos, false)
+		if to <= from {
+			return fmt.Errorf("line %d: %s: token positions", ts.lineAt(from), internalError)
+		}
+		tk := token{typ: t.Type, text: src[from:to], from: from, to: to, line: ts.lineAt(from)}
+		if t.Type != luaparse.TString && t.Type != luaparse.TNumber && t.Str != "" && t.Str != tk.text {
+			return fmt.Errorf("line %d: %s: token %q read as %q", tk.line, internalError, t.Str, tk.text)
+		}
+		switch t.Type {
+		case luaparse.TString:
+			if tk.val, err = decodeString(tk.text); err != nil {
+				return fmt.Errorf("line %d: %v", tk.line, err)
+			}
+		case luaparse.TNumber:
+			if _, err := number(tk.text); err != nil || (to < len(src) && isAlpha(src[to])) {
+				return fmt.Errorf("line %d: malformed number near '%s'", tk.line, src[from:min(to+1, len(src))])
+			}
+		case '(':
+			tk.sameLine = lx.PrevTokenType == ')' && !lx.PNewLine
+		}
+		ts.list = append(ts.list, tk)
+		lx.PrevTokenType = t.Type
+		ts.prevEnd = to
+	}
+}
+
+// lexError words an error of the scanner. The token it failed on (or the
+// unfinished comment) starts after the previous token's end, past
+// whitespace and complete comments.
+func (ts *tokens) lexError(src string, pe *luaparse.Error) error {
+	start, _ := skipComments(src, ts.prevEnd)
+	line := ts.lineAt(start)
+	switch pe.Message {
+	case "unterminated string":
+		return fmt.Errorf("line %d: unfinished string", line)
+	case "unterminated multiline string", "invalid multiline string":
+		return fmt.Errorf("line %d: unfinished long string", line)
+	case "invalid multiline comment":
+		return fmt.Errorf("line %d: unfinished long comment", line)
+	case "illegal hexadecimal number":
+		return fmt.Errorf("line %d: malformed number near '%s'", line, pe.Token)
+	case "Invalid token", "Invalid '~' token":
+		if pe.Token != "" {
+			return fmt.Errorf("line %d: unexpected character %q", line, pe.Token[0])
+		}
+	}
+	return fmt.Errorf("line %d: %s", line, pe.Message)
+}
+
+// skipComments skips the whitespace and complete comments at src[i:]: it
+// returns where the next token, or an unfinished long comment, starts,
+// and the offset of the '[' of the first comment that starts --[= without
+// being a long comment (or -1).
+func skipComments(src string, i int) (end, falseLong int) {
+	falseLong = -1
 	for i < len(src) {
-		if n := len(toks); n > 0 && toks[n-1].end == 0 {
-			toks[n-1].end = i
-		}
-		c := src[i]
-		switch {
-		case c == '\n':
-			line++
+		switch c := src[i]; {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
 			i++
-			continue
-		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
-			i++
-			continue
-		case c == '-' && strings.HasPrefix(src[i:], "--"):
-			i += 2
-			if lvl, ok := longOpen(src[i:]); ok {
-				body, n, err := longBody(src[i:], lvl)
+		case strings.HasPrefix(src[i:], "--"):
+			if lvl, ok := longOpen(src[i+2:]); ok {
+				_, n, err := longBody(src[i+2:], lvl)
 				if err != nil {
-					return nil, fmt.Errorf("line %d: unfinished long comment", line)
+					return i, falseLong
 				}
-				_ = body
-				line += strings.Count(src[i:i+n], "\n")
-				i += n
+				i += 2 + n
 				continue
 			}
-			for i < len(src) && src[i] != '\n' {
+			if falseLong < 0 && strings.HasPrefix(src[i:], "--[=") {
+				falseLong = i + 2
+			}
+			for i < len(src) && src[i] != '\n' && src[i] != '\r' {
 				i++
 			}
-			continue
-		}
-		start := i
-		switch {
-		case isAlpha(c):
-			for i < len(src) && (isAlpha(src[i]) || isDigit(src[i])) {
-				i++
-			}
-			w := src[start:i]
-			k := tName
-			if keywords[w] {
-				k = tKeyword
-			}
-			toks = append(toks, token{kind: k, text: w, pos: start, line: line})
-		case isDigit(c) || (c == '.' && i+1 < len(src) && isDigit(src[i+1])):
-			n, l, err := lexNumber(src[i:])
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %v", line, err)
-			}
-			i += l
-			toks = append(toks, token{kind: tNumber, num: n, text: src[start:i], pos: start, line: line})
-		case c == '"' || c == '\'':
-			s, l, err := lexQuoted(src[i:])
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %v", line, err)
-			}
-			i += l
-			toks = append(toks, token{kind: tString, text: s, pos: start, line: line})
-		case c == '[':
-			if lvl, ok := longOpen(src[i:]); ok {
-				body, n, err := longBody(src[i:], lvl)
-				if err != nil {
-					return nil, fmt.Errorf("line %d: unfinished long string", line)
-				}
-				toks = append(toks, token{kind: tString, text: body, pos: start, line: line})
-				line += strings.Count(src[i:i+n], "\n")
-				i += n
-				continue
-			}
-			i++
-			toks = append(toks, token{kind: tOp, text: "[", pos: start, line: line})
 		default:
-			op := ""
-			for _, o := range []string{"...", "..", "==", "~=", "<=", ">=", "::"} {
-				if strings.HasPrefix(src[i:], o) {
-					op = o
-					break
-				}
-			}
-			if op == "" {
-				if !strings.ContainsRune("+-*/%^#<>=(){}];:,.", rune(c)) {
-					return nil, fmt.Errorf("line %d: unexpected character %q", line, c)
-				}
-				op = string(c)
-			}
-			i += len(op)
-			toks = append(toks, token{kind: tOp, text: op, pos: start, line: line})
+			return i, falseLong
 		}
 	}
-	if n := len(toks); n > 0 && toks[n-1].end == 0 {
-		toks[n-1].end = i
-	}
-	toks = append(toks, token{kind: tEOF, pos: len(src), end: len(src), line: line})
-	return toks, nil
+	return i, falseLong
 }
 
 func isAlpha(c byte) bool { return c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z') }
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// number converts a numeric literal as Lua 5.1 reads it.
+func number(s string) (float64, error) {
+	if len(s) > 1 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		v, err := strconv.ParseUint(s[2:], 16, 64)
+		return float64(v), err
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isDigit(c) && c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-' {
+			return 0, strconv.ErrSyntax
+		}
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+// decodeString returns the value of a string literal, quoted or long.
+func decodeString(raw string) (string, error) {
+	if lvl, ok := longOpen(raw); ok {
+		body, n, err := longBody(raw, lvl)
+		if err != nil || n != len(raw) {
+			return "", errors.New("unfinished long string")
+		}
+		return body, nil
+	}
+	s, n, err := unquote(raw)
+	if err == nil && n != len(raw) {
+		err = errors.New("unfinished string")
+	}
+	return s, err
+}
 
 // longOpen reports whether s starts a long bracket [[ or [==[, and its level.
 func longOpen(s string) (int, bool) {
@@ -170,43 +260,11 @@ func longBody(s string, lvl int) (string, int, error) {
 	return body, open + end + len(closer), nil
 }
 
-func lexNumber(s string) (float64, int, error) {
-	i := 0
-	if len(s) > 1 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
-		i = 2
-		for i < len(s) && strings.IndexByte("0123456789abcdefABCDEF", s[i]) >= 0 {
-			i++
-		}
-		v, err := strconv.ParseUint(s[2:i], 16, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("malformed number near '%s'", s[:i])
-		}
-		return float64(v), i, nil
-	}
-	for i < len(s) && (isDigit(s[i]) || s[i] == '.') {
-		i++
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		for i < len(s) && isDigit(s[i]) {
-			i++
-		}
-	}
-	if i < len(s) && isAlpha(s[i]) {
-		return 0, 0, fmt.Errorf("malformed number near '%s'", s[:i+1])
-	}
-	v, err := strconv.ParseFloat(s[:i], 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("malformed number near '%s'", s[:i])
-	}
-	return v, i, nil
-}
-
-// lexQuoted decodes the '...' or "..." string at the start of s.
-func lexQuoted(s string) (string, int, error) {
+// unquote decodes the '...' or "..." string at the start of s. gopher-lua's
+// scanner finds where the literal ends, but decodes \x, \z, unknown
+// escapes and decimal escapes over 255 otherwise than the recogniser
+// always has, so the value is decoded here.
+func unquote(s string) (string, int, error) {
 	q := s[0]
 	var b strings.Builder
 	i := 1

@@ -1,8 +1,12 @@
 package luashape
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/yuin/gopher-lua/ast"
+	luaparse "github.com/yuin/gopher-lua/parse"
 )
 
 // Limits that keep parsing and evaluation bounded on any input.
@@ -149,562 +153,552 @@ func (c *chunk) describe(s stmt) string {
 	return fmt.Sprintf("line %d: %s", w.line, t)
 }
 
-type parser struct {
-	toks  []token
-	p     int
-	depth int
-	c     *chunk
-}
-
-// parse parses a Lua chunk.
+// parse parses a Lua chunk with gopher-lua: its scanner splits the source
+// into tokens (lex), its parser builds the syntax tree (feed), and conv
+// turns the tree into the nodes above, which the interpreter runs.
 func parse(src string) (*chunk, error) {
 	if len(src) > maxSource {
 		return nil, fmt.Errorf("script longer than %d bytes", maxSource)
 	}
-	toks, err := lex(src)
+	ts, err := lex(src)
 	if err != nil {
 		return nil, err
+	}
+	// gopher-lua takes an empty field, {1, , 2}, for none. Two separators
+	// in a row are wrong anywhere but ;; between statements.
+	sep := func(t int) bool { return t == ',' || t == ';' }
+	for i := 1; i < len(ts.list); i++ {
+		if a, b := ts.list[i-1].typ, ts.list[i].typ; sep(a) && sep(b) && (a == ',' || b == ',') {
+			return nil, fmt.Errorf("line %d: unexpected symbol near '%c'", ts.list[i].line, b)
+		}
+	}
+	f := newFeed(ts.list, -1, "")
+	stmts, at, err := f.parse()
+	if err != nil {
+		return nil, ts.syntaxError(at, err)
 	}
 	c := &chunk{src: src}
-	p := &parser{toks: toks, c: c}
-	body, err := p.block()
-	if err != nil {
+	cv := &conv{ts: ts, f: f, c: c}
+	if c.body, _, err = cv.block(stmts, len(ts.list), 1); err != nil {
 		return nil, err
 	}
-	if t := p.peek(); t.kind != tEOF {
-		return nil, p.errf("'%s' unexpected", t.text)
-	}
-	c.body = body
 	return c, nil
 }
 
-func (p *parser) peek() token { return p.toks[p.p] }
-func (p *parser) next() token {
-	t := p.toks[p.p]
-	if t.kind != tEOF {
-		p.p++
-	}
-	return t
+// feed is the script as gopher-lua's parser is given it: one token a line.
+// The parser gives a node the line of its first token only (an error, the
+// line and column of its token), so, fed this way, it says which token
+// each node starts at. String literals, decoded already, are fed as "".
+// A '(' right after a ')' stays on its line (on a line of its own,
+// gopher-lua could refuse the call as ambiguous).
+type feed struct {
+	src   string
+	first []int // first[l]: the index of the first token on line l (from 1); then the count
 }
-func (p *parser) is(kind tokKind, text string) bool {
-	t := p.peek()
-	return t.kind == kind && t.text == text
-}
-func (p *parser) accept(kind tokKind, text string) bool {
-	if p.is(kind, text) {
-		p.next()
-		return true
-	}
-	return false
-}
-func (p *parser) errf(format string, a ...any) error {
-	return fmt.Errorf("line %d: %s", p.peek().line, fmt.Sprintf(format, a...))
-}
-func (p *parser) expect(kind tokKind, text string) error {
-	if !p.accept(kind, text) {
-		t := p.peek()
-		if t.kind == tEOF {
-			return p.errf("'%s' expected near <eof>", text)
+
+// newFeed feeds list, with the token extra before list[ins] when ins >= 0.
+func newFeed(list []token, ins int, extra string) *feed {
+	var b strings.Builder
+	f := &feed{first: []int{0}}
+	n := 0
+	add := func(text string, sameLine bool) {
+		if sameLine && n > 0 {
+			b.WriteByte(' ')
+		} else {
+			if n > 0 {
+				b.WriteByte('\n')
+			}
+			f.first = append(f.first, n)
 		}
-		return p.errf("'%s' expected near '%s'", text, t.text)
+		b.WriteString(text)
+		n++
+	}
+	for i, t := range list {
+		if i == ins {
+			add(extra, false)
+		}
+		text := t.text
+		if t.typ == luaparse.TString {
+			text = `""`
+		}
+		add(text, t.sameLine && i != ins)
+	}
+	if ins == len(list) {
+		add(extra, false)
+	}
+	f.first = append(f.first, n)
+	f.src = b.String()
+	return f
+}
+
+// count is the number of tokens fed: the index of the end of the source.
+func (f *feed) count() int { return f.first[len(f.first)-1] }
+
+// tok is the token a node the parser put on line starts at: the last on
+// the line (only a call's '(' shares one, with the ')' before it).
+func (f *feed) tok(line int) int {
+	if line < 1 || line+1 >= len(f.first) {
+		return f.count()
+	}
+	return f.first[line+1] - 1
+}
+
+// parse runs gopher-lua's parser. On a syntax error it returns the index of
+// the token the parser stopped at.
+func (f *feed) parse() ([]ast.Stmt, int, error) {
+	stmts, err := luaparse.Parse(strings.NewReader(f.src), "")
+	var pe *luaparse.Error
+	switch {
+	case err == nil && stmts == nil:
+		return nil, f.count(), errors.New(internalError + ": gopher-lua returned no syntax tree")
+	case err == nil:
+		return stmts, -1, nil
+	case !errors.As(err, &pe):
+		return nil, f.count(), fmt.Errorf("%s: gopher-lua: %v", internalError, err)
+	case pe.Pos.Line < 1 || pe.Pos.Line+1 >= len(f.first):
+		return nil, f.count(), pe
+	}
+	i := f.first[pe.Pos.Line]
+	if f.first[pe.Pos.Line+1]-i > 1 && pe.Pos.Column > 1 {
+		i++ // the '(' after a ')'
+	}
+	return nil, i, pe
+}
+
+// syntaxError words the parser's error at token at as Lua does: after a
+// return, the end of the block expected; else the token expected there,
+// found by feeding each that may be before it and seeing whether the
+// parser then gets past it; else the unexpected symbol.
+func (ts *tokens) syntaxError(at int, err error) error {
+	var pe *luaparse.Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	line, near := ts.eofLine, "<eof>"
+	if at >= 0 && at < len(ts.list) {
+		t := ts.list[at]
+		line, near = t.line, t.text
+		if len(near) > 40 {
+			near = near[:37] + "..."
+		}
+		near = "'" + near + "'"
+	}
+	if strings.HasPrefix(pe.Message, "ambiguous syntax") {
+		return fmt.Errorf("line %d: %s near %s", line, pe.Message, near)
+	}
+	// After a return (or a break) only the end of its block may come.
+	if stmts, _, err := newFeed(ts.list[:at], -1, "").parse(); err == nil && len(stmts) > 0 {
+		switch stmts[len(stmts)-1].(type) {
+		case *ast.ReturnStmt, *ast.BreakStmt:
+			return fmt.Errorf("line %d: 'end' expected near %s", line, near)
+		}
+	}
+	// First a token after which the parser also takes the one it stopped
+	// at; then one it takes, where what follows is still wrong ("do" could
+	// start a statement of its own there).
+	wants := []string{"end", "then", "do", "=", ")", "]", "}", "until", "in", ","}
+	stops := make([]int, len(wants))
+	for i, want := range wants {
+		if _, stops[i], err = newFeed(ts.list, at, want).parse(); err == nil {
+			stops[i] = len(ts.list) + 2
+		}
+	}
+	for _, strict := range []bool{true, false} {
+		for i, want := range wants {
+			if stops[i] > at+1 || (!strict && stops[i] > at && want != "do") {
+				return fmt.Errorf("line %d: '%s' expected near %s", line, want, near)
+			}
+		}
+	}
+	return fmt.Errorf("line %d: unexpected symbol near %s", line, near)
+}
+
+// conv turns gopher-lua's syntax tree into the nodes the interpreter runs,
+// and notes how the script indexes KEYS and ARGV. It finds each node's
+// first token from the line the parser gave it (see feed), which places
+// statements in the source for messages, gives operators and calls the
+// line Lua reports their errors at, and tells where the parentheses the
+// tree drops were: they still cut a call's results to one, and hide a
+// name from the interpreter's messages.
+type conv struct {
+	ts    *tokens
+	f     *feed
+	c     *chunk
+	depth int
+}
+
+func (cv *conv) tok(line int) int { return cv.f.tok(line) }
+
+// is reports whether token i is of type typ.
+func (cv *conv) is(i, typ int) bool { return i >= 0 && i < len(cv.ts.list) && cv.ts.list[i].typ == typ }
+
+// line is token i's line.
+func (cv *conv) line(i int) int {
+	switch {
+	case i < 0:
+		return 1
+	case i >= len(cv.ts.list):
+		return cv.ts.eofLine
+	}
+	return cv.ts.list[i].line
+}
+
+// enter counts one level of nesting (a block, an operand), up to maxDepth.
+func (cv *conv) enter(line int) error {
+	cv.depth++
+	if cv.depth > maxDepth {
+		return fmt.Errorf("line %d: nesting deeper than %d", line, maxDepth)
 	}
 	return nil
 }
-func (p *parser) name() (string, error) {
-	t := p.peek()
-	if t.kind != tName {
-		return "", p.errf("<name> expected near '%s'", t.text)
-	}
-	p.next()
-	return t.text, nil
-}
+func (cv *conv) leave() { cv.depth-- }
 
-func (p *parser) enter() error {
-	p.depth++
-	if p.depth > maxDepth {
-		return p.errf("nesting deeper than %d", maxDepth)
+// block converts a block's statements; end is the index of the token that
+// closes the block (end, else, elseif, until, or the end of the source).
+// It returns where the block's first statement starts (end if none does).
+func (cv *conv) block(ss []ast.Stmt, end, line int) ([]stmt, int, error) {
+	if err := cv.enter(line); err != nil {
+		return nil, 0, err
 	}
-	return nil
-}
-func (p *parser) leave() { p.depth-- }
-
-func blockEnd(t token) bool {
-	if t.kind == tEOF {
-		return true
-	}
-	if t.kind != tKeyword {
-		return false
-	}
-	switch t.text {
-	case "end", "else", "elseif", "until":
-		return true
-	}
-	return false
-}
-
-func (p *parser) block() ([]stmt, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	defer p.leave()
+	defer cv.leave()
 	var out []stmt
-	for !blockEnd(p.peek()) {
-		if p.accept(tOp, ";") {
-			continue
+	var starts []int
+	for _, s := range ss {
+		x, start, err := cv.stmt(s)
+		if err != nil {
+			return nil, 0, err
 		}
-		start := p.peek()
-		s, err := p.statement()
+		out, starts = append(out, x), append(starts, start)
+	}
+	// A statement ends where the next one (or the block's end) starts,
+	// less the semicolons between.
+	for i, x := range out {
+		next := end
+		if i+1 < len(out) {
+			next = starts[i+1]
+		}
+		last := next - 1
+		for last > starts[i] && cv.is(last, ';') {
+			last--
+		}
+		last = max(last, starts[i])
+		w := x.at()
+		w.line, w.from, w.to = cv.line(starts[i]), cv.ts.list[starts[i]].from, cv.ts.list[last].to
+	}
+	if len(starts) > 0 {
+		return out, starts[0], nil
+	}
+	return out, end, nil
+}
+
+// stmt converts a statement and returns the token it starts at.
+func (cv *conv) stmt(s ast.Stmt) (stmt, int, error) {
+	at := cv.tok(s.Line())
+	line := cv.line(at)
+	var err error
+	switch s := s.(type) {
+	case *ast.AssignStmt:
+		x := &assignStmt{}
+		start := at
+		for i, l := range s.Lhs {
+			e, st, err := cv.expr(l)
+			if err != nil {
+				return nil, 0, err
+			}
+			if i == 0 {
+				start = st
+			}
+			x.targets = append(x.targets, e)
+		}
+		if x.exprs, err = cv.exprs(s.Rhs); err != nil {
+			return nil, 0, err
+		}
+		return x, start, nil
+	case *ast.LocalAssignStmt:
+		if cv.is(at+1, luaparse.TFunction) { // local function f() ... end
+			f, ok := s.Exprs[0].(*ast.FunctionExpr)
+			if !ok {
+				return nil, 0, fmt.Errorf("%s: local function %T", internalError, s.Exprs[0])
+			}
+			return &funcStmt{}, at, cv.funcBody(f, line)
+		}
+		x := &localStmt{names: s.Names}
+		if x.exprs, err = cv.exprs(s.Exprs); err != nil {
+			return nil, 0, err
+		}
+		return x, at, nil
+	case *ast.FuncCallStmt:
+		call, ok := s.Expr.(*ast.FuncCallExpr)
+		if !ok || call.AdjustRet { // (f()): Lua takes no parenthesized call for a statement
+			return nil, 0, fmt.Errorf("line %d: syntax error near '('", line)
+		}
+		e, start, err := cv.expr(call)
+		if err != nil {
+			return nil, 0, err
+		}
+		return &callStmt{call: e.(*callExpr)}, start, nil
+	case *ast.DoBlockStmt:
+		x := &doStmt{}
+		x.body, _, err = cv.block(s.Stmts, cv.tok(s.LastLine()), line)
+		return x, at, err
+	case *ast.WhileStmt:
+		x := &whileStmt{}
+		if x.cond, _, err = cv.expr(s.Condition); err != nil {
+			return nil, 0, err
+		}
+		x.body, _, err = cv.block(s.Stmts, cv.tok(s.LastLine()), line)
+		return x, at, err
+	case *ast.RepeatStmt:
+		x := &repeatStmt{}
+		var until int
+		if x.cond, until, err = cv.expr(s.Condition); err != nil {
+			return nil, 0, err
+		}
+		x.body, _, err = cv.block(s.Stmts, until-1, line)
+		return x, at, err
+	case *ast.IfStmt:
+		x := &ifStmt{}
+		return x, at, cv.ifClause(x, s, cv.tok(s.LastLine()), line)
+	case *ast.NumberForStmt:
+		x := &numForStmt{name: s.Name}
+		if x.start, _, err = cv.expr(s.Init); err != nil {
+			return nil, 0, err
+		}
+		if x.end, _, err = cv.expr(s.Limit); err != nil {
+			return nil, 0, err
+		}
+		if s.Step != nil {
+			if x.step, _, err = cv.expr(s.Step); err != nil {
+				return nil, 0, err
+			}
+		}
+		x.body, _, err = cv.block(s.Stmts, cv.tok(s.LastLine()), line)
+		return x, at, err
+	case *ast.GenericForStmt:
+		x := &genForStmt{names: s.Names}
+		if x.exprs, err = cv.exprs(s.Exprs); err != nil {
+			return nil, 0, err
+		}
+		x.body, _, err = cv.block(s.Stmts, cv.tok(s.LastLine()), line)
+		return x, at, err
+	case *ast.FuncDefStmt:
+		return &funcStmt{}, at, cv.funcBody(s.Func, line)
+	case *ast.ReturnStmt:
+		x := &returnStmt{}
+		x.exprs, err = cv.exprs(s.Exprs)
+		return x, at, err
+	case *ast.BreakStmt:
+		return &breakStmt{}, at, nil
+	case *ast.GotoStmt:
+		return nil, 0, fmt.Errorf("line %d: goto is not supported", line)
+	case *ast.LabelStmt:
+		return nil, 0, fmt.Errorf("line %d: labels are not supported", line)
+	}
+	return nil, 0, fmt.Errorf("%s: statement %T", internalError, s)
+}
+
+// ifClause converts an if (or elseif) clause, and the clauses after it,
+// into x; end is the index of the if statement's end.
+func (cv *conv) ifClause(x *ifStmt, s *ast.IfStmt, end, line int) error {
+	cond, _, err := cv.expr(s.Condition)
+	if err != nil {
+		return err
+	}
+	var next *ast.IfStmt // the elseif clause after this one
+	if len(s.Else) == 1 {
+		if n, ok := s.Else[0].(*ast.IfStmt); ok && cv.is(cv.tok(n.Line()), luaparse.TElseIf) {
+			next = n
+		}
+	}
+	then := end // what closes the then block: elseif, else or end
+	var els []stmt
+	switch {
+	case next != nil:
+		then = cv.tok(next.Line())
+	case s.Else != nil:
+		var first int
+		if els, first, err = cv.block(s.Else, end, line); err != nil {
+			return err
+		}
+		if els == nil {
+			els = []stmt{}
+		}
+		then = first - 1 // else, or a ';' after it
+		for cv.is(then, ';') {
+			then--
+		}
+	}
+	body, _, err := cv.block(s.Then, then, line)
+	if err != nil {
+		return err
+	}
+	x.conds, x.blocks = append(x.conds, cond), append(x.blocks, body)
+	if next != nil {
+		return cv.ifClause(x, next, end, cv.line(then))
+	}
+	x.els = els
+	return nil
+}
+
+// funcBody goes through the body of a function, which never runs
+// (function definitions are refused when run), for the limits, the
+// statements refused, and the KEYS and ARGV it uses.
+func (cv *conv) funcBody(f *ast.FunctionExpr, line int) error {
+	_, _, err := cv.block(f.Stmts, cv.tok(f.LastLine()), line)
+	return err
+}
+
+func (cv *conv) exprs(es []ast.Expr) ([]expr, error) {
+	var out []expr
+	for _, e := range es {
+		x, _, err := cv.expr(e)
 		if err != nil {
 			return nil, err
 		}
-		w := s.at()
-		w.line, w.from = start.line, start.pos
-		w.to = p.toks[max(p.p-1, 0)].end
-		if w.to < w.from {
-			w.to = w.from
-		}
-		out = append(out, s)
-		if _, ok := s.(*returnStmt); ok {
-			p.accept(tOp, ";")
-			if !blockEnd(p.peek()) {
-				return nil, p.errf("'end' expected near '%s'", p.peek().text)
-			}
-			break
-		}
+		out = append(out, x)
 	}
 	return out, nil
 }
 
-func (p *parser) statement() (stmt, error) {
-	t := p.peek()
-	if t.kind == tKeyword {
-		switch t.text {
-		case "local":
-			p.next()
-			if p.accept(tKeyword, "function") {
-				return p.skipFunction()
-			}
-			s := &localStmt{}
-			for {
-				n, err := p.name()
-				if err != nil {
-					return nil, err
-				}
-				s.names = append(s.names, n)
-				if p.is(tOp, "<") { // Lua 5.4 attributes: <const>, <close>
-					p.next()
-					if _, err := p.name(); err != nil {
-						return nil, err
-					}
-					if err := p.expect(tOp, ">"); err != nil {
-						return nil, err
-					}
-				}
-				if !p.accept(tOp, ",") {
-					break
-				}
-			}
-			if p.accept(tOp, "=") {
-				es, err := p.exprList()
-				if err != nil {
-					return nil, err
-				}
-				s.exprs = es
-			}
-			return s, nil
-		case "if":
-			p.next()
-			s := &ifStmt{}
-			for {
-				c, err := p.expr()
-				if err != nil {
-					return nil, err
-				}
-				if err := p.expect(tKeyword, "then"); err != nil {
-					return nil, err
-				}
-				b, err := p.block()
-				if err != nil {
-					return nil, err
-				}
-				s.conds, s.blocks = append(s.conds, c), append(s.blocks, b)
-				if p.accept(tKeyword, "elseif") {
-					continue
-				}
-				if p.accept(tKeyword, "else") {
-					b, err := p.block()
-					if err != nil {
-						return nil, err
-					}
-					s.els = append([]stmt{}, b...)
-					if s.els == nil {
-						s.els = []stmt{}
-					}
-				}
-				return s, p.expect(tKeyword, "end")
-			}
-		case "while":
-			p.next()
-			c, err := p.expr()
-			if err != nil {
-				return nil, err
-			}
-			if err := p.expect(tKeyword, "do"); err != nil {
-				return nil, err
-			}
-			b, err := p.block()
-			if err != nil {
-				return nil, err
-			}
-			return &whileStmt{cond: c, body: b}, p.expect(tKeyword, "end")
-		case "repeat":
-			p.next()
-			b, err := p.block()
-			if err != nil {
-				return nil, err
-			}
-			if err := p.expect(tKeyword, "until"); err != nil {
-				return nil, err
-			}
-			c, err := p.expr()
-			if err != nil {
-				return nil, err
-			}
-			return &repeatStmt{body: b, cond: c}, nil
-		case "for":
-			p.next()
-			n1, err := p.name()
-			if err != nil {
-				return nil, err
-			}
-			if p.accept(tOp, "=") {
-				s := &numForStmt{name: n1}
-				if s.start, err = p.expr(); err != nil {
-					return nil, err
-				}
-				if err := p.expect(tOp, ","); err != nil {
-					return nil, err
-				}
-				if s.end, err = p.expr(); err != nil {
-					return nil, err
-				}
-				if p.accept(tOp, ",") {
-					if s.step, err = p.expr(); err != nil {
-						return nil, err
-					}
-				}
-				if err := p.expect(tKeyword, "do"); err != nil {
-					return nil, err
-				}
-				if s.body, err = p.block(); err != nil {
-					return nil, err
-				}
-				return s, p.expect(tKeyword, "end")
-			}
-			s := &genForStmt{names: []string{n1}}
-			for p.accept(tOp, ",") {
-				n, err := p.name()
-				if err != nil {
-					return nil, err
-				}
-				s.names = append(s.names, n)
-			}
-			if err := p.expect(tKeyword, "in"); err != nil {
-				return nil, err
-			}
-			if s.exprs, err = p.exprList(); err != nil {
-				return nil, err
-			}
-			if err := p.expect(tKeyword, "do"); err != nil {
-				return nil, err
-			}
-			if s.body, err = p.block(); err != nil {
-				return nil, err
-			}
-			return s, p.expect(tKeyword, "end")
-		case "do":
-			p.next()
-			b, err := p.block()
-			if err != nil {
-				return nil, err
-			}
-			return &doStmt{body: b}, p.expect(tKeyword, "end")
-		case "return":
-			p.next()
-			s := &returnStmt{}
-			if blockEnd(p.peek()) || p.is(tOp, ";") {
-				return s, nil
-			}
-			es, err := p.exprList()
-			if err != nil {
-				return nil, err
-			}
-			s.exprs = es
-			return s, nil
-		case "break":
-			p.next()
-			return &breakStmt{}, nil
-		case "function":
-			p.next()
-			return p.skipFunction()
-		case "goto":
-			return nil, p.errf("goto is not supported")
-		}
+// expr converts an operand: one more level of nesting.
+func (cv *conv) expr(e ast.Expr) (expr, int, error) {
+	if err := cv.enter(cv.line(cv.tok(e.Line()))); err != nil {
+		return nil, 0, err
 	}
-	if p.accept(tOp, "::") {
-		return nil, p.errf("labels are not supported")
-	}
-	// Assignment or call.
-	e, err := p.suffixed()
-	if err != nil {
-		return nil, err
-	}
-	if c, ok := e.(*callExpr); ok && !p.is(tOp, "=") && !p.is(tOp, ",") {
-		return &callStmt{call: c}, nil
-	}
-	s := &assignStmt{targets: []expr{e}}
-	for p.accept(tOp, ",") {
-		e, err := p.suffixed()
+	defer cv.leave()
+	return cv.sub(e)
+}
+
+// sub converts an expression and returns the token it starts at. The left
+// operand of a binary operator, and what is indexed or called, are at the
+// nesting of the expression (as a chain of them is written, flat).
+func (cv *conv) sub(e ast.Expr) (expr, int, error) {
+	at := cv.tok(e.Line()) // its first token, or that of parentheses around it
+	switch e := e.(type) {
+	case *ast.NilExpr:
+		return cv.leaf(&nilExpr{}, at)
+	case *ast.TrueExpr:
+		return cv.leaf(&boolExpr{v: true}, at)
+	case *ast.FalseExpr:
+		return cv.leaf(&boolExpr{}, at)
+	case *ast.NumberExpr:
+		v, err := number(e.Value)
 		if err != nil {
-			return nil, err
+			return nil, 0, fmt.Errorf("line %d: malformed number near '%s'", cv.line(at), e.Value)
 		}
-		s.targets = append(s.targets, e)
-	}
-	for _, t := range s.targets {
-		switch t.(type) {
-		case *nameExpr, *indexExpr:
-		default:
-			return nil, p.errf("syntax error near '%s'", p.peek().text)
+		return cv.leaf(&numExpr{v: v}, at)
+	case *ast.StringExpr: // a literal, or the name in a.name or {name = ...}
+		v := e.Value
+		i := at
+		for cv.is(i, '(') {
+			i++
 		}
-	}
-	if err := p.expect(tOp, "="); err != nil {
-		return nil, err
-	}
-	if s.exprs, err = p.exprList(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// skipFunction parses past a function definition's body (name, params,
-// block, end): lock scripts have none, so running one is refused.
-func (p *parser) skipFunction() (stmt, error) {
-	for !p.is(tOp, "(") {
-		if p.peek().kind == tEOF {
-			return nil, p.errf("'(' expected near <eof>")
+		if cv.is(i, luaparse.TString) {
+			v = cv.ts.list[i].val
 		}
-		p.next()
-	}
-	if err := p.funcBody(); err != nil {
-		return nil, err
-	}
-	return &funcStmt{}, nil
-}
-
-func (p *parser) funcBody() error {
-	if err := p.expect(tOp, "("); err != nil {
-		return err
-	}
-	for !p.accept(tOp, ")") {
-		if p.peek().kind == tEOF {
-			return p.errf("')' expected near <eof>")
+		return cv.leaf(&strExpr{v: v}, at)
+	case *ast.Comma3Expr:
+		return cv.leaf(&varargExp{}, at)
+	case *ast.IdentExpr:
+		return cv.name(e, false)
+	case *ast.FunctionExpr:
+		if err := cv.funcBody(e, cv.line(at)); err != nil {
+			return nil, 0, err
 		}
-		p.next()
-	}
-	if _, err := p.block(); err != nil {
-		return err
-	}
-	return p.expect(tKeyword, "end")
-}
-
-func (p *parser) exprList() ([]expr, error) {
-	var out []expr
-	for {
-		e, err := p.expr()
-		if err != nil {
-			return nil, err
+		return cv.leaf(&funcExpr{}, at)
+	case *ast.TableExpr:
+		t := &tableExpr{}
+		for _, f := range e.Fields {
+			var it tableItem
+			var err error
+			if f.Key != nil {
+				if it.key, _, err = cv.expr(f.Key); err != nil {
+					return nil, 0, err
+				}
+			}
+			if it.val, _, err = cv.expr(f.Value); err != nil {
+				return nil, 0, err
+			}
+			t.items = append(t.items, it)
 		}
-		out = append(out, e)
-		if !p.accept(tOp, ",") {
-			return out, nil
-		}
-	}
-}
-
-var binPrec = map[string][2]int{ // left, right priority (Lua 5.1)
-	"or": {1, 1}, "and": {2, 2},
-	"<": {3, 3}, ">": {3, 3}, "<=": {3, 3}, ">=": {3, 3}, "~=": {3, 3}, "==": {3, 3},
-	"..": {5, 4}, "+": {6, 6}, "-": {6, 6},
-	"*": {7, 7}, "/": {7, 7}, "%": {7, 7}, "^": {10, 9},
-}
-
-const unaryPrec = 8
-
-func (p *parser) expr() (expr, error) { return p.subexpr(0) }
-
-func (p *parser) subexpr(limit int) (expr, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	defer p.leave()
-	var left expr
-	t := p.peek()
-	if (t.kind == tKeyword && t.text == "not") || (t.kind == tOp && (t.text == "-" || t.text == "#")) {
-		p.next()
-		x, err := p.subexpr(unaryPrec)
-		if err != nil {
-			return nil, err
-		}
-		left = &unExpr{op: t.text, x: x, line: t.line}
-	} else {
+		return cv.leaf(t, at)
+	case *ast.AttrGetExpr:
+		var obj expr
+		var start int
 		var err error
-		if left, err = p.simple(); err != nil {
-			return nil, err
-		}
-	}
-	for {
-		t := p.peek()
-		if t.kind != tOp && t.kind != tKeyword {
-			return left, nil
-		}
-		pr, ok := binPrec[t.text]
-		if !ok || pr[0] <= limit {
-			return left, nil
-		}
-		p.next()
-		r, err := p.subexpr(pr[1])
-		if err != nil {
-			return nil, err
-		}
-		left = &binExpr{op: t.text, l: left, r: r, line: t.line}
-	}
-}
-
-func (p *parser) simple() (expr, error) {
-	t := p.peek()
-	switch t.kind {
-	case tNumber:
-		p.next()
-		return &numExpr{v: t.num}, nil
-	case tString:
-		p.next()
-		return &strExpr{v: t.text}, nil
-	case tKeyword:
-		switch t.text {
-		case "nil":
-			p.next()
-			return &nilExpr{}, nil
-		case "true", "false":
-			p.next()
-			return &boolExpr{v: t.text == "true"}, nil
-		case "function":
-			p.next()
-			if err := p.funcBody(); err != nil {
-				return nil, err
-			}
-			return &funcExpr{}, nil
-		}
-	case tOp:
-		switch t.text {
-		case "...":
-			p.next()
-			return &varargExp{}, nil
-		case "{":
-			return p.table()
-		}
-	}
-	return p.suffixed()
-}
-
-func (p *parser) primary() (expr, error) {
-	t := p.peek()
-	if t.kind == tName {
-		p.next()
-		return &nameExpr{name: t.text}, nil
-	}
-	if p.accept(tOp, "(") {
-		e, err := p.expr()
-		if err != nil {
-			return nil, err
-		}
-		if err := p.expect(tOp, ")"); err != nil {
-			return nil, err
-		}
-		return &parenExpr{x: e}, nil
-	}
-	if t.kind == tEOF {
-		return nil, p.errf("unexpected symbol near <eof>")
-	}
-	return nil, p.errf("unexpected symbol near '%s'", t.text)
-}
-
-func (p *parser) suffixed() (expr, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	defer p.leave()
-	e, err := p.primary()
-	if err != nil {
-		return nil, err
-	}
-	if n, ok := e.(*nameExpr); ok && (n.name == "KEYS" || n.name == "ARGV") && !p.is(tOp, "[") {
-		if n.name == "KEYS" {
-			p.c.dynK = true
+		if n, ok := e.Object.(*ast.IdentExpr); ok {
+			obj, start, err = cv.name(n, true)
 		} else {
-			p.c.dynA = true
+			obj, start, err = cv.sub(e.Object)
 		}
+		if err != nil {
+			return nil, 0, err
+		}
+		key, _, err := cv.expr(e.Key)
+		if err != nil {
+			return nil, 0, err
+		}
+		x := &indexExpr{obj: obj, key: key}
+		cv.noteGlobals(x)
+		return wrap(x, at, start)
+	case *ast.FuncCallExpr:
+		return cv.call(e, at)
+	case *ast.LogicalOpExpr:
+		return cv.binary(e.Operator, e.Lhs, e.Rhs, at)
+	case *ast.RelationalOpExpr:
+		return cv.binary(e.Operator, e.Lhs, e.Rhs, at)
+	case *ast.StringConcatOpExpr:
+		return cv.binary("..", e.Lhs, e.Rhs, at)
+	case *ast.ArithmeticOpExpr:
+		return cv.binary(e.Operator, e.Lhs, e.Rhs, at)
+	case *ast.UnaryMinusOpExpr:
+		return cv.unary("-", e.Expr, at)
+	case *ast.UnaryNotOpExpr:
+		return cv.unary("not", e.Expr, at)
+	case *ast.UnaryLenOpExpr:
+		return cv.unary("#", e.Expr, at)
 	}
-	for {
-		t := p.peek()
-		switch {
-		case t.kind == tOp && t.text == ".":
-			p.next()
-			n, err := p.name()
-			if err != nil {
-				return nil, err
-			}
-			e = &indexExpr{obj: e, key: &strExpr{v: n}}
-		case t.kind == tOp && t.text == "[":
-			p.next()
-			k, err := p.expr()
-			if err != nil {
-				return nil, err
-			}
-			if err := p.expect(tOp, "]"); err != nil {
-				return nil, err
-			}
-			e = &indexExpr{obj: e, key: k}
-		case t.kind == tOp && t.text == ":":
-			p.next()
-			n, err := p.name()
-			if err != nil {
-				return nil, err
-			}
-			args, err := p.callArgs()
-			if err != nil {
-				return nil, err
-			}
-			e = &callExpr{fn: e, method: n, args: args, line: t.line}
-		case (t.kind == tOp && (t.text == "(" || t.text == "{")) || t.kind == tString:
-			args, err := p.callArgs()
-			if err != nil {
-				return nil, err
-			}
-			e = &callExpr{fn: e, args: args, line: t.line}
-		default:
-			p.noteGlobals(e)
-			return e, nil
-		}
-		p.noteGlobals(e)
+	return nil, 0, fmt.Errorf("%s: expression %T", internalError, e)
+}
+
+// leaf returns a node without operands whose token (or the '(' of
+// parentheses around it) is at.
+func (cv *conv) leaf(x expr, at int) (expr, int, error) {
+	if cv.is(at, '(') {
+		return &parenExpr{x: x}, at, nil
+	}
+	return x, at, nil
+}
+
+// wrap returns a node whose first operand starts at start. The parser gave
+// it the line of the '(' at, before that, when it is in parentheses.
+func wrap(x expr, at, start int) (expr, int, error) {
+	if at < start {
+		return &parenExpr{x: x}, at, nil
+	}
+	return x, start, nil
+}
+
+// name converts a name. KEYS and ARGV used otherwise than indexed are
+// noted as used whole.
+func (cv *conv) name(n *ast.IdentExpr, indexed bool) (expr, int, error) {
+	x, start, err := cv.leaf(&nameExpr{name: n.Value}, cv.tok(n.Line()))
+	if _, paren := x.(*parenExpr); (n.Value == "KEYS" || n.Value == "ARGV") && (!indexed || paren) {
+		cv.noteWhole(n.Value)
+	}
+	return x, start, err
+}
+
+func (cv *conv) noteWhole(name string) {
+	if name == "KEYS" {
+		cv.c.dynK = true
+	} else {
+		cv.c.dynA = true
 	}
 }
 
 // noteGlobals records how the script indexes KEYS and ARGV.
-func (p *parser) noteGlobals(e expr) {
-	ix, ok := e.(*indexExpr)
-	if !ok {
-		return
-	}
+func (cv *conv) noteGlobals(ix *indexExpr) {
 	n, ok := ix.obj.(*nameExpr)
 	if !ok || (n.name != "KEYS" && n.name != "ARGV") {
 		return
@@ -713,84 +707,74 @@ func (p *parser) noteGlobals(e expr) {
 	if k, ok := ix.key.(*numExpr); ok && k.v >= 1 && k.v <= 64 && k.v == float64(int(k.v)) {
 		hi = int(k.v)
 	}
-	if n.name == "KEYS" {
-		if hi < 0 {
-			p.c.dynK = true
-		} else {
-			p.c.keys = max(p.c.keys, hi)
-		}
-	} else {
-		if hi < 0 {
-			p.c.dynA = true
-		} else {
-			p.c.argv = max(p.c.argv, hi)
-		}
+	switch {
+	case hi < 0:
+		cv.noteWhole(n.name)
+	case n.name == "KEYS":
+		cv.c.keys = max(cv.c.keys, hi)
+	default:
+		cv.c.argv = max(cv.c.argv, hi)
 	}
 }
 
-func (p *parser) callArgs() ([]expr, error) {
-	t := p.peek()
-	if t.kind == tString {
-		p.next()
-		return []expr{&strExpr{v: t.text}}, nil
+// call converts a function call. Its line is that of what opens its
+// arguments ('(', a string, a table; ':' for a method), where the
+// arguments show it.
+func (cv *conv) call(e *ast.FuncCallExpr, at int) (expr, int, error) {
+	fe := e.Func
+	if e.Receiver != nil {
+		fe = e.Receiver
 	}
-	if t.kind == tOp && t.text == "{" {
-		tb, err := p.table()
-		if err != nil {
-			return nil, err
-		}
-		return []expr{tb}, nil
-	}
-	if err := p.expect(tOp, "("); err != nil {
-		return nil, err
-	}
-	if p.accept(tOp, ")") {
-		return nil, nil
-	}
-	es, err := p.exprList()
+	fn, start, err := cv.sub(fe)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return es, p.expect(tOp, ")")
+	x := &callExpr{fn: fn, method: e.Method, line: cv.line(start)}
+	for i, a := range e.Args {
+		arg, as, err := cv.expr(a)
+		if err != nil {
+			return nil, 0, err
+		}
+		if i == 0 {
+			if cv.is(as-1, '(') {
+				as--
+			}
+			if e.Method != "" {
+				as -= 2
+			}
+			x.line = cv.line(as)
+		}
+		x.args = append(x.args, arg)
+	}
+	if !e.AdjustRet {
+		return x, start, nil
+	}
+	// (f()): one pair of parentheses leaves the call its line, more give
+	// it theirs.
+	if at < start {
+		return &parenExpr{x: x}, at, nil
+	}
+	return &parenExpr{x: x}, start - 1, nil
 }
 
-func (p *parser) table() (expr, error) {
-	if err := p.expect(tOp, "{"); err != nil {
-		return nil, err
+func (cv *conv) binary(op string, l, r ast.Expr, at int) (expr, int, error) {
+	lx, start, err := cv.sub(l)
+	if err != nil {
+		return nil, 0, err
 	}
-	tb := &tableExpr{}
-	for !p.accept(tOp, "}") {
-		var it tableItem
-		switch {
-		case p.is(tOp, "["):
-			p.next()
-			k, err := p.expr()
-			if err != nil {
-				return nil, err
-			}
-			if err := p.expect(tOp, "]"); err != nil {
-				return nil, err
-			}
-			if err := p.expect(tOp, "="); err != nil {
-				return nil, err
-			}
-			it.key = k
-		case p.peek().kind == tName && p.toks[p.p+1].kind == tOp && p.toks[p.p+1].text == "=":
-			it.key = &strExpr{v: p.next().text}
-			p.next()
-		}
-		v, err := p.expr()
-		if err != nil {
-			return nil, err
-		}
-		it.val = v
-		tb.items = append(tb.items, it)
-		if !p.accept(tOp, ",") && !p.accept(tOp, ";") {
-			if err := p.expect(tOp, "}"); err != nil {
-				return nil, err
-			}
-			break
-		}
+	rx, rs, err := cv.expr(r)
+	if err != nil {
+		return nil, 0, err
 	}
-	return tb, nil
+	return wrap(&binExpr{op: op, l: lx, r: rx, line: cv.line(rs - 1)}, at, start)
+}
+
+// unary converts a unary operator, the token before its operand: the parser
+// gives it its operand's line.
+func (cv *conv) unary(op string, operand ast.Expr, at int) (expr, int, error) {
+	x, xs, err := cv.expr(operand)
+	if err != nil {
+		return nil, 0, err
+	}
+	return wrap(&unExpr{op: op, x: x, line: cv.line(xs - 1)}, at, xs-1)
 }

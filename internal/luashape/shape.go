@@ -1,9 +1,9 @@
 // Package luashape recognises a Redis lock script by what it does, so that
 // drop-in mode can run it as a quorum operation.
 //
-// Recognise parses the script (a Lua 5.1 subset: everything lock scripts
-// use, no function definitions) and runs it symbolically against a model
-// of one Redis: the client's KEYS and ARGV are symbols, each key starts
+// Recognise parses the script with gopher-lua's parser (Lua 5.1; function
+// definitions are refused when run) and runs it symbolically against a
+// model of one Redis: the client's KEYS and ARGV are symbols, each key starts
 // free, holding one of the ARGV, or holding another client's value, and
 // every comparison the run cannot decide (an ARGV against a constant, a
 // sorted set's size against a limit) is explored both ways. Whitespace,
