@@ -70,7 +70,8 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
 # The static checks CI runs before the tests: go vet, gofmt, staticcheck
-# (installed into bin/ at the pinned version on first use) and go mod tidy.
+# (installed into bin/ at the pinned version on first use) and go mod tidy;
+# then 10 s of the Lua recogniser's fuzz target (make fuzz runs them all longer).
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/staticcheck
 check: vet
@@ -79,6 +80,7 @@ check: vet
 	  GOBIN=$(CURDIR)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); }
 	$(STATICCHECK) $(PKGS)
 	$(GO) mod tidy -diff
+	$(GO) test ./internal/luashape -run '^$$' -fuzz '^FuzzRecognise$$' -fuzztime 10s
 
 # Node.js clients (ioredis, node-redis v4/v5/v6, node-redlock v5) for the real-client tests,
 # and the drop-in corpus's libraries (tests/dropin).
