@@ -127,8 +127,9 @@ func (ts *tokens) scan(src string, b []byte, offset func(ast.Position, bool) int
 				return fmt.Errorf("line %d: %v", tk.line, err)
 			}
 		case luaparse.TNumber:
-			if _, err := number(tk.text); err != nil || (to < len(src) && isAlpha(src[to])) {
-				return fmt.Errorf("line %d: malformed number near '%s'", tk.line, src[from:min(to+1, len(src))])
+			// gopher-lua's scanner ends some numerals elsewhere than Lua.
+			if end := numeral(src, from); end != to || !isNumber(tk.text) {
+				return fmt.Errorf("line %d: malformed number near '%s'", tk.line, src[from:end])
 			}
 		case '(':
 			tk.sameLine = lx.PrevTokenType == ')' && !lx.PNewLine
@@ -147,13 +148,24 @@ func (ts *tokens) lexError(src string, pe *luaparse.Error) error {
 	line := ts.lineAt(start)
 	switch pe.Message {
 	case "unterminated string":
+		// Lua reads escapes in order: a bad one before the line's end is
+		// the error.
+		if _, _, err := unquote(src[start:]); err != nil {
+			return fmt.Errorf("line %d: %v", line, err)
+		}
 		return fmt.Errorf("line %d: unfinished string", line)
-	case "unterminated multiline string", "invalid multiline string":
+	case "unterminated multiline string":
 		return fmt.Errorf("line %d: unfinished long string", line)
+	case "invalid multiline string": // [= not followed by [
+		end := start + 1
+		for end < len(src) && src[end] == '=' {
+			end++
+		}
+		return fmt.Errorf("line %d: invalid long string delimiter near '%s'", line, src[start:end])
 	case "invalid multiline comment":
 		return fmt.Errorf("line %d: unfinished long comment", line)
 	case "illegal hexadecimal number":
-		return fmt.Errorf("line %d: malformed number near '%s'", line, pe.Token)
+		return fmt.Errorf("line %d: malformed number near '%s'", line, src[start:numeral(src, start)])
 	case "Invalid token", "Invalid '~' token":
 		if pe.Token != "" {
 			return fmt.Errorf("line %d: unexpected character %q", line, pe.Token[0])
@@ -196,6 +208,29 @@ func skipComments(src string, i int) (end, falseLong int) {
 
 func isAlpha(c byte) bool { return c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z') }
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// numeral returns where the numeral at src[i:] ends as Lua 5.1 reads it:
+// digits and dots, an exponent's sign, then any letters, digits and '_'.
+func numeral(src string, i int) int {
+	for i < len(src) && (isDigit(src[i]) || src[i] == '.') {
+		i++
+	}
+	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
+		i++
+		if i < len(src) && (src[i] == '+' || src[i] == '-') {
+			i++
+		}
+	}
+	for i < len(src) && (isAlpha(src[i]) || isDigit(src[i])) {
+		i++
+	}
+	return i
+}
+
+func isNumber(s string) bool {
+	_, err := number(s)
+	return err == nil
+}
 
 // number converts a numeric literal as Lua 5.1 reads it.
 func number(s string) (float64, error) {
