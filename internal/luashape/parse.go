@@ -165,16 +165,23 @@ func parse(src string) (*chunk, error) {
 		return nil, err
 	}
 	// gopher-lua takes an empty field, {1, , 2}, for none. Two separators
-	// in a row are wrong anywhere but ;; between statements.
+	// in a row are wrong anywhere but ;; between statements: the second
+	// is an error unless the parser finds one before it.
 	sep := func(t int) bool { return t == ',' || t == ';' }
-	for i := 1; i < len(ts.list); i++ {
+	empty := len(ts.list)
+	for i := 1; i < len(ts.list) && empty == len(ts.list); i++ {
 		if a, b := ts.list[i-1].typ, ts.list[i].typ; sep(a) && sep(b) && (a == ',' || b == ',') {
-			return nil, fmt.Errorf("line %d: unexpected symbol near '%c'", ts.list[i].line, b)
+			empty = i
 		}
 	}
-	f := newFeed(ts.list, -1, "")
+	f := newFeed(ts.list, -1)
 	stmts, at, err := f.parse()
-	if err != nil {
+	switch {
+	case err != nil && at <= empty:
+		return nil, ts.syntaxError(at, err)
+	case empty < len(ts.list):
+		return nil, fmt.Errorf("line %d: unexpected symbol near '%c'", ts.list[empty].line, ts.list[empty].typ)
+	case err != nil:
 		return nil, ts.syntaxError(at, err)
 	}
 	c := &chunk{src: src}
@@ -196,8 +203,8 @@ type feed struct {
 	first []int // first[l]: the index of the first token on line l (from 1); then the count
 }
 
-// newFeed feeds list, with the token extra before list[ins] when ins >= 0.
-func newFeed(list []token, ins int, extra string) *feed {
+// newFeed feeds list, with the tokens extra before list[ins] when ins >= 0.
+func newFeed(list []token, ins int, extra ...string) *feed {
 	var b strings.Builder
 	f := &feed{first: []int{0}}
 	n := 0
@@ -215,7 +222,9 @@ func newFeed(list []token, ins int, extra string) *feed {
 	}
 	for i, t := range list {
 		if i == ins {
-			add(extra, false)
+			for _, x := range extra {
+				add(x, false)
+			}
 		}
 		text := t.text
 		if t.typ == luaparse.TString {
@@ -224,7 +233,9 @@ func newFeed(list []token, ins int, extra string) *feed {
 		add(text, t.sameLine && i != ins)
 	}
 	if ins == len(list) {
-		add(extra, false)
+		for _, x := range extra {
+			add(x, false)
+		}
 	}
 	f.first = append(f.first, n)
 	f.src = b.String()
@@ -265,52 +276,110 @@ func (f *feed) parse() ([]ast.Stmt, int, error) {
 	return nil, i, pe
 }
 
-// syntaxError words the parser's error at token at as Lua does: after a
-// return, the end of the block expected; else the token expected there,
-// found by feeding each that may be before it and seeing whether the
-// parser then gets past it; else the unexpected symbol.
+// near is the line of token i and how messages quote it.
+func (ts *tokens) near(i int) (int, string) {
+	if i < 0 || i >= len(ts.list) {
+		return ts.eofLine, "<eof>"
+	}
+	t := ts.list[i]
+	if len(t.text) > 40 {
+		return t.line, "'" + t.text[:37] + "...'"
+	}
+	return t.line, "'" + t.text + "'"
+}
+
+// syntaxError words the parser's error at token at as Lua 5.1 does. The
+// parser says only where it stopped; what it expected there is found by
+// feeding a token before that one and seeing whether the parser takes it:
+//   - after a return or a break, only the end of its block may come (a
+//     return without values takes what follows for them);
+//   - there, and where a statement may start, a block's closer (end,
+//     else, elseif, until, the end of the source) means the block around
+//     it wants its own, 'end' or 'until' (at the top, the closer is
+//     unexpected); any other token is an unexpected symbol;
+//   - where an expression (or the variable of an assignment) may start,
+//     an unexpected symbol;
+//   - after a parenthesised expression taken for a statement or for a
+//     variable of an assignment, or after a call among those variables,
+//     a syntax error;
+//   - where only a name may come (after local, function, for, '.', ':'),
+//     a name;
+//   - else the first token of a list that the parser takes there; ','
+//     (mostly optional) and '(' (wanted after a method's or a function
+//     definition's name, taken after most others) come last.
 func (ts *tokens) syntaxError(at int, err error) error {
 	var pe *luaparse.Error
 	if !errors.As(err, &pe) {
 		return err
 	}
-	line, near := ts.eofLine, "<eof>"
-	if at >= 0 && at < len(ts.list) {
-		t := ts.list[at]
-		line, near = t.line, t.text
-		if len(near) > 40 {
-			near = near[:37] + "..."
+	at = min(max(at, 0), len(ts.list))
+	line, near := ts.near(at)
+	closer := true // at a block's closer
+	if at < len(ts.list) {
+		switch ts.list[at].typ {
+		case luaparse.TEnd, luaparse.TElse, luaparse.TElseIf, luaparse.TUntil:
+		default:
+			closer = false
 		}
-		near = "'" + near + "'"
 	}
 	if strings.HasPrefix(pe.Message, "ambiguous syntax") {
 		return fmt.Errorf("line %d: %s near %s", line, pe.Message, near)
 	}
-	// After a return (or a break) only the end of its block may come.
-	if stmts, _, err := newFeed(ts.list[:at], -1, "").parse(); err == nil && len(stmts) > 0 {
-		switch stmts[len(stmts)-1].(type) {
+	expected := func(what string) error { return fmt.Errorf("line %d: %s expected near %s", line, what, near) }
+	unexpected := fmt.Errorf("line %d: unexpected symbol near %s", line, near)
+	// takes reports whether the parser takes toks fed before token at.
+	takes := func(toks ...string) bool {
+		_, stop, err := newFeed(ts.list, at, toks...).parse()
+		return err == nil || stop >= at+len(toks)
+	}
+	last := false // after a return or a break
+	if at > 0 && ts.list[at-1].typ == luaparse.TReturn {
+		if !closer { // what is there is taken for its values
+			return unexpected
+		}
+		last = true
+	} else if stmts, _, err := newFeed(ts.list[:at], -1).parse(); err == nil && len(stmts) > 0 {
+		switch s := stmts[len(stmts)-1].(type) {
 		case *ast.ReturnStmt, *ast.BreakStmt:
-			return fmt.Errorf("line %d: 'end' expected near %s", line, near)
-		}
-	}
-	// First a token after which the parser also takes the one it stopped
-	// at; then one it takes, where what follows is still wrong ("do" could
-	// start a statement of its own there).
-	wants := []string{"end", "then", "do", "=", ")", "]", "}", "until", "in", ","}
-	stops := make([]int, len(wants))
-	for i, want := range wants {
-		if _, stops[i], err = newFeed(ts.list, at, want).parse(); err == nil {
-			stops[i] = len(ts.list) + 2
-		}
-	}
-	for _, strict := range []bool{true, false} {
-		for i, want := range wants {
-			if stops[i] > at+1 || (!strict && stops[i] > at && want != "do") {
-				return fmt.Errorf("line %d: '%s' expected near %s", line, want, near)
+			if !closer {
+				return expected("'end'")
+			}
+			last = true
+		case *ast.FuncCallStmt:
+			if call, ok := s.Expr.(*ast.FuncCallExpr); ok && call.AdjustRet {
+				return fmt.Errorf("line %d: syntax error near %s", line, near)
 			}
 		}
 	}
-	return fmt.Errorf("line %d: unexpected symbol near %s", line, near)
+	switch {
+	case last, takes("break"): // a statement may start here
+		if !closer {
+			return unexpected
+		}
+		for _, want := range []string{"end", "until"} {
+			if takes(want) {
+				return expected("'" + want + "'")
+			}
+		}
+		return fmt.Errorf("line %d: %s unexpected", line, near)
+	case takes("nil"):
+		return unexpected
+	case !takes("=") && takes(".", "x", "="): // a call or (x) among the variables assigned
+		return fmt.Errorf("line %d: syntax error near %s", line, near)
+	case takes("x"):
+		if takes("(") { // a variable: a name or a parenthesised prefix
+			return unexpected
+		}
+		return expected("<name>")
+	case takes("=") && takes("in"):
+		return expected("'=' or 'in'")
+	}
+	for _, want := range []string{"then", "do", "end", ")", "]", "}", "=", "until", "in", ",", "("} {
+		if takes(want) {
+			return expected("'" + want + "'")
+		}
+	}
+	return unexpected
 }
 
 // conv turns gopher-lua's syntax tree into the nodes the interpreter runs,
@@ -429,12 +498,16 @@ func (cv *conv) stmt(s ast.Stmt) (stmt, int, error) {
 		return x, at, nil
 	case *ast.FuncCallStmt:
 		call, ok := s.Expr.(*ast.FuncCallExpr)
-		if !ok || call.AdjustRet { // (f()): Lua takes no parenthesized call for a statement
-			return nil, 0, fmt.Errorf("line %d: syntax error near '('", line)
+		if !ok {
+			return nil, 0, fmt.Errorf("%s: call statement %T", internalError, s.Expr)
 		}
 		e, start, err := cv.expr(call)
 		if err != nil {
 			return nil, 0, err
+		}
+		if call.AdjustRet { // (f()): Lua takes no parenthesised call for a statement
+			line, near := cv.ts.near(cv.after(start))
+			return nil, 0, fmt.Errorf("line %d: syntax error near %s", line, near)
 		}
 		return &callStmt{call: e.(*callExpr)}, start, nil
 	case *ast.DoBlockStmt:
@@ -495,6 +568,23 @@ func (cv *conv) stmt(s ast.Stmt) (stmt, int, error) {
 		return nil, 0, fmt.Errorf("line %d: labels are not supported", line)
 	}
 	return nil, 0, fmt.Errorf("%s: statement %T", internalError, s)
+}
+
+// after returns the index of the token after the brackets that open at
+// token i.
+func (cv *conv) after(i int) int {
+	depth := 0
+	for ; i < len(cv.ts.list); i++ {
+		switch cv.ts.list[i].typ {
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return i
 }
 
 // ifClause converts an if (or elseif) clause, and the clauses after it,
