@@ -327,9 +327,10 @@ func (ts *tokens) syntaxError(at int, err error) error {
 	}
 	expected := func(what string) error { return fmt.Errorf("line %d: %s expected near %s", line, what, near) }
 	unexpected := fmt.Errorf("line %d: unexpected symbol near %s", line, near)
-	// takes reports whether the parser takes toks fed before token at.
+	// takes reports whether the parser takes toks fed before token at. It
+	// stops at the first token it cannot take, so what follows is not fed.
 	takes := func(toks ...string) bool {
-		_, stop, err := newFeed(ts.list, at, toks...).parse()
+		_, stop, err := newFeed(ts.list[:at], at, toks...).parse()
 		return err == nil || stop >= at+len(toks)
 	}
 	last := false // after a return or a break
