@@ -46,11 +46,21 @@ func (c *cluster) close() {
 func buildCluster(t testing.TB, n int, opts Options) *cluster {
 	t.Helper()
 	c := &cluster{wake: NewWakeups()}
-	nodes := make([]Node, n)
 	for i := range n {
 		f := getFake(t, fmt.Sprintf("m%d", i), c.wake.Notify)
 		f.inline = true
 		c.nodes = append(c.nodes, f)
+	}
+	c.eng = c.newEngine(t, opts)
+	return c
+}
+
+// newEngine starts an engine on the cluster's masters with opts (the
+// test master timeout unless set), as a proxy would.
+func (c *cluster) newEngine(t testing.TB, opts Options) *Engine {
+	t.Helper()
+	nodes := make([]Node, len(c.nodes))
+	for i, f := range c.nodes {
 		nodes[i] = f
 	}
 	if opts.MasterTimeout == 0 {
@@ -61,8 +71,7 @@ func buildCluster(t testing.TB, n int, opts Options) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.eng = eng
-	return c
+	return eng
 }
 
 // holders counts the masters on which key holds token.

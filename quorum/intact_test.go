@@ -11,18 +11,7 @@ import (
 // proxy started later would be, and closes it when the test ends.
 func engineOn(t *testing.T, c *cluster, opts Options) *Engine {
 	t.Helper()
-	nodes := make([]Node, len(c.nodes))
-	for i, f := range c.nodes {
-		nodes[i] = f
-	}
-	if opts.MasterTimeout == 0 {
-		opts.MasterTimeout = testTimeout
-	}
-	opts.Wakeups = c.wake
-	e, err := New(nodes, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := c.newEngine(t, opts)
 	t.Cleanup(e.Close)
 	return e
 }
