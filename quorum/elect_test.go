@@ -85,9 +85,20 @@ func TestElection(t *testing.T) {
 
 	// Half applied: one master of three has another value. The
 	// proclamation answered once a quorum took it: it has landed
-	// everywhere before the values are changed under it.
-	c.eng.bg.Wait()
+	// everywhere before the values are changed under it. (Not by
+	// waiting for the engine's requests: the watch keeps sending its
+	// own.)
 	ls, _ := c.eng.electSet("e")
+	if !eventually(5*time.Second, func() bool {
+		for _, f := range c.nodes {
+			if f.m.HGet(ls.advert, "value") != "a2" {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the proclamation never reached every master")
+	}
 	c.nodes[0].m.HSet(ls.advert, "value", "half")
 	c.nodes[1].m.HSet(ls.advert, "value", "other")
 	var qe *QuorumError

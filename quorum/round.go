@@ -137,8 +137,11 @@ func (r *round) onSettled(i int, f func()) {
 }
 
 // arm starts the round's timer: at the deadline it answers for every
-// master still silent with a timeout.
-func (r *round) arm(timeout time.Duration) {
+// master still silent with a timeout. In a follow-up of prev, it answers
+// for master i only once prev has answered there: timers run in any order
+// (each on its own goroutine), and whoever reads a follow-up's answer at i
+// may read prev's (a rollback asks whether the try reached i).
+func (r *round) arm(timeout time.Duration, prev *round) {
 	e := r.e
 	defer func() {
 		// Every answer may be in already (inline answers, skips): then
@@ -147,12 +150,19 @@ func (r *round) arm(timeout time.Duration) {
 			r.timer.Load().Stop()
 		}
 	}()
+	expire := func(i int) {
+		if r.claimed[i].CompareAndSwap(false, true) {
+			err := fmt.Errorf("no answer in %v: %w", timeout, context.DeadlineExceeded)
+			e.record(i, timeout, err)
+			r.settle(i, answer{err: err})
+		}
+	}
 	r.timer.Store(&timerBox{e.clock.AfterFunc(e.until(r.deadline), func() {
 		for i := range r.claimed {
-			if r.claimed[i].CompareAndSwap(false, true) {
-				err := fmt.Errorf("no answer in %v: %w", timeout, context.DeadlineExceeded)
-				e.record(i, timeout, err)
-				r.settle(i, answer{err: err})
+			if prev != nil {
+				prev.onSettled(i, func() { expire(i) })
+			} else {
+				expire(i)
 			}
 		}
 	})})
@@ -217,7 +227,7 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 	}
 	r.deadline = start.Add(timeout)
 	if prev != nil {
-		r.arm(timeout)
+		r.arm(timeout, prev)
 	}
 	e.bg.Add(n)
 	var unissued atomic.Int32
@@ -298,7 +308,7 @@ func (e *Engine) follow(ctx context.Context, prev *round, o *op, fl *flight, pre
 	// (timeouts, late runs). Validity is measured from the attempt's
 	// start, so a later deadline only waits longer.
 	r.deadline = e.now().Add(timeout)
-	r.arm(timeout)
+	r.arm(timeout, nil)
 	return r
 }
 

@@ -354,17 +354,20 @@ func clusterRestartScenario(t *testing.T, quarantine bool) (*clusterDeployment, 
 	d := startClusterDeployment(t, 3, 3, 0, func(c *proxyConfig) {
 		c.maxTTL = 7 * time.Second
 		if !quarantine {
-			// Longer, so that the double grant happens while it is valid:
-			// the floors are raised only once a restarted shard takes
-			// writes again (2 s after its start).
-			c.maxTTL = 12 * time.Second
+			// Longer, so that the double grant happens while it is valid
+			// however slowly a loaded machine brings the shards back: the
+			// floors are raised only once a restarted shard takes writes
+			// again (2 s after its start), 1,024 slots at a time, which
+			// took over 7 s in a CI run under -race. Nothing waits the
+			// ttl out.
+			c.maxTTL = 27 * time.Second
 			c.extra = "restart_quarantine: false\n"
 		}
 	})
 	started := time.Now()
 	ttl := 6000
 	if !quarantine {
-		ttl = 10000
+		ttl = 25000 // the wait for the double grant stays under the client's 30 s read timeout
 	}
 	g, ok := rlock(t, d.c1, "ledger", ttl)
 	if !ok {
