@@ -237,11 +237,24 @@ func (f *fakeNode) close() {
 // restart loses every key and comes back with a new run_id, as a master
 // without persistence does; the proxy meets it on a new connection.
 func (f *fakeNode) restart() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.m.FlushAll()
-	f.conn++
-	f.runID = f.addr + "-run-" + strconv.FormatUint(f.conn, 10)
+	restartTogether(f)
+}
+
+// restartTogether restarts the fakes fs as one event: none of them is seen
+// restarted (its identity or its data) before all are, as when masters
+// restart while the proxy looks elsewhere.
+func restartTogether(fs ...*fakeNode) {
+	for _, f := range fs {
+		f.mu.Lock()
+	}
+	for _, f := range fs {
+		f.m.FlushAll()
+		f.conn++
+		f.runID = f.addr + "-run-" + strconv.FormatUint(f.conn, 10)
+	}
+	for _, f := range fs {
+		f.mu.Unlock()
+	}
 }
 
 func (f *fakeNode) Identity() Identity {

@@ -123,8 +123,7 @@ func TestQuarantineBlocksVotes(t *testing.T) {
 	if err != nil || a == nil {
 		t.Fatal(err)
 	}
-	c.nodes[0].restart()
-	c.nodes[1].restart()
+	restartTogether(c.nodes[0], c.nodes[1])
 	// The restarted masters lost A's lock: without quarantine a second
 	// client would now win on them.
 	b, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"q"}, TTL: time.Second})
