@@ -587,10 +587,14 @@ func TestClusterResharding(t *testing.T) {
 			t.Errorf("proxy %s took a resharding for lost data", p.Addr)
 		}
 	}
+	// A try rolled back (or a release) while its slot moved may have
+	// been refused there (TRYAGAIN) and left its key for its 2 s ttl
+	// (docs/design/cluster.md, Resharding): a moved resource is granted
+	// within that.
 	for _, r := range rs[:len(rs)/3] {
-		g, ok := rlock(t, d.c1, r, 1000)
+		g, ok := rlock(t, d.c1, r, 1000, "WAIT", 3000)
 		if !ok {
-			t.Fatalf("%s not granted after its slot moved", r)
+			t.Fatalf("%s not granted within the load's ttl after its slot moved", r)
 		}
 		do(t, d.c1, "RUNLOCK", r, g.token)
 	}
