@@ -44,12 +44,16 @@ type request struct {
 // pipe is one pipelined connection to a master. Callers append their
 // encoded command to the pending output and their completion to the
 // queue, under one lock, so that the order of the queue is the order on
-// the wire. Whoever finds no write in progress writes: it takes everything
-// pending and writes it in one system call, then again whatever arrived
-// meanwhile, until nothing is pending; others only append. So commands
-// issued while a write is in progress go out together in the next one,
-// with no timer and no goroutine hand-off, and a lone caller writes at
-// once. A write that would block (a master that stops reading) is handed
+// the wire. At most one write is outstanding: from when it is written
+// until the master answered every command in it. Whoever finds none
+// outstanding and no write in progress writes everything pending in one
+// system call; others only append, and the reader writes what gathered
+// once the last answer of the outstanding write is in (after handing the
+// answers over, so that the follow-ups they cause join that write). So
+// commands issued while a write is out go together in the next one,
+// whatever their scripts, with no timer and no goroutine hand-off; a lone
+// caller writes at once; and the master reads and answers them as one
+// batch, which costs it less per command than one at a time. A write that would block (a master that stops reading) is handed
 // to a goroutine of the pipe's after callerWrite, so that no caller waits
 // on one master (see flushLocked). One reader goroutine parses the replies and completes the queue
 // in order, on its own goroutine (completions must not block).
@@ -69,6 +73,9 @@ type pipe struct {
 	deadline time.Time
 	queue    []request
 	head     int // queue[head:] wait for replies
+	// sent is how many of queue[head:] were written: the outstanding
+	// write's commands not answered yet (0: none outstanding).
+	sent int
 	// open gathers consecutive requests for one script while a write is
 	// in progress; it is encoded (as one batch if it holds several) when
 	// the next write takes the pending output, or when a request for
@@ -133,7 +140,7 @@ func (p *pipe) evalScript(s *script, keys, args []string, done func(any, error),
 	if !p.lockOpen(done) {
 		return
 	}
-	if p.writing && s.batch != nil {
+	if (p.writing || p.sent > 0) && s.batch != nil {
 		if len(p.open) > 0 && (p.open[0].script != s || p.open[0].slot != slot || len(p.open) >= maxBatch) {
 			p.closeOpen()
 		}
@@ -277,7 +284,7 @@ var errNotReading = errors.New("redisnode: master is not reading (16 MiB of comm
 // that times out cannot be resumed (crypto/tls), so every write there is
 // made on that goroutine.
 func (p *pipe) flushLocked() {
-	if p.writing {
+	if p.writing || p.sent > 0 {
 		p.mu.Unlock()
 		return
 	}
@@ -307,7 +314,7 @@ func (p *pipe) writeBehind(rest []byte) {
 		}
 	}
 	p.mu.Lock()
-	if (len(p.out) == 0 && len(p.open) == 0) || p.err != nil {
+	if (len(p.out) == 0 && len(p.open) == 0) || p.err != nil || p.sent > 0 {
 		p.writing = false
 		p.mu.Unlock()
 		return
@@ -338,6 +345,7 @@ func (p *pipe) flushLoop(bounded bool) {
 		// taken here and given back only once the write is over.
 		buf := p.out
 		p.out, p.spare = p.spare[:0], nil
+		p.sent = len(p.queue) - p.head
 		p.mu.Unlock()
 		var n int
 		var err error
@@ -368,7 +376,9 @@ func (p *pipe) flushLoop(bounded bool) {
 			p.fail(fmt.Errorf("write: %w", err))
 			return
 		}
-		if (len(p.out) == 0 && len(p.open) == 0) || p.err != nil {
+		if (len(p.out) == 0 && len(p.open) == 0) || p.err != nil || p.sent > 0 {
+			// Nothing more, or the write just made is outstanding: the
+			// reader writes what gathers once it is answered.
 			p.writing = false
 			p.mu.Unlock()
 			return
@@ -403,6 +413,10 @@ func (p *pipe) readLoop() {
 		r := p.queue[p.head]
 		p.queue[p.head] = request{}
 		p.head++
+		if p.sent > 0 {
+			p.sent--
+		}
+		answered := p.sent == 0
 		switch {
 		case p.head == len(p.queue):
 			p.queue, p.head = p.queue[:0], 0
@@ -422,9 +436,20 @@ func (p *pipe) readLoop() {
 		if noscript {
 			// Not on this goroutine: a send may wait for its write.
 			go p.resend(r)
+		} else {
+			complete(r, v)
+		}
+		if !answered {
 			continue
 		}
-		complete(r, v)
+		// The outstanding write is answered: write what gathered
+		// meanwhile (a completion above may have written already).
+		p.mu.Lock()
+		if p.sent == 0 && !p.writing && p.err == nil && (len(p.out) > 0 || len(p.open) > 0) {
+			p.flushLocked()
+		} else {
+			p.mu.Unlock()
+		}
 	}
 }
 
@@ -483,7 +508,7 @@ func (p *pipe) fail(err error) {
 	}
 	p.err = err
 	waiting := append(p.queue[p.head:], p.open...)
-	p.queue, p.head, p.open = nil, 0, nil
+	p.queue, p.head, p.open, p.sent = nil, 0, nil, 0
 	p.mu.Unlock()
 	p.nc.Close()
 	for _, r := range waiting {
