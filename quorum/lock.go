@@ -93,8 +93,24 @@ func (ls *lockSet) withReaders(e *Engine, tail ...string) []string {
 // holds its lock, by order (see docs/design/reentrant.md).
 func (e *Engine) holdsKey(resource string) string { return e.resMeta(resource, "holds:"+resource) }
 
-// unlockKeys are lock_release's keys (without the optional fair queue).
-func (ls *lockSet) unlockKeys(e *Engine) []string { return ls.withReaders(e, ls.keys[2*ls.n]) }
+// unlockKeys are lock_release's keys (without the optional fair queue):
+// the lock keys, their waiting sets, readers and re-entrant holds, and
+// the lagging bound (unused).
+func (ls *lockSet) unlockKeys(e *Engine) []string {
+	n := ls.n
+	keys := make([]string, 0, 4*n+2)
+	keys = append(keys, ls.keys[:n]...)
+	for _, c := range ls.channels {
+		keys = append(keys, e.waitingKey(c))
+	}
+	for _, k := range ls.keys[:n] {
+		keys = append(keys, e.rwKeys(strings.TrimPrefix(k, e.opts.KeyPrefix)).readers)
+	}
+	for _, k := range ls.keys[:n] {
+		keys = append(keys, e.holdsKey(strings.TrimPrefix(k, e.opts.KeyPrefix)))
+	}
+	return append(keys, ls.keys[2*n])
+}
 
 // lockSet validates resources and names their keys.
 func (e *Engine) lockSet(rs []string) (*lockSet, error) {

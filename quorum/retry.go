@@ -64,6 +64,13 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 				w.setRank(rank())
 			}
 			w.ready(ctx, e.opts.MasterTimeout, e.quorum)
+			// Register in the waiting sets too, before the next try on
+			// each master's ordered connection: a release publishes only
+			// where a waiting set exists, so a release that the next try
+			// finds still held will find the registration
+			// (docs/design/fencing.md, "Waiters never miss the release
+			// they wait for").
+			counted = e.countWait(ctx, channels, deadline)
 			continue
 		}
 		if rank != nil {
@@ -73,15 +80,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			var zero T
 			return zero, err
 		}
-		// A call counts itself among the waiters once it has slept
-		// once without a grant: the many short waits of a contended
-		// resource, over at their first wake-up, cost the masters
-		// nothing (see docs/design/waiters.md).
-		if counted == nil {
-			counted = e.countWait(ctx, channels, deadline)
-		} else {
-			counted.refresh(ctx)
-		}
+		counted.refresh(ctx)
 	}
 }
 

@@ -34,7 +34,8 @@ type waitCount struct {
 }
 
 // countWait counts a call that waits until deadline (retry calls it
-// after the call's first wait) in the waiting sets of channels on every
+// once the call's first try was refused, before it tries again) in the
+// waiting sets of channels on every
 // master that is up, without waiting for the masters. The entry lives until the deadline or fair.stale_after,
 // whichever comes first, so that a proxy that dies leaves nothing counted
 // for longer than a fair waiter it had queued; refresh renews it, leave
@@ -50,7 +51,7 @@ func (e *Engine) countWait(ctx context.Context, channels []string, deadline time
 
 func (wc *waitCount) write(ctx context.Context) {
 	life := min(wc.e.until(wc.deadline), wc.e.opts.FairStaleAfter)
-	if life <= 0 {
+	if life <= 0 || len(wc.keys) == 0 {
 		return
 	}
 	wc.at = wc.e.now()
@@ -67,6 +68,9 @@ func (wc *waitCount) refresh(ctx context.Context) {
 // leave takes the entry out (after its writes, on each master's ordered
 // connection).
 func (wc *waitCount) leave(ctx context.Context) {
+	if wc.last == nil {
+		return // never written
+	}
 	wc.e.follow(ctx, wc.last, &op{name: "wait_mark", script: scripts.WaitMark, keys: wc.keys, args: []string{wc.id, "0"}, report: true}, nil, nil)
 }
 

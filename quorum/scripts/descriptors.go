@@ -92,7 +92,7 @@ var (
 		[]Field{One("token"), One("lagms"), Each("value")}).splits(MergeAll)
 	// LockRelease releases the lock keys that hold a token.
 	LockRelease = define("lock_release",
-		[]Field{Each("lock"), Each("fence"), Each("readers"), Each("holds"), One("lag"), Opt("queue")},
+		[]Field{Each("lock"), Each("waiting"), Each("readers"), Each("holds"), One("lag"), Opt("queue")},
 		[]Field{One("token"), EachOpt("channel")}).splits(MergeRelease)
 	// LockExtend resets the ttl of the lock keys that hold a token.
 	LockExtend = define("lock_extend",

@@ -1,13 +1,13 @@
--- Write a lease's fences back, only while every lock key holds the token:
--- lock the lock keys, fence their fence keys, seq the master's fence
--- sequence; token, lagms the lag period in ms, then the fences (one per
--- lock key). Raises each fence key to at least its fence (living as long
--- as the lock plus the lag period) and the sequence with them. Returns 1
--- if it held, else 0 and changes nothing.
+-- Write a grant's fence back, only while every lock key holds the token:
+-- lock the lock keys, fence their fence keys (unused), seq the master's
+-- fence sequence; token, lagms (unused), then the fences (one per lock
+-- key; a try gives all its resources one fence). Raises the sequence to
+-- at least the highest of them (docs/design/fencing.md). Returns 1 if it
+-- held, else 0 and changes nothing.
 local n = (#KEYS - 1) / 2
-local lock, fence = 0, n
+local lock = 0
 local seq = KEYS[2 * n + 1]
-local token, lagms = ARGV[1], ARGV[2]
+local token = ARGV[1]
 local value = 2
 
 for i = 1, n do
@@ -15,15 +15,11 @@ for i = 1, n do
     return 0
   end
 end
-local high = tonumber(redis.call('GET', seq) or '0')
-local top = high
+local top = 0
 for i = 1, n do
-  local f = math.max(tonumber(ARGV[value + i]), tonumber(redis.call('GET', KEYS[fence + i]) or '0'))
-  local ttl = math.max(redis.call('PTTL', KEYS[lock + i]), 0)
-  redis.call('SET', KEYS[fence + i], string.format('%d', f), 'PX', ttl + tonumber(lagms))
-  top = math.max(top, f)
+  top = math.max(top, tonumber(ARGV[value + i]))
 end
-if top > high then
+if top > tonumber(redis.call('GET', seq) or '0') then
   redis.call('SET', seq, string.format('%d', top))
 end
 return 1

@@ -119,32 +119,17 @@ end
 
 -- grant sets the lock keys KEYS[lock + i] (i = 1..n) to token for ttl ms
 -- (or what a key the token held already had left, if longer; set: the
--- caller set the one lock key already, SET NX PX ttl) and gives each
--- resource its fence: max(proposal, its fence key KEYS[fence + i] + 1,
--- the lagging bound + 1), kept in the fence key for ttl + lagms ms; when
--- mine (the token held every lock key already: a TOKEN retry of the same
--- grant) each resource keeps the fence its key holds. The lagging bound
--- (lagkey) is set to the sequence for lagms ms if the master has none; the
--- sequence (seqkey, whose value is high, read here when high is nil) is
--- raised to the highest fence, and the lease high-water mark (leasekey)
--- with the grant. One MGET reads the sequence, the bound and the fence
--- keys. See quorum/doc.go, "Fencing", for why this is monotonic.
--- Returns {1, sequence, fence_1, ..., fence_n}.
+-- caller set the one lock key already, SET NX PX ttl) and gives the try
+-- its fence, one for every resource: c = max(sequence + 1, proposal),
+-- which becomes the master's sequence (seqkey: INCR, and a SET only when
+-- the proposal is higher). Nothing is kept per resource: see
+-- docs/design/fencing.md for why this is monotonic, and for the
+-- write-back (lock_fence) that makes a quorum hold the grant's fence. The
+-- lease high-water mark (leasekey) is raised with the grant. The fence
+-- keys and the lagging bound of the older layout (fence, lagkey, lagms)
+-- are no longer read or written; high and mine are kept for the callers'
+-- sake. Returns {1, sequence, c, ..., c}.
 local function grant(lock, fence, n, lagkey, seqkey, leasekey, high, token, ttl, proposal, lagms, mine, set)
-  local read = {seqkey, lagkey}
-  for i = 1, n do
-    read[i + 2] = KEYS[fence + i]
-  end
-  local v = redis.call('MGET', unpack(read))
-  high = high or num(v[1]) or 0
-  local lag = num(v[2])
-  if not lag then
-    lag = high
-    redis.call('SET', lagkey, string.format('%d', high), 'PX', lagms)
-  end
-  local base = math.max(tonumber(proposal), lag + 1)
-  local keep = tonumber(ttl) + tonumber(lagms)
-  local top = high
   local out = {1, 0}
   for i = 1, n do
     -- A key the token holds already (every key is free or the token's
@@ -158,22 +143,18 @@ local function grant(lock, fence, n, lagkey, seqkey, leasekey, high, token, ttl,
       end
       redis.call('SET', KEYS[lock + i], token, 'PX', px)
     end
-    local c = base
-    local cur = num(v[i + 2])
-    if mine and cur then
-      c = cur
-    elseif cur and cur + 1 > c then
-      c = cur + 1
-    end
-    redis.call('SET', KEYS[fence + i], string.format('%d', c), 'PX', math.max(keep, px + tonumber(lagms)))
-    top = math.max(top, c)
+  end
+  local c = redis.call('INCR', seqkey)
+  local p = tonumber(proposal)
+  if c < p then
+    redis.call('SET', seqkey, string.format('%d', p))
+    c = p
+  end
+  for i = 1, n do
     out[i + 2] = c
   end
-  if top > high then
-    redis.call('SET', seqkey, string.format('%d', top))
-  end
   raise(leasekey, tonumber(ttl))
-  out[2] = top
+  out[2] = c
   return out
 end
 
@@ -235,23 +216,16 @@ local function promote(mark, rnext, rafter, n, markid, markttl)
   end
 end
 
--- drop deletes a lock key and its fence key, folding the fence into the
--- master's lagging bound (lagkey) first when the bound lives and is lower,
--- so that the next grant of the resource still gets a greater fence.
+-- drop deletes a lock key, and the fence key an older proxy may have
+-- left beside it (one DEL: it costs nothing more). lagkey is unused.
 local function drop(lockkey, fencekey, lagkey)
-  local v = redis.call('MGET', fencekey, lagkey)
-  local f, lag = num(v[1]), num(v[2])
-  if f and lag and f > lag then
-    redis.call('SET', lagkey, v[1], 'KEEPTTL')
-  end
   redis.call('DEL', lockkey, fencekey)
 end
 
 -- extend resets the ttl of each lock key KEYS[lock + i] (i = 1..n) that
 -- holds token to ttl ms (given readers, never to less than its readers
 -- KEYS[readers + i] still live: a writer that downgraded keeps the key for
--- its read lock, see read_hold), of its fence key KEYS[fence + i] to ttl +
--- lagms ms, given owner, of its owner key KEYS[owner + i] to ttl ms and,
+-- its read lock, see read_hold), given owner, of its owner key KEYS[owner + i] to ttl ms and,
 -- given holds, of its re-entrant holds KEYS[holds + i] with the lock key;
 -- then raises the lease high-water mark (leasekey) if it extended any.
 -- Returns how many lock keys it extended.
@@ -267,7 +241,6 @@ local function extend(lock, fence, owner, readers, holds, n, leasekey, token, tt
       if holds then
         redis.call('PEXPIRE', KEYS[holds + i], keep)
       end
-      redis.call('PEXPIRE', KEYS[fence + i], tonumber(ttl) + tonumber(lagms))
       if owner then
         redis.call('PEXPIRE', KEYS[owner + i], ttl)
       end
