@@ -10,9 +10,8 @@
 -- gives each resource its fence (see grant), returning {1, sequence,
 -- fence_1, ..., fence_n}. Else changes nothing and returns {0, sequence}.
 -- A lock key holding "" is held by readers (no token is empty).
--- A plain lock (one resource) costs a master five calls when granted: SET
--- NX, one MGET of the sequence, the lagging bound and the fence key, the
--- fence key's SET, the sequence's SET and the lease mark's PTTL.
+-- A plain lock (one resource) costs a master three calls when granted:
+-- SET NX, the sequence's INCR and the lease mark's PTTL (see grant).
 local n = (#KEYS - 3) / 2
 local lock, fence = 0, n
 local lag, seq, lease = KEYS[2 * n + 1], KEYS[2 * n + 2], KEYS[2 * n + 3]

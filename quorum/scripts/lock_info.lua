@@ -8,7 +8,8 @@
 local lock, fence, readers, holds = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 local v = redis.call('GET', lock)
-local out = {v, redis.call('PTTL', lock), tonumber(redis.call('GET', fence) or '0')}
+-- (No fence is kept per resource any more, docs/design/fencing.md: 0.)
+local out = {v, redis.call('PTTL', lock), 0}
 if v == '' then
   for _, r in ipairs(redis.call('ZRANGEBYSCORE', readers, '(' .. time_ms(), '+inf')) do
     out[#out + 1] = r
