@@ -101,6 +101,9 @@ type safetyOff struct {
 	slots bool // a semaphore grant counts masters whatever slots they hold
 	// intact: a master first met counts at once, its intact mark unread
 	intact bool
+	// writeBack: a grant's fence is not written back where a master gave
+	// less (docs/design/fencing.md)
+	writeBack bool
 }
 
 // Attacher is what carries messages between the proxies over the masters

@@ -401,7 +401,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, fl flavour, token str
 			holders++
 		}
 	}
-	if holders < len(e.nodes) {
+	if holders < len(e.nodes) && !e.off.writeBack {
 		wbArgs := make([]string, 0, 2+n)
 		wbArgs = append(wbArgs, token, lag)
 		for _, f := range fences {

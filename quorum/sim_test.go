@@ -1236,6 +1236,7 @@ func TestSimulateCatches(t *testing.T) {
 		{"intact mark off", func(o *Options) { o.off.intact = true }, 4, -1},
 		{"rollback taint off", func(o *Options) { o.off.taint = true }, 2, -1},
 		{"semaphore slots off", func(o *Options) { o.off.slots = true }, -1, 3},
+		{"fence write-back off", func(o *Options) { o.off.writeBack = true }, -1, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runs := 0
