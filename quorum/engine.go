@@ -272,6 +272,10 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	// answer vote from the start (bounded: the others are checked by the
 	// health loop when they answer).
 	e.checkIntact(ctx, -1)
+	if err := e.olderProxy(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
 	if opts.Slotted {
 		e.learnUnslotted()
 	}

@@ -84,3 +84,10 @@ func (e *QuorumError) Error() string {
 func (e *QuorumError) Unwrap() []error {
 	return append([]error{ErrNoQuorum}, e.Errs...)
 }
+
+// ErrOlderProxy refuses to start an engine while a proxy of an older
+// version (fence keys per resource and a lagging bound per master) grants
+// on the same masters: its grants after this version's could carry lower
+// fences (docs/design/fencing.md, "Upgrading from a proxy with fence
+// keys").
+var ErrOlderProxy = errors.New("quorum: an older redlock-proxy (per-resource fence keys) is granting on these masters: stop every older proxy before starting this version (CHANGELOG.md, upgrade notes)")

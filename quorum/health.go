@@ -458,6 +458,9 @@ func (e *Engine) healthLoop(ctx context.Context) {
 	for {
 		e.pingAll(ctx, timeout)
 		e.checkIntact(ctx, -1)
+		if err := e.olderProxy(ctx); err != nil {
+			e.log.Error("an older redlock-proxy granted on these masters since this one started: its grants may carry fences lower than this version's; stop it", "err", err)
+		}
 		q.check(e)
 		e.sweepCarried()
 		tried := make([]bool, len(e.nodes))
@@ -970,4 +973,30 @@ func (e *Engine) noteTTL(ttl time.Duration) {
 			return
 		}
 	}
+}
+
+// olderProxy reports ErrOlderProxy, naming the master, when a master holds
+// the lagging fence bound that proxies before the per-master-sequence
+// fences create at every grant and that lives FenceLag: an older proxy
+// granted there within that time. Masters that do not answer are passed
+// over. With the slotted layout (one bound per hash slot) it checks
+// nothing.
+func (e *Engine) olderProxy(ctx context.Context) error {
+	if e.opts.Slotted {
+		return nil
+	}
+	lag, _ := e.fenceKeys("")
+	found := make([]bool, len(e.nodes))
+	e.eachMaster(ctx, func(ctx context.Context, j int) {
+		v, err := e.call(ctx, j, &op{name: "older", script: scripts.ListPresent, keys: []string{lag}})
+		if arr, ok := v.([]any); err == nil && ok && len(arr) == 1 && arr[0] == int64(1) {
+			found[j] = true
+		}
+	})
+	for j, f := range found {
+		if f {
+			return fmt.Errorf("%w (master %s holds %s)", ErrOlderProxy, e.nodes[j].Addr(), lag)
+		}
+	}
+	return nil
 }
