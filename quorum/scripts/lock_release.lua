@@ -13,9 +13,8 @@
 -- waiters: the head of the queue is the one fair waiter to wake.
 -- Nothing else is folded or deleted: the sequence is per master, and what
 -- an older proxy left beside the lock expires on its own.
--- A plain lock costs three calls: PTTL and GETDEL of its key, and one
--- EXISTS of what else it may have. A key GETDEL shows was another's is
--- put back as it was, in the same script. A writer that downgraded (its
+-- A plain lock costs four calls: GET, PTTL and DEL of its key, and one
+-- EXISTS of what else it may have. A writer that downgraded (its
 -- token also holds the read lock, see read_hold) leaves the lock key to
 -- its live readers: it then holds "" as long as they live. Returns {how
 -- many lock keys it released, the longest ttl in ms they had left} (a
@@ -33,9 +32,10 @@ local channel = 1
 local c, left = 0, 0
 for i = 1, n do
   local k = KEYS[lock + i]
-  local ttl = redis.call('PTTL', k)
-  local v = redis.call('GETDEL', k)
+  local v = redis.call('GET', k)
   if v == token then
+    local ttl = redis.call('PTTL', k)
+    redis.call('DEL', k)
     local probe = {KEYS[holds + i], KEYS[readers + i], KEYS[waiting + i]}
     if queue then
       probe[4] = queue
@@ -76,13 +76,6 @@ for i = 1, n do
       end
     end
     c = c + 1
-  elseif v then
-    -- Another token's: put it back as it was.
-    if ttl > 0 then
-      redis.call('SET', k, v, 'PX', ttl)
-    else
-      redis.call('SET', k, v)
-    end
   end
 end
 return {c, left}
