@@ -94,8 +94,7 @@ func (ls *lockSet) withReaders(e *Engine, tail ...string) []string {
 func (e *Engine) holdsKey(resource string) string { return e.resMeta(resource, "holds:"+resource) }
 
 // unlockKeys are lock_release's keys (without the optional fair queue):
-// the lock keys, their waiting sets, readers and re-entrant holds, and
-// the lagging bound (unused).
+// the lock keys, their waiting sets, readers and re-entrant holds.
 func (ls *lockSet) unlockKeys(e *Engine) []string {
 	n := ls.n
 	keys := make([]string, 0, 4*n+2)
@@ -109,7 +108,7 @@ func (ls *lockSet) unlockKeys(e *Engine) []string {
 	for _, k := range ls.keys[:n] {
 		keys = append(keys, e.holdsKey(strings.TrimPrefix(k, e.opts.KeyPrefix)))
 	}
-	return append(keys, ls.keys[2*n])
+	return keys
 }
 
 // lockSet validates resources and names their keys.
@@ -402,13 +401,13 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, fl flavour, token str
 		}
 	}
 	if holders < len(e.nodes) && !e.off.writeBack {
-		wbArgs := make([]string, 0, 2+n)
-		wbArgs = append(wbArgs, token, lag)
+		wbArgs := make([]string, 0, 1+n)
+		wbArgs = append(wbArgs, token)
 		for _, f := range fences {
 			wbArgs = append(wbArgs, strconv.FormatUint(f, 10))
 		}
-		// lock_fence's keys: the lock and fence keys, the fence sequence.
-		wbKeys := append(ls.keys[:2*n:2*n], ls.keys[2*n+1])
+		// lock_fence's keys: the lock keys, the fence sequence.
+		wbKeys := append(ls.keys[:n:n], ls.keys[2*n+1])
 		wb := &op{name: "lock", script: scripts.LockFence, keys: wbKeys, args: wbArgs}
 		// Write back to the others, stragglers included; wait only while
 		// fewer than a quorum hold the fences (the usual case: masters

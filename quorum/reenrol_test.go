@@ -213,10 +213,10 @@ func TestExtendReenrols(t *testing.T) {
 	}
 }
 
-// TestReenrolFences: a re-enrolled master stores a fence at least the
-// lease's for its resource, and the next grant after the release gets a
+// TestReenrolFences: a re-enrolled master's fence sequence is raised to
+// at least the lease's fence, and the next grant after the release gets a
 // greater fence than the lease's, even on a quorum made of masters that
-// were re-enrolled and masters whose fence key is gone.
+// were re-enrolled and masters that lost their sequence.
 func TestReenrolFences(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 5, Options{})
@@ -225,20 +225,20 @@ func TestReenrolFences(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.eng.bg.Wait()
-	fk := c.eng.opts.MetaPrefix + "fence:a"
+	_, sk := c.eng.fenceKeys("a")
 	for _, i := range []int{0, 1} {
 		c.nodes[i].del("a")
-		c.nodes[i].del(fk)
+		c.nodes[i].del(sk)
 	}
 	if v, err := c.eng.Extend(ctx, l, 5*time.Second); v <= 0 || err != nil {
 		t.Fatalf("extend: %v %v", v, err)
 	}
 	c.eng.bg.Wait()
 	for _, i := range []int{0, 1} {
-		v, ok := c.nodes[i].value(fk)
+		v, ok := c.nodes[i].value(sk)
 		f, _ := strconv.ParseUint(v, 10, 64)
 		if !ok || f < l.Fences[0] {
-			t.Errorf("master %d re-enrolled with fence %q, below the lease's %d", i, v, l.Fences[0])
+			t.Errorf("master %d re-enrolled with its sequence at %q, below the lease's fence %d", i, v, l.Fences[0])
 		}
 	}
 	if held, err := c.eng.Release(ctx, l); !held || err != nil {

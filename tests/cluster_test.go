@@ -319,7 +319,9 @@ func TestClusterMastersEveryFamily(t *testing.T) {
 	})
 
 	t.Run("keys of one resource share its slot", func(t *testing.T) {
-		g, _ := rlock(t, c1, "slotcheck", 10000)
+		// A re-entrant lock: its holds and their fence are kept beside
+		// the lock key, in its slot.
+		g, _ := rlock(t, c1, "slotcheck", 10000, "TOKEN", "slot-token", "REENTRANT")
 		defer do(t, c1, "RUNLOCK", "slotcheck", g.token)
 		want := quorum.KeySlot("slotcheck")
 		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.clusters[1].Seeds()})
@@ -341,8 +343,8 @@ func TestClusterMastersEveryFamily(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(keys) < 2 {
-			t.Fatalf("keys of the lock: %v, want the lock and its fence at least", keys)
+		if len(keys) < 3 {
+			t.Fatalf("keys of the lock: %v, want the lock, its holds and their fence at least", keys)
 		}
 	})
 }

@@ -66,9 +66,21 @@ func acquire(t *testing.T, n *Node, token string, ttl time.Duration, proposal ui
 	return v.([]any)
 }
 
+// releaseKeys are lock_release's keys: the lock keys, then each
+// resource's waiting set, readers and holds.
+func releaseKeys(rs ...string) []string {
+	k := append([]string(nil), rs...)
+	for _, pre := range []string{"meta:waiting:", "meta:rw:", "meta:holds:"} {
+		for _, r := range rs {
+			k = append(k, pre+r)
+		}
+	}
+	return k
+}
+
 func release(t *testing.T, n *Node, token string, rs ...string) int64 {
 	t.Helper()
-	v, err := n.Eval(context.Background(), "lock_release", readerKeys("meta:fence-lag", rs...), []string{token})
+	v, err := n.Eval(context.Background(), "lock_release", releaseKeys(rs...), []string{token})
 	if err != nil {
 		t.Fatalf("release: %v", err)
 	}
@@ -92,15 +104,13 @@ func TestScripts(t *testing.T) {
 	n, rc, _ := setup(t, nil)
 	ctx := context.Background()
 
-	// Acquire: every key, a fence for each, the sequence raised.
+	// Acquire: every key, one fence for all, the sequence raised to it;
+	// nothing kept per resource.
 	if r := acquire(t, n, "t1", time.Minute, 1, "a", "b"); !reflect.DeepEqual(r, []any{int64(1), int64(1), int64(1), int64(1)}) {
 		t.Fatalf("acquire = %v", r)
 	}
-	if rc.Get(ctx, "meta:fence:a").Val() != "1" || rc.Get(ctx, "meta:fence-hwm").Val() != "1" {
-		t.Fatal("acquire did not store the fence and the sequence")
-	}
-	if ttl := rc.PTTL(ctx, "meta:fence:a").Val(); ttl <= time.Minute || ttl > time.Minute+time.Second {
-		t.Fatalf("fence key pttl %v, want the ttl plus the lag period", ttl)
+	if rc.Get(ctx, "meta:fence-hwm").Val() != "1" || rc.Exists(ctx, "meta:fence:a", "meta:fence-lag").Val() != 0 {
+		t.Fatal("acquire did not raise the sequence, or wrote a fence key or a lagging bound")
 	}
 	if v := rc.Get(ctx, "a").Val(); v != "t1" {
 		t.Fatalf("lock key holds %q, want the token", v)
@@ -108,47 +118,47 @@ func TestScripts(t *testing.T) {
 	if ttl := rc.PTTL(ctx, "b").Val(); ttl <= 0 || ttl > time.Minute {
 		t.Fatalf("pttl %v", ttl)
 	}
-	// Same token again while every key holds it: the same grant (a TOKEN
-	// retry), the same fences whatever the proposal
-	// (docs/design/fencing.md), the new ttl.
-	if r := acquire(t, n, "t1", time.Hour, 7, "a", "b"); !reflect.DeepEqual(r, []any{int64(1), int64(1), int64(1), int64(1)}) {
-		t.Fatalf("re-acquire with same token = %v, want the fences it holds", r)
+	// Same token again while every key holds it (a TOKEN retry): granted
+	// again with the new ttl and a new fence, the proposal when it is above
+	// the sequence (docs/design/fencing.md).
+	if r := acquire(t, n, "t1", time.Hour, 7, "a", "b"); !reflect.DeepEqual(r, []any{int64(1), int64(7), int64(7), int64(7)}) {
+		t.Fatalf("re-acquire with same token = %v, want fence 7", r)
 	}
 	if ttl := rc.PTTL(ctx, "b").Val(); ttl <= time.Minute {
 		t.Fatalf("re-acquire kept pttl %v, want the new ttl", ttl)
 	}
-	// Same token on a set that is only partly its own: a fresh fence, and
-	// a higher proposal wins.
-	if r := acquire(t, n, "t1", time.Hour, 7, "a", "b", "c"); !reflect.DeepEqual(r, []any{int64(1), int64(7), int64(7), int64(7), int64(7)}) {
-		t.Fatalf("acquire of a partly held set = %v, want fence 7", r)
+	// Same token on a set that is only partly its own: the sequence's next.
+	if r := acquire(t, n, "t1", time.Hour, 7, "a", "b", "c"); !reflect.DeepEqual(r, []any{int64(1), int64(8), int64(8), int64(8), int64(8)}) {
+		t.Fatalf("acquire of a partly held set = %v, want fence 8", r)
 	}
 	release(t, n, "t1", "c")
 	// Another token, overlapping set: refused with the sequence, nothing
 	// changed.
-	if r := acquire(t, n, "t2", time.Minute, 1, "c", "b"); !reflect.DeepEqual(r, []any{int64(0), int64(7)}) {
+	if r := acquire(t, n, "t2", time.Minute, 1, "c", "b"); !reflect.DeepEqual(r, []any{int64(0), int64(8)}) {
 		t.Fatalf("overlapping acquire = %v", r)
 	}
-	if rc.Exists(ctx, "c", "meta:fence:c").Val() != 0 {
-		t.Fatal("refused acquire wrote c")
+	if rc.Exists(ctx, "c").Val() != 0 || rc.Get(ctx, "meta:fence-hwm").Val() != "8" {
+		t.Fatal("refused acquire wrote c or moved the sequence")
 	}
-	// Fence write-back: only while held, never lowered.
+	// Fence write-back: only while every key holds the token, the
+	// sequence raised to the highest fence, never lowered.
 	fence := func(token string, fs ...string) int64 {
-		v, err := n.Eval(ctx, "lock_fence", append(lockKeys(0, "a", "b"), "meta:fence-hwm"), append([]string{token, lagMS}, fs...))
+		v, err := n.Eval(ctx, "lock_fence", []string{"a", "b", "meta:fence-hwm"}, append([]string{token}, fs...))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v.(int64)
 	}
-	if fence("t1", "9", "3") != 1 {
-		t.Fatal("fence write-back refused")
+	if fence("t1", "9", "3") != 1 || rc.Get(ctx, "meta:fence-hwm").Val() != "9" {
+		t.Fatal("fence write-back refused, or the sequence not raised to 9")
 	}
-	if a, b, h := rc.Get(ctx, "meta:fence:a").Val(), rc.Get(ctx, "meta:fence:b").Val(), rc.Get(ctx, "meta:fence-hwm").Val(); a != "9" || b != "7" || h != "9" {
-		t.Fatalf("fences %s %s sequence %s, want 9 7 9", a, b, h)
+	if fence("t1", "5", "5") != 1 || rc.Get(ctx, "meta:fence-hwm").Val() != "9" {
+		t.Fatal("fence write-back lowered the sequence")
 	}
-	if fence("other", "100", "100") != 0 || rc.Get(ctx, "meta:fence:a").Val() != "9" {
+	if fence("other", "100", "100") != 0 || rc.Get(ctx, "meta:fence-hwm").Val() != "9" {
 		t.Fatal("fence write-back with a wrong token")
 	}
-	// Extend: the lock keys and their fence keys.
+	// Extend: the lock keys.
 	extend := func(token string, ttl string) int64 {
 		v, err := n.Eval(ctx, "lock_extend", readerKeys("meta:lease-hwm", "a", "b"), []string{token, ttl, lagMS})
 		if err != nil {
@@ -159,8 +169,8 @@ func TestScripts(t *testing.T) {
 	if c := extend("t1", "7200000"); c != 2 {
 		t.Fatalf("extend = %d", c)
 	}
-	if ttl := rc.PTTL(ctx, "meta:fence:b").Val(); ttl <= 2*time.Hour {
-		t.Fatalf("fence key pttl %v after extend", ttl)
+	if ttl := rc.PTTL(ctx, "b").Val(); ttl <= 2*time.Hour-time.Second {
+		t.Fatalf("lock key pttl %v after extend", ttl)
 	}
 	if c := extend("other", "3600000"); c != 0 {
 		t.Fatalf("extend with wrong token = %d", c)
@@ -172,23 +182,14 @@ func TestScripts(t *testing.T) {
 	if c := release(t, n, "t1", "a", "b"); c != 2 {
 		t.Fatalf("release = %d", c)
 	}
-	if rc.Exists(ctx, "a", "b", "meta:fence:a", "meta:fence:b").Val() != 0 {
+	if rc.Exists(ctx, "a", "b", "meta:fence:a", "meta:fence:b", "meta:fence-lag").Val() != 0 {
 		t.Fatal("keys left after release")
 	}
-	// The next grant still gets a greater fence: the released fences
-	// were folded into the lagging bound.
+	// The next grant still gets a greater fence, from the sequence.
 	if r := acquire(t, n, "t3", time.Minute, 1, "a"); !reflect.DeepEqual(r, []any{int64(1), int64(10), int64(10)}) {
 		t.Fatalf("acquire after release = %v, want fence 10", r)
 	}
-	// Without a lagging bound, the next grant takes it from the sequence.
 	release(t, n, "t3", "a")
-	rc.Del(ctx, "meta:fence-lag")
-	if r := acquire(t, n, "t4", time.Minute, 1, "a"); !reflect.DeepEqual(r, []any{int64(1), int64(11), int64(11)}) {
-		t.Fatalf("acquire after the lagging bound expired = %v, want fence 11", r)
-	}
-	if ttl := rc.PTTL(ctx, "meta:fence-lag").Val(); ttl <= 0 || ttl > time.Second {
-		t.Fatalf("lagging bound pttl %v, want at most the lag period", ttl)
-	}
 }
 
 // TestNoScript: after SCRIPT FLUSH (or a master restart) a script already
@@ -236,7 +237,12 @@ func TestNotifyAndResubscribe(t *testing.T) {
 	}
 	acquire(t, n, "t", time.Minute, 1, "a")
 	releaseAnnounced := func() (any, error) {
-		return n.Eval(ctx, "lock_release", readerKeys("meta:fence-lag", "a"), []string{"t", ch})
+		// A waiter registered (wait_mark): a release announces itself
+		// only where one may wait.
+		if _, err := n.Eval(ctx, "wait_mark", []string{"meta:waiting:a"}, []string{"w", "60000"}); err != nil {
+			return nil, err
+		}
+		return n.Eval(ctx, "lock_release", releaseKeys("a"), []string{"t", ch})
 	}
 	releaseAnnounced()
 	select {
@@ -340,11 +346,19 @@ func TestFloorAndHighWater(t *testing.T) {
 	if v := high(); v != 42 {
 		t.Fatalf("high water after raising the floor = %d", v)
 	}
-	if v := rc.Get(ctx, "meta:fence-lag").Val(); v != "42" {
-		t.Fatalf("lagging bound %q after raising the floor, want 42", v)
+	if rc.Exists(ctx, "meta:fence-lag").Val() != 0 {
+		t.Fatal("raising the floor wrote a lagging bound")
 	}
-	// Every new grant's fence counts on from at least the floor ("a" is
-	// released first: a TOKEN retry of a held grant keeps its fence).
+	// An older proxy's lagging bound is raised with the floor.
+	rc.Set(ctx, "meta:fence-lag", "5", time.Minute)
+	if _, err := n.Eval(ctx, "fence_floor", []string{"meta:fence-hwm", "meta:fence-lag"}, []string{"42"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := rc.Get(ctx, "meta:fence-lag").Val(); v != "42" {
+		t.Fatalf("an older proxy's lagging bound %q after raising the floor, want 42", v)
+	}
+	rc.Del(ctx, "meta:fence-lag")
+	// Every new grant's fence counts on from at least the floor.
 	release(t, n, "t", "a")
 	if r := acquire(t, n, "t", time.Minute, 1, "a"); !reflect.DeepEqual(r, []any{int64(1), int64(43), int64(43)}) {
 		t.Fatalf("acquire over a floor = %v", r)

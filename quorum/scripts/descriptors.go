@@ -88,11 +88,11 @@ var (
 		[]Field{One("value"), One("nonce")}).splits(MergeSum)
 	// LockFence writes a lease's fences back while it holds.
 	LockFence = define("lock_fence",
-		[]Field{Each("lock"), Each("fence"), One("seq")},
-		[]Field{One("token"), One("lagms"), Each("value")}).splits(MergeAll)
+		[]Field{Each("lock"), One("seq")},
+		[]Field{One("token"), Each("value")}).splits(MergeAll)
 	// LockRelease releases the lock keys that hold a token.
 	LockRelease = define("lock_release",
-		[]Field{Each("lock"), Each("waiting"), Each("readers"), Each("holds"), One("lag"), Opt("queue")},
+		[]Field{Each("lock"), Each("waiting"), Each("readers"), Each("holds"), Opt("queue")},
 		[]Field{One("token"), EachOpt("channel")}).splits(MergeRelease)
 	// LockExtend resets the ttl of the lock keys that hold a token.
 	LockExtend = define("lock_extend",

@@ -5,7 +5,8 @@
 -- and its order as a quorum records them ("Re-entrant locks").
 -- As lock_acquire, except that nothing is taken where a break mark lists
 -- the token (an operator broke the lease: RLOCKBREAK); the holds given
--- join the lock's holds here, living as long as it. Returns what
+-- join the lock's holds here, living as long as it, with the fence
+-- this master gives as theirs (lock_hold). Returns what
 -- lock_acquire returns.
 local n = math.floor((#KEYS - 3) / 3)
 local lock, fence, broken = 0, n, 2 * n + 3
@@ -28,6 +29,9 @@ if holds and #ARGV - hold > 0 then
   for j = 1, #ARGV - hold - 1, 2 do
     redis.call('ZADD', holds, ARGV[hold + j + 1], ARGV[hold + j])
   end
-  redis.call('PEXPIRE', holds, redis.call('PTTL', KEYS[lock + 1]))
+  local life = redis.call('PTTL', KEYS[lock + 1])
+  redis.call('PEXPIRE', holds, life)
+  -- The holds' fence (see lock_hold): this master's.
+  redis.call('SET', KEYS[fence + 1], string.format('%d', out[3]), 'PX', life)
 end
 return out

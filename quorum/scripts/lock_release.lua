@@ -1,7 +1,6 @@
 -- Release each lock key that holds the token: lock the lock keys, waiting
 -- their waiting sets (docs/design/waiters.md), readers their readers,
--- holds their re-entrant holds (docs/design/reentrant.md), lag unused,
--- and for one resource optionally queue its fair queue; token, then
+-- holds their re-entrant holds (docs/design/reentrant.md), and for one resource optionally queue its fair queue; token, then
 -- optionally the release channels (one per lock key: a release announces
 -- itself when a waiter may exist, so that waiters on any proxy wake up;
 -- rollbacks of a failed try never do, so that they do not wake every
@@ -23,9 +22,9 @@
 -- released: the answer is {-1, its ttl left in ms, each hold id and its
 -- order}, and the proxy takes one hold away (lock_unhold). A release of
 -- several resources drops their holds.
-local n = math.floor((#KEYS - 1) / 4)
+local n = math.floor(#KEYS / 4)
 local lock, waiting, readers, holds = 0, n, 2 * n, 3 * n
-local queue = KEYS[4 * n + 2]
+local queue = KEYS[4 * n + 1]
 local token = ARGV[1]
 local channel = 1
 

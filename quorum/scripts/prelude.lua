@@ -226,7 +226,8 @@ end
 -- holds token to ttl ms (given readers, never to less than its readers
 -- KEYS[readers + i] still live: a writer that downgraded keeps the key for
 -- its read lock, see read_hold), given owner, of its owner key KEYS[owner + i] to ttl ms and,
--- given holds, of its re-entrant holds KEYS[holds + i] with the lock key;
+-- given holds, of its re-entrant holds KEYS[holds + i] and their fence
+-- key KEYS[fence + i] with the lock key;
 -- then raises the lease high-water mark (leasekey) if it extended any.
 -- Returns how many lock keys it extended.
 local function extend(lock, fence, owner, readers, holds, n, leasekey, token, ttl, lagms)
@@ -238,8 +239,9 @@ local function extend(lock, fence, owner, readers, holds, n, leasekey, token, tt
         keep = math.max(keep, readers_left(KEYS[readers + i]) or 0)
       end
       redis.call('PEXPIRE', KEYS[lock + i], keep)
-      if holds then
-        redis.call('PEXPIRE', KEYS[holds + i], keep)
+      if holds and redis.call('PEXPIRE', KEYS[holds + i], keep) == 1 then
+        -- The holds' fence lives as long as they do (lock_hold).
+        redis.call('PEXPIRE', KEYS[fence + i], keep)
       end
       if owner then
         redis.call('PEXPIRE', KEYS[owner + i], ttl)

@@ -118,7 +118,7 @@ func TestPrelude(t *testing.T) {
 		{LockAcquire, []string{"grant", "raise", "time_ms"}, []string{"wait_check", "promote", "fair_clean", "fair_place", "drop", "extend"}, ""},
 		{LockAcquireWait, []string{"grant", "raise", "time_ms", "wait_check", "promote"}, []string{"fair_clean", "fair_place"}, ""},
 		{LockAcquireFair, []string{"grant", "wait_check", "promote", "fair_clean", "fair_place"}, []string{"drop", "extend"}, ""},
-		{LockRelease, []string{"drop", "readers_left", "time_ms"}, []string{"raise", "grant"}, ""},
+		{LockRelease, []string{"readers_left", "time_ms"}, []string{"raise", "grant", "drop"}, ""},
 		{BusPublish, nil, []string{"time_ms", "raise"}, ""},
 	}
 	for _, r := range rows {
@@ -163,13 +163,13 @@ func TestCheck(t *testing.T) {
 		{LockAcquire, 8, 6, false}, // the waiting writer's keys
 		{LockAcquireWait, 8, 6, true},
 		{LockAcquireFair, 10, 9, true},
-		{LockRelease, 5, 1, true},  // n = 1, no queue, no channel
-		{LockRelease, 6, 2, true},  // n = 1, queue, channel
-		{LockRelease, 9, 3, true},  // n = 2, channels
-		{LockRelease, 9, 2, false}, // one channel for two resources
-		{LockRelease, 4, 1, false}, // without the holds
-		{LockFence, 5, 4, true},
-		{LockFence, 5, 3, false},
+		{LockRelease, 4, 1, true},  // n = 1, no queue, no channel
+		{LockRelease, 5, 2, true},  // n = 1, queue, channel
+		{LockRelease, 8, 3, true},  // n = 2, channels
+		{LockRelease, 8, 2, false}, // one channel for two resources
+		{LockRelease, 3, 1, false}, // without the holds
+		{LockFence, 3, 3, true},
+		{LockFence, 3, 2, false},
 		{LockDeleteExact, 4, 2, true},
 		{LockDeleteExact, 4, 5, true},
 		{LockDeleteExact, 4, 1, false},

@@ -48,20 +48,20 @@ func TestSplit(t *testing.T) {
 	}, {
 		name: "lock_release with its channels",
 		s:    LockRelease,
-		keys: []string{"xb", "ya", "fb", "fa", "rb", "ra", "hb", "ha", "m:{b}lag"},
+		keys: []string{"xb", "ya", "fb", "fa", "rb", "ra", "hb", "ha"},
 		args: []string{"tok", "cx", "cy"},
 		want: []Part{
-			{Slot: 0, Items: []int{1}, Keys: []string{"ya", "fa", "ra", "ha", "m:{a}lag"}, Args: []string{"tok", "cy"}},
-			{Slot: 1, Items: []int{0}, Keys: []string{"xb", "fb", "rb", "hb", "m:{b}lag"}, Args: []string{"tok", "cx"}},
+			{Slot: 0, Items: []int{1}, Keys: []string{"ya", "fa", "ra", "ha"}, Args: []string{"tok", "cy"}},
+			{Slot: 1, Items: []int{0}, Keys: []string{"xb", "fb", "rb", "hb"}, Args: []string{"tok", "cx"}},
 		},
 	}, {
 		name: "lock_release without channels (a rollback)",
 		s:    LockRelease,
-		keys: []string{"xb", "ya", "fb", "fa", "rb", "ra", "hb", "ha", "m:{b}lag"},
+		keys: []string{"xb", "ya", "fb", "fa", "rb", "ra", "hb", "ha"},
 		args: []string{"tok"},
 		want: []Part{
-			{Slot: 0, Items: []int{1}, Keys: []string{"ya", "fa", "ra", "ha", "m:{a}lag"}, Args: []string{"tok"}},
-			{Slot: 1, Items: []int{0}, Keys: []string{"xb", "fb", "rb", "hb", "m:{b}lag"}, Args: []string{"tok"}},
+			{Slot: 0, Items: []int{1}, Keys: []string{"ya", "fa", "ra", "ha"}, Args: []string{"tok"}},
+			{Slot: 1, Items: []int{0}, Keys: []string{"xb", "fb", "rb", "hb"}, Args: []string{"tok"}},
 		},
 	}, {
 		name: "wait_mark: each waiting set is a resource",
@@ -81,9 +81,9 @@ func TestSplit(t *testing.T) {
 	}, {
 		name: "one resource with a key elsewhere is left as it is",
 		s:    LockRelease,
-		keys: []string{"xb", "fb", "rb", "hb", "m:{b}lag", "qa"},
+		keys: []string{"xb", "fb", "rb", "hb", "qa"},
 		args: []string{"tok", "cx"},
-		want: []Part{{Slot: 1, Items: []int{0}, Keys: []string{"xb", "fb", "rb", "hb", "m:{b}lag", "qa"}, Args: []string{"tok", "cx"}}},
+		want: []Part{{Slot: 1, Items: []int{0}, Keys: []string{"xb", "fb", "rb", "hb", "qa"}, Args: []string{"tok", "cx"}}},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
