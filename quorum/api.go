@@ -215,7 +215,7 @@ func primitives() map[Primitive]primitive {
 			abandon: (*Engine).lockAbandon,
 			info:    lockInfo,
 			ops:     [4]string{"lock", "unlock", "extend", "lock_info"},
-			scripts: []*scripts.Script{scripts.LockAcquire, scripts.LockAcquireWait, scripts.LockFence, scripts.LockRelease, scripts.LockExtend, scripts.LockInfo, scripts.LockReenrol, scripts.LockBreak},
+			scripts: []*scripts.Script{scripts.LockAcquire, scripts.LockAcquireWait, scripts.LockFence, scripts.LockRelease, scripts.TimeLeft, scripts.LockExtend, scripts.LockInfo, scripts.LockReenrol, scripts.LockBreak},
 			doc:     "docs/design/locks.md",
 		},
 		SetNX: {

@@ -2,8 +2,12 @@ package quorum
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // confirm finishes a release whose first count decided nothing (a
@@ -203,22 +207,27 @@ func (e *Engine) extendUntil(t0 time.Time, ttl time.Duration) time.Time {
 	return t0.Add(min(e.opts.ReleaseRetry, v))
 }
 
-// releaseReply reads a release script's answer {held, ms left}: held is
-// what says whether it released (a count of keys, 1 or 0, a semaphore's
-// record), left how long what it released still had to live there.
-func releaseReply(v any) (held any, left time.Duration) {
+// releaseReply reads a release script's answer {held, ms left} (or
+// lock_release's {held, 0, expiry}): held is what says whether it
+// released (a count of keys, 1 or 0, a semaphore's record), left how long
+// what it released still had to live there, at (lock_release) when it
+// would have expired, in ms on the master's clock (0: not given).
+func releaseReply(v any) (held any, left time.Duration, at int64) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
-		return nil, 0
+	if !ok || len(a) < 2 || len(a) > 3 {
+		return nil, 0, 0
 	}
 	ms, _ := a[1].(int64)
-	return a[0], time.Duration(ms) * time.Millisecond
+	if len(a) == 3 {
+		at, _ = a[2].(int64)
+	}
+	return a[0], time.Duration(ms) * time.Millisecond, at
 }
 
 // releaseGroup is group for a release's answers ({held, ms left}).
 func releaseGroup(group func(int, any) (string, bool)) func(int, any) (string, bool) {
 	return func(i int, v any) (string, bool) {
-		h, _ := releaseReply(v)
+		h, _, _ := releaseReply(v)
 		return group(i, h)
 	}
 }
@@ -228,22 +237,74 @@ func releaseGroup(group func(int, any) (string, bool)) func(int, any) (string, b
 // far as it can tell, and at least ReleaseRetry after it began (t0). The
 // validity is the lease's, when its holder knows it (known), or the
 // longest ttl that a master which released it said it had left, less the
-// drift (the masters that stayed silent hold it about as long).
-func (e *Engine) releaseUntil(t0 time.Time, r *round, held func(any) bool, known time.Time) time.Time {
+// drift (the masters that stayed silent hold it about as long). A master
+// that said when it would have expired instead (lock_release: its expiry
+// on the master's clock) is asked how long that is (time_left, waiting
+// at most MasterTimeout; only on this path, which a release that decides
+// at once never takes).
+func (e *Engine) releaseUntil(ctx context.Context, t0 time.Time, r *round, held func(any) bool, known time.Time) time.Time {
 	until := t0.Add(e.opts.ReleaseRetry)
 	if known.After(until) {
 		until = known
 	}
+	type clock struct {
+		i  int
+		at int64
+	}
+	var ask []clock
 	now := e.now()
+	extend := func(left time.Duration, from time.Time) {
+		end := from.Add(left - (time.Duration(float64(left)*e.opts.DriftFactor) + 2*time.Millisecond))
+		if end.After(until) {
+			until = end
+		}
+	}
 	for i := range r.ans {
 		if !r.answered(i) || r.ans[i].err != nil {
 			continue
 		}
-		if h, left := releaseReply(r.ans[i].val); held(h) && left > 0 {
-			end := now.Add(left - (time.Duration(float64(left)*e.opts.DriftFactor) + 2*time.Millisecond))
-			if end.After(until) {
-				until = end
+		h, left, at := releaseReply(r.ans[i].val)
+		switch {
+		case !held(h):
+		case at > 0:
+			ask = append(ask, clock{i, at})
+		case left > 0:
+			extend(left, now)
+		}
+	}
+	if len(ask) == 0 {
+		return until
+	}
+	type reading struct {
+		left time.Duration
+		when time.Time // when the answer came
+		err  error
+	}
+	got := make(chan reading, len(ask))
+	for _, c := range ask {
+		e.sendNode(c.i, scripts.TimeLeft, nil, []string{strconv.FormatInt(c.at, 10)}, func(v any, err error) {
+			ms, ok := v.(int64)
+			if err == nil && !ok {
+				err = fmt.Errorf("quorum: time_left answered %v", v)
 			}
+			got <- reading{time.Duration(ms) * time.Millisecond, e.now(), err}
+		})
+	}
+	t := e.clock.NewTimer(e.opts.MasterTimeout)
+	defer t.Stop()
+	for range ask {
+		select {
+		case rd := <-got:
+			if rd.err != nil {
+				continue
+			}
+			// Each master's expiry against its own clock: the masters'
+			// clocks may differ.
+			extend(rd.left, rd.when)
+		case <-t.C():
+			return until
+		case <-ctx.Done():
+			return until
 		}
 	}
 	return until

@@ -530,7 +530,7 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 	// locks again right after a release should not meet a straggler, but a
 	// paused master is not worth a whole MasterTimeout on every release.
 	all := func(h any) bool { return h == int64(ls.n) }
-	t := r.count(strictRule, func(_ int, v any) bool { h, _ := releaseReply(v); return all(h) || holdsOf(v) != nil }, e.straggleGrace())
+	t := r.count(strictRule, func(_ int, v any) bool { h, _, _ := releaseReply(v); return all(h) || holdsOf(v) != nil }, e.straggleGrace())
 	for i, c := range t.counted {
 		if c && holdsOf(r.ans[i].val) != nil {
 			// Re-entrant: nothing was released where holds are recorded.
@@ -541,7 +541,7 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 		}
 	}
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, releaseGroup(lockGroup(int64(ls.n))), true, "unlock", e.releaseUntil(t0, r, all, known), nil)
+		return e.confirm(ctx, r, releaseGroup(lockGroup(int64(ls.n))), true, "unlock", e.releaseUntil(ctx, t0, r, all, known), nil)
 	}
 	return t.verdict == decidedYes, t.err(e, "unlock")
 }
@@ -720,7 +720,7 @@ func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *
 	u := e.unhold(ls, token, hold, last)
 	u.timeout = e.releaseTimeout()
 	ur := e.follow(ctx, r, u, nil, nil)
-	ut := ur.count(strictRule, func(_ int, v any) bool { h, _ := releaseReply(v); return h == int64(1) }, e.straggleGrace())
+	ut := ur.count(strictRule, func(_ int, v any) bool { h, _, _ := releaseReply(v); return h == int64(1) }, e.straggleGrace())
 	if ut.verdict == noQuorum {
 		return false, ut.err(e, "unlock")
 	}

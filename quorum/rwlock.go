@@ -159,9 +159,9 @@ func (e *Engine) readReleaseUntil(ctx context.Context, resource, token string, k
 	r := e.send(ctx, &op{name: "read_unlock", script: scripts.RWRelease, keys: []string{k.lock, k.readers},
 		args: []string{token, k.channel}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	one := func(h any) bool { return h == int64(1) }
-	t := r.count(strictRule, func(_ int, v any) bool { h, _ := releaseReply(v); return one(h) }, e.straggleGrace())
+	t := r.count(strictRule, func(_ int, v any) bool { h, _, _ := releaseReply(v); return one(h) }, e.straggleGrace())
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, releaseGroup(lockGroup(1)), true, "read_unlock", e.releaseUntil(t0, r, one, known), nil)
+		return e.confirm(ctx, r, releaseGroup(lockGroup(1)), true, "read_unlock", e.releaseUntil(ctx, t0, r, one, known), nil)
 	}
 	return t.verdict == decidedYes, t.err(e, "read_unlock")
 }

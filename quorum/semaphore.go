@@ -646,7 +646,7 @@ func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known 
 	r := e.send(ctx, &op{name: "sem_release", script: scripts.SemRelease, keys: k.releaseKeys(token),
 		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	hasRecord := func(h any) bool { s, ok := h.(string); return ok && s != "" }
-	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), func() time.Time { return e.releaseUntil(t0, r, hasRecord, known) })
+	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), func() time.Time { return e.releaseUntil(ctx, t0, r, hasRecord, known) })
 }
 
 // semExtend resets the ttl of the permits of lease l; see Extend. Its

@@ -51,6 +51,8 @@ var (
 	FenceHighwater = define("fence_highwater", []Field{One("seq"), One("old")}, nil)
 	// LeaseLeft reads how long a master's longest grant still lives.
 	LeaseLeft = define("lease_left", []Field{One("lease")}, nil)
+	// TimeLeft reads how long a master's clock has until a given time.
+	TimeLeft = define("time_left", nil, []Field{One("at")})
 
 	// LatchCreate creates a count-down latch.
 	LatchCreate = define("latch_create",
@@ -195,7 +197,7 @@ var (
 func All() []*Script {
 	return []*Script{
 		BusPublish, ElectCampaign, ElectExtend, ElectLeader, ElectProclaim, ElectResign, ElectTerm,
-		FairDequeue, FairEnqueue, FairTicket, FenceFloor, FenceHighwater, LeaseLeft,
+		FairDequeue, FairEnqueue, FairTicket, FenceFloor, FenceHighwater, LeaseLeft, TimeLeft,
 		LatchCreate, LatchDown, LatchCount, ListScan, ListPresent,
 		LockAcquire, LockAcquireWait, LockAcquireFair, LockAcquireNX, LockUnacquireNX, LockFence,
 		LockRelease, LockExtend, LockHold, LockUnhold, LockExtendOwned, LockDelete, LockDeleteExact, LockInfo, LockOwner, LockBreak, LockReenrol,

@@ -26,8 +26,9 @@ const (
 	// the call's token: the engine then rolls the try back there, as it
 	// does where a try was granted).
 	MergeGrant
-	// MergeRelease: each part answers {count, ms left}: the counts add up,
-	// the longest time left wins.
+	// MergeRelease: each part answers {count, ms left} or {count, ms left,
+	// expiry on the master's clock}: the counts add up, the longest time
+	// left and the latest expiry win.
 	MergeRelease
 	// MergeSum: each part answers an integer; they add up.
 	MergeSum
@@ -249,10 +250,10 @@ func (s *Script) Combine(parts []Part, items int, answers []any) (any, error) {
 		out[1] = seq
 		return out, nil
 	case MergeRelease:
-		var count, left int64
+		var count, left, last int64
 		for _, v := range answers {
 			arr, ok := v.([]any)
-			if !ok || len(arr) != 2 {
+			if !ok || len(arr) < 2 || len(arr) > 3 {
 				return nil, bad(v)
 			}
 			c, ok1 := arr[0].(int64)
@@ -261,6 +262,16 @@ func (s *Script) Combine(parts []Part, items int, answers []any) (any, error) {
 				return nil, bad(v)
 			}
 			count, left = count+c, max(left, l)
+			if len(arr) == 3 {
+				a, ok := arr[2].(int64)
+				if !ok {
+					return nil, bad(v)
+				}
+				last = max(last, a)
+			}
+		}
+		if len(answers) > 0 && len(answers[0].([]any)) == 3 {
+			return []any{count, left, last}, nil
 		}
 		return []any{count, left}, nil
 	case MergeSum, MergeAll:

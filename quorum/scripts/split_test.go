@@ -128,6 +128,8 @@ func TestCombine(t *testing.T) {
 			[]any{[]any{int64(1), int64(7), int64(5)}, []any{int64(0), int64(3)}}, []any{int64(0), int64(7), int64(1)}},
 		{"release: counts add up, longest left", LockRelease,
 			[]any{[]any{int64(1), int64(500)}, []any{int64(2), int64(900)}}, []any{int64(3), int64(900)}},
+		{"release: counts add up, latest expiry", LockRelease,
+			[]any{[]any{int64(1), int64(0), int64(1500)}, []any{int64(2), int64(0), int64(1900)}}, []any{int64(3), int64(0), int64(1900)}},
 		{"extend: sum", LockExtend, []any{int64(1), int64(1)}, int64(2)},
 		{"fence write-back: all", LockFence, []any{int64(1), int64(0)}, int64(0)},
 		{"delete: per resource", LockDelete,
