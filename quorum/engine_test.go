@@ -610,3 +610,24 @@ func TestCarriedTaintsSurviveSweeps(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusesOlderProxy: an engine does not start while a master holds
+// an older proxy's lagging fence bound (docs/design/fencing.md, Upgrading
+// from a proxy with fence keys), and starts once it has expired.
+func TestRefusesOlderProxy(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	lag, _ := c.eng.fenceKeys("")
+	c.nodes[1].set(lag, "7", time.Minute)
+	nodes := make([]Node, len(c.nodes))
+	for i, f := range c.nodes {
+		nodes[i] = f
+	}
+	if eng, err := New(nodes, Options{MasterTimeout: testTimeout, Wakeups: c.wake}); !errors.Is(err, ErrOlderProxy) {
+		if eng != nil {
+			eng.Close()
+		}
+		t.Fatalf("started beside an older proxy's lagging bound: %v", err)
+	}
+	c.nodes[1].del(lag)
+	c.newEngine(t, Options{}).Close()
+}
