@@ -152,8 +152,8 @@
 //     token (atomically, all keys or none on each master; with the
 //     slotted layout, atomically per hash slot, see
 //     docs/design/cluster.md);
-//  2. a quorum of masters hold the lease's fence for each resource, written
-//     while they held the lock (see docs/design/fencing.md);
+//  2. a quorum of masters hold a fence sequence at least the lease's fence,
+//     raised while they held the lock (see docs/design/fencing.md);
 //  3. the validity, ttl - elapsed - (ttl*drift_factor + 2ms), measured from
 //     the start of that attempt, is still positive after step 2.
 //
