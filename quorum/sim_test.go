@@ -460,23 +460,27 @@ func (c *simConn) Send(name string, keys, args []string, done func(v any, err er
 		done(nil, errSimLost)
 		return
 	}
+	// The master's lock is never taken under the connection's: a master
+	// running a script takes a connection's lock under its own (publish),
+	// and the two orders deadlocked a simulation run.
+	c.m.mu.Lock()
+	mgen := c.m.gen
+	c.m.mu.Unlock()
 	c.mu.Lock()
 	if st := w.stateAt(c.m.id, now); st.down {
 		c.mu.Unlock()
 		done(nil, errSimDown)
 		return
 	}
-	c.m.mu.Lock()
-	if c.gen != c.m.gen {
+	if c.gen != mgen {
 		// A new connection to the restarted master: the identity
 		// changes before anything is sent on it (Node's contract).
-		c.gen = c.m.gen
+		c.gen = mgen
 		c.conn++
 		if *simTrace {
 			fmt.Printf("%13v e%d m%d reconnects: run %d conn %d\n", now, c.engine, c.m.id, c.gen, c.conn)
 		}
 	}
-	c.m.mu.Unlock()
 	epoch, gen := c.epoch, c.gen
 	due := max(c.lastDue+time.Microsecond, now+w.latency(c, "req"))
 	due = w.afterPauses(c.m.id, due)
