@@ -103,6 +103,11 @@ func TestQuarantineEndByAdmin(t *testing.T) {
 			t.Fatalf("RQUARANTINE END %s: %v", m, e)
 		}
 	}
+	// The proxy's log reaches p.log through a pipe, after the reply.
+	ended := func() bool { return strings.Count(p.log.String(), "QUARANTINE ENDED BY AN OPERATOR") >= 2 }
+	for end := time.Now().Add(2 * time.Second); !ended() && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := strings.Count(p.log.String(), "QUARANTINE ENDED BY AN OPERATOR"); n != 2 || !strings.Contains(p.log.String(), "by=\"user ops from ") {
 		t.Fatalf("%d WARN lines for the ends, or without who:\n%s", n, grepLines(p.log.String(), "QUARANTINE"))
 	}
