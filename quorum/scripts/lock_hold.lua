@@ -56,6 +56,9 @@ else
   out = grant(lock, fence, n, lag, seq, lease, high, token, ttl, proposal, lagms, mine)
 end
 local life = redis.call('PTTL', KEYS[lock + 1])
-redis.call('PEXPIRE', holds, life)
-redis.call('SET', KEYS[fence + 1], string.format('%d', out[3]), 'PX', life)
+-- (A lock key without an expiry, not the proxy's, leaves them as they are.)
+if life > 0 then
+  redis.call('PEXPIRE', holds, life)
+  redis.call('SET', KEYS[fence + 1], string.format('%d', out[3]), 'PX', life)
+end
 return out

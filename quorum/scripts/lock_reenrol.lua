@@ -30,8 +30,10 @@ if holds and #ARGV - hold > 0 then
     redis.call('ZADD', holds, ARGV[hold + j + 1], ARGV[hold + j])
   end
   local life = redis.call('PTTL', KEYS[lock + 1])
-  redis.call('PEXPIRE', holds, life)
-  -- The holds' fence (see lock_hold): this master's.
-  redis.call('SET', KEYS[fence + 1], string.format('%d', out[3]), 'PX', life)
+  if life > 0 then
+    redis.call('PEXPIRE', holds, life)
+    -- The holds' fence (see lock_hold): this master's.
+    redis.call('SET', KEYS[fence + 1], string.format('%d', out[3]), 'PX', life)
+  end
 end
 return out

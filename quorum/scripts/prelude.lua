@@ -125,10 +125,9 @@ end
 -- the proposal is higher). Nothing is kept per resource: see
 -- docs/design/fencing.md for why this is monotonic, and for the
 -- write-back (lock_fence) that makes a quorum hold the grant's fence. The
--- lease high-water mark (leasekey) is raised with the grant. The fence
--- keys and the lagging bound of the older layout (fence, lagkey, lagms)
--- are no longer read or written; high and mine are kept for the callers'
--- sake. Returns {1, sequence, c, ..., c}.
+-- lease high-water mark (leasekey) is raised with the grant. fence,
+-- lagkey, lagms and high are unused (the callers' key and argument
+-- layout names them). Returns {1, sequence, c, ..., c}.
 local function grant(lock, fence, n, lagkey, seqkey, leasekey, high, token, ttl, proposal, lagms, mine, set)
   local out = {1, 0}
   for i = 1, n do
