@@ -647,6 +647,18 @@ func (f *fakeNode) Ping(ctx context.Context) error {
 	return err
 }
 
+func (f *fakeNode) Exists(ctx context.Context, keys ...string) (int64, error) {
+	return do(ctx, f, func() (int64, error) {
+		n := int64(0)
+		for _, k := range keys {
+			if f.m.Exists(k) {
+				n++
+			}
+		}
+		return n, nil
+	})
+}
+
 func (f *fakeNode) Subscribe(ch string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -988,10 +988,10 @@ func (e *Engine) olderProxy(ctx context.Context) error {
 	lag, _ := e.fenceKeys("")
 	found := make([]bool, len(e.nodes))
 	e.eachMaster(ctx, func(ctx context.Context, j int) {
-		v, err := e.call(ctx, j, &op{name: "older", script: scripts.ListPresent, keys: []string{lag}})
-		if arr, ok := v.([]any); err == nil && ok && len(arr) == 1 && arr[0] == int64(1) {
-			found[j] = true
-		}
+		t0 := e.now()
+		n, err := e.nodes[j].Exists(ctx, lag)
+		e.record(j, e.since(t0), err)
+		found[j] = err == nil && n > 0
 	})
 	for j, f := range found {
 		if f {

@@ -80,6 +80,10 @@ type Node interface {
 	Send(name string, keys, args []string, done func(v any, err error))
 	// Ping checks that the master answers.
 	Ping(ctx context.Context) error
+	// Exists is Redis's EXISTS sent as a plain command, not a script: how
+	// many of keys the master holds. The health loop's periodic probes use
+	// it, so that they add nothing to a master's script statistics.
+	Exists(ctx context.Context, keys ...string) (int64, error)
 	// Identity returns the run_id seen on the current connection. It must
 	// be updated when a new connection is made, before any request is sent
 	// on it, so that a restarted master is noticed before its first answer

@@ -451,6 +451,18 @@ func (c *simConn) Ping(ctx context.Context) error {
 	return err
 }
 
+// simExists names, in Send, the plain EXISTS command (scripts have names
+// without spaces).
+const simExists = "EXISTS command"
+
+func (c *simConn) Exists(ctx context.Context, keys ...string) (int64, error) {
+	v, err := c.Eval(ctx, simExists, keys, nil)
+	if err != nil {
+		return 0, err
+	}
+	return v.(int64), nil
+}
+
 // Send issues a request: it reaches the master at a time the seed picks,
 // after every earlier request on this connection, and its answer comes
 // back, in order too, a latency later. A master paused holds it until it
@@ -502,9 +514,18 @@ func (c *simConn) Send(name string, keys, args []string, done func(v any, err er
 		c.mu.Unlock()
 		if ran {
 			c.m.setClock()
-			if name == "" {
+			switch name {
+			case "":
 				v, err = "PONG", nil
-			} else {
+			case simExists:
+				n := int64(0)
+				for _, k := range keys {
+					if c.m.m.Exists(k) {
+						n++
+					}
+				}
+				v, err = n, nil
+			default:
 				v, err = c.m.vm.run(name, keys, args)
 			}
 			w.count(name)

@@ -167,6 +167,13 @@ func (f *fakeNode) Send(name string, keys, args []string, done func(v any, err e
 	go done(v, err)
 }
 
+func (f *fakeNode) Exists(ctx context.Context, keys ...string) (int64, error) {
+	if err := f.Ping(ctx); err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
 func (f *fakeNode) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err

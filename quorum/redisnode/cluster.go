@@ -936,6 +936,31 @@ func (c *Cluster) Ping(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
+// Exists implements quorum.Node: keys must share a hash slot, and the
+// shard serving it answers (no redirection is followed: a probe that
+// meets a moved slot fails and is asked again at the next tick).
+func (c *Cluster) Exists(ctx context.Context, keys ...string) (int64, error) {
+	t := c.table.Load()
+	if t == nil {
+		c.refreshSoon()
+		return 0, ErrNoSlotMap
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	slot := quorum.KeySlot(keys[0])
+	for _, k := range keys[1:] {
+		if quorum.KeySlot(k) != slot {
+			return 0, fmt.Errorf("%w: %q and %q", ErrCrossSlot, keys[0], k)
+		}
+	}
+	s := t.owner[slot]
+	if s == nil {
+		return 0, fmt.Errorf("%w: no node serves slot %d: %w", ErrNoSlotMap, slot, quorum.ErrShardNotVoting)
+	}
+	return s.node.Exists(ctx, keys...)
+}
+
 // Subscribe implements quorum.Node.
 func (c *Cluster) Subscribe(channel string) { c.sub.Subscribe(channel) }
 

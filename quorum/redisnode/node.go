@@ -369,6 +369,23 @@ func (n *Node) Ping(ctx context.Context) error {
 	return err
 }
 
+// Exists implements quorum.Node.
+func (n *Node) Exists(ctx context.Context, keys ...string) (int64, error) {
+	p := n.pipe.Load()
+	if p == nil {
+		return 0, n.notConnected()
+	}
+	v, err := wait(ctx, func(done func(any, error)) { p.command(append([]string{"EXISTS"}, keys...), done) })
+	if err != nil {
+		return 0, err
+	}
+	c, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("EXISTS answered %T, want an integer", v)
+	}
+	return c, nil
+}
+
 type result struct {
 	v   any
 	err error
