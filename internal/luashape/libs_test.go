@@ -303,11 +303,34 @@ if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('del', KEYS[1])
 redis.call('publish', 'lock-released', KEYS[1] .. ':' .. ARGV[1])
 return 1`},
+	// redlock-universal's atomic extend (its auto-extension): it extends
+	// only while at least ARGV[2] ms are left, and answers a table with
+	// the ttl it found.
+	{lib: "conditional extend on the ttl left (extends)", kind: Extend, keys: []string{"lk"}, argv: []string{tok, "2000", "20000"}, val: 1, num: []int{2, 3}, src: condExtend},
+	{lib: "conditional extend on the ttl left (declines)", kind: Extend, keys: []string{"lk"}, argv: []string{tok, "15000", "20000"}, val: 1, num: []int{2, 3}, src: condExtend},
+	{lib: "extend over several keys read with MGET", kind: Extend, keys: []string{"a", "b"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+local vals = redis.call('mget', unpack(KEYS))
+for i = 1, #KEYS do
+  if vals[i] ~= ARGV[1] then return 0 end
+end
+for _, k in ipairs(KEYS) do
+  redis.call('set', k, ARGV[1], 'PX', ARGV[2])
+end
+return #KEYS`},
 	{lib: "check returning the value", kind: Check, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then return {v, redis.call('pttl', KEYS[1])} end
 return {}`},
 }
+
+const condExtend = `
+local left = redis.call('pttl', KEYS[1])
+local margin = tonumber(ARGV[2])
+if left == -2 then return {-1, -2} end
+if left < margin then return {0, left} end
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return {-1, left} end
+redis.call('pexpire', KEYS[1], tonumber(ARGV[3]))
+return {1, left}`
 
 func nowArgs(argv []string) []string {
 	out := make([]string, len(argv))

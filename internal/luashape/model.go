@@ -205,6 +205,23 @@ func (in *interp) redisCall(args []value) (value, error) {
 			return false, err
 		}
 		return e.val, nil
+	case "MGET":
+		if err := need(1, false); err != nil {
+			return nil, err
+		}
+		out := &table{}
+		for _, k := range a {
+			e, err := in.ent(k, 's')
+			if err != nil {
+				return nil, err
+			}
+			if e.present {
+				out.arr = append(out.arr, e.val)
+			} else {
+				out.arr = append(out.arr, false)
+			}
+		}
+		return out, nil
 	case "GETRANGE":
 		if err := need(3, true); err != nil {
 			return nil, err

@@ -42,6 +42,8 @@ if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) 
 return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 1000)`, "both deletes and sets keys"},
 		{"delete only some of the time", `if redis.call('get', KEYS[1]) == ARGV[1] and ARGV[2] == 'yes' then return redis.call('del', KEYS[1]) end return 0`,
 			"does not release every key where it should"},
+		{"extend only some of the time (not on the ttl left)", `if redis.call('get', KEYS[1]) == ARGV[1] and ARGV[3] == 'yes' then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`,
+			"does not extend every key where it should"},
 		{"compared with a constant", `if redis.call('get', KEYS[1]) == 'mine' then return redis.call('del', KEYS[1]) end return 0`,
 			"changes a key held by another value without comparing it with ARGV"},
 		{"publish only", `return redis.call('publish', ARGV[1], ARGV[2])`, "uses no KEYS"},

@@ -224,6 +224,19 @@ func explore(c *chunk, nk, nargv int) ([]*path, error) {
 	}
 }
 
+// ttlCondition reports whether the path took a comparison of a key's
+// remaining ttl (PTTL or TTL) the way it did.
+func (p *path) ttlCondition() bool {
+	for _, a := range p.assume {
+		for _, x := range []*sx{a.d, a.l, a.r} {
+			if x != nil && (x.has("PTTL") || x.has("TTL")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func at(c *chunk, s stmt) string {
 	if s == nil {
 		return "the script"
@@ -440,6 +453,13 @@ func classify(c *chunk, paths []*path) (*Shape, error) {
 		switch {
 		case applies && all && len(p.ents) == p.nk:
 			granted[p.nk] = append(granted[p.nk], p)
+		case applies && none && s.Kind == Extend && p.ttlCondition():
+			// A conditional extend: it declines, where the keys hold the
+			// value, on the ttl they have left (an extend only while at
+			// least a margin is left). Run reads the ttl from the quorum
+			// first and replays the script with it to decide.
+			s.needsPTTL = true
+			refused[p.nk] = append(refused[p.nk], p)
 		case applies:
 			return nil, fmt.Errorf("%s: does not %s every key where it should", at(c, p.end), s.Kind)
 		case none:
