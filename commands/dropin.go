@@ -1,10 +1,12 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +38,13 @@ type DeclaredScript struct {
 type script struct {
 	shape   *luashape.Shape
 	refused *proxy.Error
+	// near is the lock operation a refused script reads as ("" when its
+	// effects name none); reason is the recogniser's refusal.
+	sha    string
+	near   luashape.Kind
+	reason string
+	// runs counts its EVAL and EVALSHA, refused ones included (SCRIPT LIST).
+	runs atomic.Int64
 	// by are the tenants (proxy.Session.Tenant) that sent it (EVAL,
 	// SCRIPT LOAD), "" for a session that sees the whole proxy: a tenant
 	// finds by SHA1 only the scripts it sent, so that EVALSHA and SCRIPT
@@ -54,22 +63,91 @@ type dropin struct {
 	k   *keeper
 	lim Limits
 
-	declared map[string]*luashape.Shape // by SHA1; never forgotten
+	declared map[string]*script // by SHA1; never forgotten
 
 	mu    sync.Mutex
 	seen  map[string]*script // by SHA1, at most maxCachedScripts
 	order []string           // SHA1s in the order first seen, for eviction
 
 	runs sync.Map // luashape.Kind -> *atomic.Int64, for INFO
+
+	grants   dropinGrants
+	refusals atomic.Int64 // EVAL and EVALSHA refused, for INFO
+	heldRefs atomic.Int64 // of them, those naming a lock a client holds
+}
+
+// dropinGrants are the locks drop-in scripts took through this proxy and
+// whose validity has not ended: by key, the holder's value and the end of
+// its validity (local clock). A refused script that names one of them with
+// the holder's value among its arguments is that holder's extend or
+// release, and its error says so. Entries go when released, when their
+// validity ends (swept as the map grows), so the map holds no more than
+// the drop-in locks live on this proxy.
+type dropinGrants struct {
+	mu    sync.Mutex
+	m     map[string]dropinGrant
+	sweep int // sweep expired entries when the map reaches this size
+}
+
+type dropinGrant struct {
+	value string
+	until time.Time
+}
+
+// add records keys held with value until until.
+func (g *dropinGrants) add(keys []string, value string, until time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[string]dropinGrant{}
+	}
+	if len(g.m) >= g.sweep {
+		now := time.Now()
+		for k, x := range g.m {
+			if !x.until.After(now) {
+				delete(g.m, k)
+			}
+		}
+		g.sweep = max(64, 2*len(g.m))
+	}
+	for _, k := range keys {
+		g.m[k] = dropinGrant{value: value, until: until}
+	}
+}
+
+// remove forgets the keys that value held.
+func (g *dropinGrants) remove(keys []string, value string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range keys {
+		if x, ok := g.m[k]; ok && x.value == value {
+			delete(g.m, k)
+		}
+	}
+}
+
+// holder finds, among keys, one held (validity not ended at now) with a
+// value that is one of argv.
+func (g *dropinGrants) holder(keys, argv []string, now time.Time) (key string, left time.Duration, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range keys {
+		x, found := g.m[k]
+		if found && x.until.After(now) && slices.Contains(argv, x.value) {
+			return k, x.until.Sub(now), true
+		}
+	}
+	return "", 0, false
 }
 
 // newDropin serves drop-in mode; a declaration that luashape.Declare
 // refuses is left out (the configuration is checked with it at start).
 func newDropin(eng Engine, k *keeper, lim Limits) *dropin {
-	d := &dropin{eng: eng, k: k, lim: lim, declared: map[string]*luashape.Shape{}, seen: map[string]*script{}}
+	d := &dropin{eng: eng, k: k, lim: lim, declared: map[string]*script{}, seen: map[string]*script{}}
 	for _, ds := range lim.DropinDeclared {
 		if s, err := luashape.Declare(ds.Declaration); err == nil {
-			d.declared[strings.ToLower(ds.SHA1)] = s
+			sha := strings.ToLower(ds.SHA1)
+			d.declared[sha] = &script{sha: sha, shape: s}
 		}
 	}
 	return d
@@ -97,7 +175,7 @@ func shaOf(src []byte) string {
 func (d *dropin) lookup(src []byte, tenant string) (string, *script) {
 	sha := shaOf(src)
 	if s := d.declared[sha]; s != nil {
-		return sha, &script{shape: s}
+		return sha, s
 	}
 	d.mu.Lock()
 	old := d.seen[sha]
@@ -108,10 +186,11 @@ func (d *dropin) lookup(src []byte, tenant string) (string, *script) {
 	if old != nil {
 		return sha, old
 	}
-	s := &script{by: map[string]bool{tenant: true}}
+	s := &script{sha: sha, by: map[string]bool{tenant: true}}
 	shape, err := luashape.Recognise(src)
 	if err != nil {
-		s.refused = proxy.Errorf("drop-in: script %s is not a lock operation the proxy can run on a quorum (%s) (see docs/PROTOCOL.md, Drop-in mode)", sha, oneLine(err.Error()))
+		s.near, s.reason = luashape.Near(err), oneLine(err.Error())
+		s.refused = proxy.Errorf("drop-in: script %s is not a lock operation the proxy can run on a quorum (%s%s) (see docs/dropin.md, Refused scripts)", sha, readAs(s.near), s.reason)
 	} else {
 		s.shape = shape
 	}
@@ -120,6 +199,10 @@ func (d *dropin) lookup(src []byte, tenant string) (string, *script) {
 	if old := d.seen[sha]; old != nil {
 		old.by[tenant] = true
 		return sha, old
+	}
+	if s.refused != nil && d.lim.Log != nil {
+		d.lim.Log.Warn("drop-in: a script was refused: a library sending it gets an error instead of its lock operation (SCRIPT LIST shows every script seen; see docs/dropin.md, Refused scripts)",
+			"sha1", sha, "reads_as", cmp.Or(string(s.near), "unknown"), "reason", s.reason)
 	}
 	if len(d.order) >= maxCachedScripts {
 		delete(d.seen, d.order[0])
@@ -135,7 +218,7 @@ func (d *dropin) lookup(src []byte, tenant string) (string, *script) {
 func (d *dropin) bySHA(sha, tenant string) *script {
 	sha = strings.ToLower(sha)
 	if s := d.declared[sha]; s != nil {
-		return &script{shape: s}
+		return s
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -185,9 +268,6 @@ func (d *dropin) run(ctx context.Context, sess *proxy.Session, s *script, args [
 	case n > int64(a.Left()):
 		return nil, errNumkeysMany
 	}
-	if s.refused != nil {
-		return nil, s.refused
-	}
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i], _ = a.String()
@@ -197,13 +277,17 @@ func (d *dropin) run(ctx context.Context, sess *proxy.Session, s *script, args [
 		v, _ := a.String()
 		argv = append(argv, v)
 	}
+	s.runs.Add(1)
+	if s.refused != nil {
+		return nil, d.refuse(s, keys, argv)
+	}
 	kind := s.shape.Kind
 	c, _ := d.runs.LoadOrStore(kind, new(atomic.Int64))
 	c.(*atomic.Int64).Add(1)
 	if d.lim.DropinScripts != nil {
 		d.lim.DropinScripts(string(kind))
 	}
-	ops := &scriptOps{eng: d.eng, k: d.k, sess: sess, pub: d.lim.Publisher}
+	ops := &scriptOps{eng: d.eng, k: d.k, sess: sess, pub: d.lim.Publisher, grants: &d.grants}
 	reply, err := s.shape.Run(ctx, ops, keys, argv)
 	if err != nil {
 		ops.giveBack(ctx)
@@ -223,6 +307,49 @@ func (d *dropin) run(ctx context.Context, sess *proxy.Session, s *script, args [
 		}
 		return reply
 	}), nil
+}
+
+// readAs is the start of a refusal's reason naming the operation the
+// script reads as.
+func readAs(near luashape.Kind) string {
+	if near == "" {
+		return ""
+	}
+	return "read as " + article(string(near)) + ": "
+}
+
+func article(w string) string {
+	if strings.IndexByte("aeiou", w[0]) >= 0 {
+		return "an " + w
+	}
+	return "a " + w
+}
+
+// refuse is a refused script's error. A script that names a lock a
+// client took through this proxy, with the holder's value among its
+// arguments, is that holder's extend or release: the error says which
+// lock, that it is not extended or released, and when it expires, so that
+// a library that logs the error and carries on cannot take the refusal
+// for a passing failure.
+func (d *dropin) refuse(s *script, keys, argv []string) error {
+	d.refusals.Add(1)
+	key, left, holds := d.grants.holder(keys, argv, time.Now())
+	if d.lim.DropinRefused != nil {
+		d.lim.DropinRefused(cmp.Or(string(s.near), "unknown"), holds)
+	}
+	if !holds {
+		return s.refused
+	}
+	d.heldRefs.Add(1)
+	expected, outcome := "an extend or a release", "neither extended nor released"
+	switch s.near {
+	case luashape.Extend:
+		expected, outcome = "an extend", "not extended"
+	case luashape.Release:
+		expected, outcome = "a release", "not released"
+	}
+	return proxy.Errorf("drop-in: script %s is not a lock operation the proxy can run on a quorum (%s%s), but expected %s of a lock this client holds (%q): the lock is %s and expires in %d ms (see docs/dropin.md, Refused scripts)",
+		s.sha, readAs(s.near), s.reason, expected, key, outcome, left.Milliseconds())
 }
 
 // scriptErr turns a script's error reply into the RESP error it carries
@@ -322,12 +449,44 @@ func dropinCommands(eng Engine, lim Limits, k *keeper, d *dropin) []*proxy.Comma
 				case "FLUSH":
 					d.flush(tenant)
 					return proxy.OK, nil
+				case "LIST":
+					if len(args) != 1 {
+						return nil, proxy.WrongArity("script|list")
+					}
+					return d.list(tenant), nil
 				}
 				return nil, proxy.Errorf("drop-in mode: SCRIPT %s is not served (see docs/PROTOCOL.md, Drop-in mode)", strings.ToUpper(string(args[0])))
 			},
-			Doc: proxy.Doc{Summary: "Drop-in mode: SCRIPT LOAD (of a lock script the proxy recognises), SCRIPT EXISTS and SCRIPT FLUSH."},
+			Doc: proxy.Doc{Summary: "Drop-in mode: SCRIPT LOAD (of a lock script the proxy recognises), SCRIPT EXISTS, SCRIPT FLUSH, and SCRIPT LIST (not in Redis): every script seen or declared, how it was read or why it was refused, and how often it ran."},
 		},
 	}...)
+}
+
+// list is SCRIPT LIST: for each script tenant sent (every one for "")
+// and each declared one, in the order first seen, an array of sha1,
+// status (recognised, refused, declared), the operation it runs or reads
+// as ("" if none), the refusal's reason ("" if none) and its runs.
+func (d *dropin) list(tenant string) []any {
+	var out []any
+	declared := slices.Sorted(maps.Keys(d.declared))
+	for _, sha := range declared {
+		s := d.declared[sha]
+		out = append(out, []any{sha, "declared", s.shape.String(), "", s.runs.Load()})
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, sha := range d.order {
+		s := d.seen[sha]
+		if tenant != "" && !s.by[tenant] {
+			continue
+		}
+		if s.shape != nil {
+			out = append(out, []any{sha, "recognised", s.shape.String(), "", s.runs.Load()})
+		} else {
+			out = append(out, []any{sha, "refused", string(s.near), s.reason, s.runs.Load()})
+		}
+	}
+	return out
 }
 
 // info is the "dropin" section of INFO: how many scripts drop-in mode
@@ -348,6 +507,8 @@ func (d *dropin) info() proxy.InfoSection {
 			fmt.Sprintf("scripts_recognised:%d", known),
 			fmt.Sprintf("scripts_refused:%d", refused),
 			fmt.Sprintf("scripts_declared:%d", len(d.declared)),
+			fmt.Sprintf("refusals:%d", d.refusals.Load()),
+			fmt.Sprintf("refusals_of_held_locks:%d", d.heldRefs.Load()),
 		}
 		var runs []string
 		d.runs.Range(func(k, v any) bool {

@@ -19,6 +19,9 @@ type scriptOps struct {
 	k    *keeper
 	sess *proxy.Session
 	pub  Publisher
+	// grants are the drop-in locks live on this proxy (see dropinGrants);
+	// nil records nothing.
+	grants *dropinGrants
 
 	lease    *quorum.Lease
 	semLease *quorum.Lease
@@ -40,10 +43,14 @@ func (o *scriptOps) Acquire(ctx context.Context, keys []string, value string, tt
 	if err != nil || lease == nil {
 		return false, notGranted(err)
 	}
-	if _, ok := validity(ctx, lease, o.eng.Abandon); !ok {
+	v, ok := validity(ctx, lease, o.eng.Abandon)
+	if !ok {
 		return false, nil
 	}
 	o.lease = lease
+	if o.grants != nil {
+		o.grants.add(keys, value, time.Now().Add(time.Duration(v)*time.Millisecond))
+	}
 	return true, nil
 }
 
@@ -65,6 +72,9 @@ func (o *scriptOps) state(ctx context.Context, key string) (luashape.State, erro
 // key with the same value).
 func (o *scriptOps) Release(ctx context.Context, keys []string, value string) (luashape.State, error) {
 	defer o.k.forgetDropin(o.sess, keys, value)
+	if o.grants != nil {
+		defer o.grants.remove(keys, value)
+	}
 	all := true
 	first := ""
 	for _, key := range keys {
@@ -89,6 +99,9 @@ func (o *scriptOps) Extend(ctx context.Context, keys []string, value string, ttl
 		return 0, err
 	}
 	if v > 0 {
+		if o.grants != nil {
+			o.grants.add(keys, value, time.Now().Add(v))
+		}
 		return luashape.Mine, nil
 	}
 	return o.state(ctx, keys[0])

@@ -480,7 +480,7 @@ func TestDropinCommandReplies(t *testing.T) {
 	now := fmt.Sprint(time.Now().UnixMilli())
 	past := fmt.Sprint(time.Now().Add(-time.Hour).UnixMilli())
 	v := grantTok("v", 10*sec, "k")
-	notLockScript := "-ERR drop-in: script " + shaOf([]byte(otherScript)) + ` is not a lock operation the proxy can run on a quorum (line 1: return redis.call("INCR", KEYS[1]): calls INCR, which is not a lock operation) (see docs/PROTOCOL.md, Drop-in mode)`
+	notLockScript := "-ERR drop-in: script " + shaOf([]byte(otherScript)) + ` is not a lock operation the proxy can run on a quorum (line 1: return redis.call("INCR", KEYS[1]): calls INCR, which is not a lock operation) (see docs/dropin.md, Refused scripts)`
 	rows := []row{
 		// SET NX
 		{name: "set granted", on: map[string][]answer{"Acquire": {v}}, cmd: cmd("SET", "k", "v", "NX", "PX", "1000"), want: "+OK", calls: []string{setnx}},

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -32,6 +33,14 @@ type Limits struct {
 	// its shape (acquire, release, extend, check, semacquire, semrelease,
 	// semextend).
 	DropinScripts func(name string)
+	// DropinRefused, if set, is told each time a drop-in script is refused
+	// (EVAL, EVALSHA), with the lock operation it reads as (extend,
+	// release, ..., or "unknown") and whether it names a lock this proxy
+	// granted and that is still valid, with the holder's value among its
+	// arguments (holds).
+	DropinRefused func(expected string, holds bool)
+	// Log, if set, gets each drop-in script refused, once per script.
+	Log *slog.Logger
 	// Publisher publishes the PUBLISH that ends a drop-in lock script (see
 	// Publisher); nil publishes nothing.
 	Publisher Publisher

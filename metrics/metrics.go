@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ type Metrics struct {
 	authFailures    prometheus.Counter
 	leaseEvents     *prometheus.CounterVec
 	dropinScripts   *prometheus.CounterVec
+	dropinRefused   *prometheus.CounterVec
 	autoLeases      prometheus.Gauge
 
 	perMaster sync.Map // addr -> *masterChildren, resolved once per master
@@ -110,11 +112,15 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 	})
 	m.dropinScripts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redlock_proxy_dropin_scripts_total",
-		Help: "Drop-in mode: runs of each recorded library lock script, by script (<library>@<version>/<operation>).",
+		Help: "Drop-in mode: runs of lock scripts, by the operation each was recognised as (acquire, release, extend, check, semacquire, semrelease, semextend).",
 	}, []string{"script"})
+	m.dropinRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redlock_proxy_dropin_scripts_refused_total",
+		Help: "Drop-in mode: EVAL and EVALSHA of scripts refused, by the operation each reads as (unknown if none) and holds (true when it named a lock a client took through this proxy, still valid, with the holder's value among its arguments: a library's extend or release that did not happen).",
+	}, []string{"expected", "holds"})
 	m.reg.MustRegister(m.commands, m.commandErrors, m.commandDuration, m.operations, m.opDuration,
 		m.masterRequests, m.masterDuration, m.connections, m.rejected, m.dropped, m.authFailures,
-		m.leaseEvents, m.autoLeases, m.dropinScripts,
+		m.leaseEvents, m.autoLeases, m.dropinScripts, m.dropinRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfoCollector())
 	if status != nil {
@@ -248,6 +254,11 @@ func (m *Metrics) GrantedTTL(f func() time.Duration) {
 
 // DropinScript counts one run of a drop-in script.
 func (m *Metrics) DropinScript(name string) { m.dropinScripts.WithLabelValues(name).Inc() }
+
+// DropinRefused counts one refused drop-in script run.
+func (m *Metrics) DropinRefused(expected string, holds bool) {
+	m.dropinRefused.WithLabelValues(expected, strconv.FormatBool(holds)).Inc()
+}
 
 // AutoLeases implements commands.LeaseObserver.
 func (m *Metrics) AutoLeases(delta int) { m.autoLeases.Add(float64(delta)) }

@@ -346,10 +346,10 @@ func TestDropinPlainCommands(t *testing.T) {
 		{"ERR invalid expire time in 'set' command", []any{"SET", "x", "v", "NX", "PX", 0}},
 		{"ERR drop-in mode: DELEX IFNE is not a lock release the proxy can run on a quorum; use IFEQ (see docs/PROTOCOL.md, Drop-in mode)", []any{"DELEX", "x", "IFNE", "v"}},
 		{"ERR drop-in mode serves lock operations only: 'HSET' is not one (see docs/PROTOCOL.md, Drop-in mode)", []any{"HSET", "h", "f", "v"}},
-		{"ERR drop-in: script d530a22111e074618d24a380340dd3d8bc48af4a is not a lock operation the proxy can run on a quorum (uses no KEYS) (see docs/PROTOCOL.md, Drop-in mode)", []any{"EVAL", "return redis.call('flushall')", 0}},
-		{"ERR drop-in: script 79adc8f91cf7f1b2ce8e5084a054dae1c1fd3456 is not a lock operation the proxy can run on a quorum (line 1: redis.call('set', KEYS[1], ARGV[1]): sets a key without an expiry) (see docs/PROTOCOL.md, Drop-in mode)", []any{"EVAL", "redis.call('set', KEYS[1], ARGV[1]) return 1", 1, "k", "v"}},
+		{"ERR drop-in: script d530a22111e074618d24a380340dd3d8bc48af4a is not a lock operation the proxy can run on a quorum (uses no KEYS) (see docs/dropin.md, Refused scripts)", []any{"EVAL", "return redis.call('flushall')", 0}},
+		{"ERR drop-in: script 79adc8f91cf7f1b2ce8e5084a054dae1c1fd3456 is not a lock operation the proxy can run on a quorum (line 1: redis.call('set', KEYS[1], ARGV[1]): sets a key without an expiry) (see docs/dropin.md, Refused scripts)", []any{"EVAL", "redis.call('set', KEYS[1], ARGV[1]) return 1", 1, "k", "v"}},
 		{"NOSCRIPT No matching script. Please use EVAL.", []any{"EVALSHA", "0000000000000000000000000000000000000000", 0}},
-		{"ERR drop-in: script e0e1f9fabfc9d4800c877a703b823ac0578ff8db is not a lock operation the proxy can run on a quorum (uses no KEYS) (see docs/PROTOCOL.md, Drop-in mode)", []any{"SCRIPT", "LOAD", "return 1"}},
+		{"ERR drop-in: script e0e1f9fabfc9d4800c877a703b823ac0578ff8db is not a lock operation the proxy can run on a quorum (uses no KEYS) (see docs/dropin.md, Refused scripts)", []any{"SCRIPT", "LOAD", "return 1"}},
 		{"ERR drop-in mode: SCRIPT KILL is not served (see docs/PROTOCOL.md, Drop-in mode)", []any{"SCRIPT", "KILL"}},
 	} {
 		expectErr(t, a, tc.want, tc.args...)
@@ -662,4 +662,120 @@ func TestDropinSetNXIsExact(t *testing.T) {
 	kept.Close()
 	waitFor(t, 2*time.Second, "the kept lock released when its connection closed", func() bool { return cl.holders("kept", "tok") == 0 })
 	cl.expectNoLocks(t)
+}
+
+// TestDropinRefusalNeverSilent: a library that took a lock through the
+// proxy and then sends an extend or release the proxy cannot run learns it
+// in the error (which operation was expected, on which lock, that it did
+// not happen and when the lock expires); the refusal is logged once per
+// script, counted by shape in the metrics and INFO, and SCRIPT LIST shows
+// every script seen with its reading or its reason. Nothing of a refused
+// script reaches a master.
+func TestDropinRefusalNeverSilent(t *testing.T) {
+	cl := newCluster(t, 5)
+	cfg := defaults(cl.addrs())
+	cfg.extra = "dropin: true\n"
+	cfg.metricsListen = "127.0.0.1:0"
+	p := startProxy(t, cfg)
+	c := p.Client()
+	acquire := `return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`
+	// An extend only when ARGV[3] says so: not an extend of every held key.
+	extend := `if redis.call('get', KEYS[1]) == ARGV[1] and ARGV[3] == 'yes' then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`
+	hashRelease := `if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end return redis.call('hincrby', KEYS[1], ARGV[1], -1)`
+	if v := do(t, c, "EVAL", acquire, 1, "held", "tok-1", 5000); v != "OK" {
+		t.Fatalf("acquire = %v", v)
+	}
+	before := 0
+	if redistest.Real() {
+		before = cl.scriptCalls(t)
+	}
+	for _, tc := range []struct {
+		name       string
+		args       []any
+		want, miss []string
+	}{
+		{"extend of the held lock", []any{"EVAL", extend, 1, "held", "tok-1", 5000, "no"},
+			[]string{"(read as an extend: line 1:", `but expected an extend of a lock this client holds ("held"): the lock is not extended and expires in `}, nil},
+		{"the same script again", []any{"EVAL", extend, 1, "held", "tok-1", 5000, "yes"},
+			[]string{"but expected an extend of a lock this client holds"}, nil},
+		{"another value: not the holder's", []any{"EVAL", extend, 1, "held", "tok-2", 5000, "no"},
+			[]string{"(read as an extend: line 1:"}, []string{"this client holds"}},
+		{"a key no one holds", []any{"EVAL", extend, 1, "free", "tok-1", 5000, "no"},
+			[]string{"(read as an extend: line 1:"}, []string{"this client holds"}},
+		{"a hash release of the held key", []any{"EVAL", hashRelease, 1, "held", "tok-1"},
+			[]string{"calls HEXISTS", `but expected an extend or a release of a lock this client holds ("held"): the lock is neither extended nor released`}, nil},
+	} {
+		err := c.Do(context.Background(), tc.args...).Err()
+		if err == nil {
+			t.Fatalf("%s: not refused", tc.name)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not say %q", tc.name, err, w)
+			}
+		}
+		for _, m := range tc.miss {
+			if strings.Contains(err.Error(), m) {
+				t.Errorf("%s: error %q says %q", tc.name, err, m)
+			}
+		}
+		if !strings.HasPrefix(err.Error(), "ERR drop-in: script ") || !strings.Contains(err.Error(), " is not a lock operation the proxy can run on a quorum (") {
+			t.Errorf("%s: error %q is not in the contract's form", tc.name, err)
+		}
+	}
+	if redistest.Real() {
+		if after := cl.scriptCalls(t); after != before {
+			t.Errorf("refused scripts reached the masters: %d script calls, was %d", after, before)
+		}
+	}
+	// The lock is still held by its holder, not extended (its pttl is what
+	// the acquire left).
+	if pttl := do(t, c, "PTTL", "held").(int64); pttl <= 0 || pttl > 5000 {
+		t.Fatalf("PTTL held = %d", pttl)
+	}
+
+	info := do(t, c, "INFO", "dropin").(string)
+	for _, w := range []string{"refusals:5", "refusals_of_held_locks:3", "scripts_refused:2", "scripts_recognised:1"} {
+		if !strings.Contains(info, w) {
+			t.Errorf("INFO dropin lacks %q:\n%s", w, info)
+		}
+	}
+	m := metricsBody(t, p)
+	for _, w := range []string{
+		`redlock_proxy_dropin_scripts_refused_total{expected="extend",holds="true"} 2`,
+		`redlock_proxy_dropin_scripts_refused_total{expected="extend",holds="false"} 2`,
+		`redlock_proxy_dropin_scripts_refused_total{expected="unknown",holds="true"} 1`,
+	} {
+		if !strings.Contains(m, w) {
+			t.Errorf("metrics lack %s:\n%s", w, grepLines(m, "dropin"))
+		}
+	}
+	if n := strings.Count(p.log.String(), "drop-in: a script was refused"); n != 2 {
+		t.Errorf("%d refusals logged, want one per script (2):\n%s", n, grepLines(p.log.String(), "refused"))
+	}
+
+	list, ok := do(t, c, "SCRIPT", "LIST").([]any)
+	if !ok || len(list) != 3 {
+		t.Fatalf("SCRIPT LIST = %v", list)
+	}
+	want := [][]any{
+		{shaHex(acquire), "recognised", "acquire", "", int64(1)},
+		{shaHex(extend), "refused", "extend", "", int64(4)},
+		{shaHex(hashRelease), "refused", "", "", int64(1)},
+	}
+	for i, w := range want {
+		row, _ := list[i].([]any)
+		if len(row) != 5 || row[0] != w[0] || row[1] != w[1] || row[4] != w[4] || !strings.HasPrefix(row[2].(string), w[2].(string)) {
+			t.Errorf("SCRIPT LIST row %d = %v, want %v", i, row, w)
+		}
+		if w[1] == "refused" && row[3] == "" {
+			t.Errorf("SCRIPT LIST row %d gives no reason: %v", i, row)
+		}
+	}
+	expectErr(t, c, "ERR wrong number of arguments for 'script|list' command", "SCRIPT", "LIST", "x")
+}
+
+func shaHex(src string) string {
+	sum := sha1.Sum([]byte(src))
+	return hex.EncodeToString(sum[:])
 }

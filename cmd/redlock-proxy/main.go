@@ -215,6 +215,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	cmds, cmdInfo := commands.AllWithInfo(commands.FromQuorum(eng), commands.Limits{MaxTTL: cfg.Limits.MaxTTL, MaxWait: cfg.Limits.MaxWait, MaxLatchCount: cfg.Limits.MaxArgs,
 		MaxAutoExtend: cfg.Limits.MaxAutoExtendPerConn, Leases: met, DropIn: cfg.DropIn, DropinScripts: met.DropinScript,
+		DropinRefused: met.DropinRefused, Log: log,
 		DropinDeclared: declaredScripts(cfg.DropinScripts), Publisher: bus})
 	unknown := commands.PlainUnknown()
 	if cfg.DropIn {

@@ -310,7 +310,43 @@ func replyKey(p *path) string {
 	return valueKey(p.ret)
 }
 
+// NearError is a refusal of a script whose effects read as one lock
+// operation (Near) that it does not do exactly: an extend that leaves a
+// held key alone on some way through, a release that also sets keys.
+// Drop-in mode names the operation in its error, so that a library's
+// refused extend or release is not mistaken for an unrelated script.
+type NearError struct {
+	Near Kind
+	Err  error
+}
+
+func (e *NearError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the refusal.
+func (e *NearError) Unwrap() error { return e.Err }
+
+// Near is the lock operation a refusal of Recognise reads as, "" when the
+// script's effects name none.
+func Near(err error) Kind {
+	var ne *NearError
+	if errors.As(err, &ne) {
+		return ne.Near
+	}
+	return ""
+}
+
 func classify(c *chunk, paths []*path) (*Shape, error) {
+	var near Kind
+	s, err := classifyAs(c, paths, &near)
+	if err != nil && near != "" {
+		return nil, &NearError{Near: near, Err: err}
+	}
+	return s, err
+}
+
+// classifyAs is classify; it sets near once the effects name the
+// operation.
+func classifyAs(c *chunk, paths []*path, near *Kind) (*Shape, error) {
 	var dels, sets, expires []effect
 	var zs []*entry
 	strKeys := false
@@ -369,7 +405,7 @@ func classify(c *chunk, paths []*path) (*Shape, error) {
 		}
 		s.Kind, s.Value = Release, dels[0].e.hi
 	case len(sets) > 0:
-		s.Kind = Acquire
+		s.Kind, *near = Acquire, Acquire
 		v := sets[0].e.val
 		if vs, ok := v.(*sym); ok && vs.e.op == "ARGV" {
 			s.Value = vs.e.i
@@ -403,6 +439,7 @@ func classify(c *chunk, paths []*path) (*Shape, error) {
 		s.Kind = Check
 		return s, nil
 	}
+	*near = s.Kind
 	for _, ef := range append(dels, expires...) {
 		if ef.e.hi != s.Value {
 			return nil, fmt.Errorf("%s: compares keys with ARGV[%d] here and ARGV[%d] elsewhere", at(c, ef.e.wrote), ef.e.hi, s.Value)
