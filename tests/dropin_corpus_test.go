@@ -89,6 +89,7 @@ var dropinCorpus = []dropinRow{
 	{name: "redlock4", lang: "node", limit: 1, keys: []string{"dropin"}},
 	{name: "redlock5", lang: "node", limit: 1, keys: []string{"dropin"}},
 	{name: "ioredis-lock", lang: "node", limit: 1, keys: []string{"dropin"}},
+	{name: "redlock-universal", lang: "node", limit: 1, keys: []string{"dropin"}},
 	{name: "redsync-4.11-goredis", lang: "go411", limit: 1, keys: []string{"dropin"}},
 	{name: "redsync-4.11-redigo", lang: "go411", limit: 1, keys: []string{"dropin"}},
 	{name: "redsync-4.11-rueidis", lang: "go411", limit: 1, keys: []string{"dropin"}},
