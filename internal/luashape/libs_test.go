@@ -317,6 +317,11 @@ for _, k in ipairs(KEYS) do
   redis.call('set', k, ARGV[1], 'PX', ARGV[2])
 end
 return #KEYS`},
+	{lib: "release publishing on a channel passed in KEYS[2]", kind: Release, keys: []string{"lk", "lk:released"}, argv: []string{tok, "0"}, val: 1, publishes: true, src: `
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[2])
+return 1`},
 	{lib: "check returning the value", kind: Check, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then return {v, redis.call('pttl', KEYS[1])} end

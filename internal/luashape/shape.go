@@ -224,6 +224,40 @@ func explore(c *chunk, nk, nargv int) ([]*path, error) {
 	}
 }
 
+// channelKeys counts, per number of KEYS, the KEYS entries that no way
+// through the script uses as a key and some way uses as a PUBLISH channel
+// (Redisson passes its release channel in KEYS[2]): they are channels, not
+// lock keys.
+func channelKeys(paths []*path) map[int]int {
+	asKey := map[int]map[int]bool{}
+	for _, p := range paths {
+		if asKey[p.nk] == nil {
+			asKey[p.nk] = map[int]bool{}
+		}
+		for _, e := range p.ents {
+			asKey[p.nk][e.idx] = true
+		}
+	}
+	asChan := map[int]map[int]bool{}
+	for _, p := range paths {
+		for _, pb := range p.pubs {
+			ch, ok := pb.ch.(*sym)
+			if !ok || ch.e.op != "KEYS" || asKey[p.nk][ch.e.i] {
+				continue
+			}
+			if asChan[p.nk] == nil {
+				asChan[p.nk] = map[int]bool{}
+			}
+			asChan[p.nk][ch.e.i] = true
+		}
+	}
+	out := map[int]int{}
+	for nk, m := range asChan {
+		out[nk] = len(m)
+	}
+	return out
+}
+
 // ttlCondition reports whether the path took a comparison of a key's
 // remaining ttl (PTTL or TTL) the way it did.
 func (p *path) ttlCondition() bool {
@@ -467,6 +501,7 @@ func classifyAs(c *chunk, paths []*path, near *Kind) (*Shape, error) {
 	// operation applies to, every key changes; elsewhere none does (a
 	// release may also delete, key by key, those holding the value).
 	granted, refused := map[int][]*path{}, map[int][]*path{}
+	chans := channelKeys(paths)
 	for _, p := range paths {
 		if p.err != nil {
 			refused[p.nk] = append(refused[p.nk], p)
@@ -488,7 +523,7 @@ func classifyAs(c *chunk, paths []*path, near *Kind) (*Shape, error) {
 			none = none && !changed
 		}
 		switch {
-		case applies && all && len(p.ents) == p.nk:
+		case applies && all && len(p.ents) == p.nk-chans[p.nk]:
 			granted[p.nk] = append(granted[p.nk], p)
 		case applies && none && s.Kind == Extend && p.ttlCondition():
 			// A conditional extend: it declines, where the keys hold the
