@@ -401,7 +401,7 @@ func evalKeys(args [][]byte) [][]byte {
 // dropinCommands are the Redis commands lock libraries written for one
 // Redis send, served as quorum operations.
 func dropinCommands(eng Engine, lim Limits, k *keeper, d *dropin) []*proxy.Command {
-	return append(dropinKeyCommands(eng, lim, k), []*proxy.Command{
+	return append(dropinKeyCommands(eng, lim, k, &d.grants), []*proxy.Command{
 		{
 			Name: "eval", Arity: -3, Flags: proxy.FlagWrite, Keys: evalKeys,
 			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {

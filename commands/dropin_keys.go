@@ -120,8 +120,96 @@ func parseSet(args [][]byte, lim Limits, now time.Time) (setArgs, error) {
 // dropinKeyCommands are the Redis commands on lock keys that drop-in mode
 // serves as quorum operations: SET NX, GET, PTTL/TTL, EXISTS, DEL/UNLINK,
 // DELIFEQ (Valkey 9) and DELEX (Redis 8.4).
-func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
+func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) []*proxy.Command {
 	info := func(ctx context.Context, key string) (*quorum.Info, error) { return eng.Info(ctx, quorum.Lock, key) }
+	// acquire runs a drop-in SET NX; its reply is ok or notOK.
+	acquire := func(ctx context.Context, sess *proxy.Session, sa setArgs, ok, notOK any) (any, error) {
+		if sa.expired {
+			// Held, or fewer than a quorum answered: not done, as for
+			// any SET NX a quorum did not grant.
+			li, err := info(ctx, sa.key)
+			if err != nil || li.Held {
+				return notOK, notGranted(err)
+			}
+			return ok, nil
+		}
+		if err := k.admitIf(sess, sa.kept); err != nil {
+			return nil, err
+		}
+		lease, err := eng.Acquire(ctx, quorum.Request{Resources: []string{sa.key}, TTL: sa.ttl, Token: sa.value, Primitive: quorum.SetNX})
+		if err != nil || lease == nil {
+			// Not granted whenever a quorum does not grant it, as one
+			// Redis answers a SET NX it did not do.
+			return notOK, notGranted(err)
+		}
+		return proxy.Late(func() any {
+			v, valid := validity(ctx, lease, eng.Abandon)
+			if !valid {
+				return notOK
+			}
+			grants.add(lease.Resources, lease.Token, time.Now().Add(time.Duration(v)*time.Millisecond))
+			k.keepIf(sess, sa.kept, kindDropin, lease.Resources, lease.Token, sa.ttl, v)
+			return ok
+		}), nil
+	}
+	expire := func(name string, unit time.Duration) *proxy.Command {
+		return &proxy.Command{
+			Name: name, Result: proxy.ResultZero, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+				key := string(args[0])
+				a := proxy.NewArgs(args[1:])
+				n, err := a.Int()
+				if err != nil {
+					return nil, err
+				}
+				if a.More() {
+					return nil, dropinRefused("%s with NX, XX, GT or LT is not served on a lock key", strings.ToUpper(name))
+				}
+				if n > int64(lim.MaxTTL/unit) {
+					return nil, proxy.Errorf("invalid expire time in '%s' command (limits.max_ttl is %s)", name, lim.MaxTTL)
+				}
+				// The holder: this connection's kept lease (SETNX, SET NX
+				// without a ttl), else whatever value a quorum holds.
+				holder := k.keptDropin(sess, key)
+				if holder == "" {
+					li, err := info(ctx, key)
+					if err != nil {
+						return nil, err
+					}
+					if !li.Held || li.Holder == "" {
+						return int64(0), nil
+					}
+					holder = li.Holder
+				}
+				lease := &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{key}, Token: holder}
+				if n <= 0 { // Redis deletes the key
+					held, err := eng.Release(ctx, lease)
+					k.forgetDropin(sess, []string{key}, holder)
+					grants.remove([]string{key}, holder)
+					if err != nil {
+						return nil, err
+					}
+					return boolInt(held), nil
+				}
+				v, err := eng.Extend(ctx, lease, time.Duration(n)*unit)
+				if err != nil {
+					return nil, err
+				}
+				if v <= 0 {
+					return int64(0), nil
+				}
+				// The ttl now governs the lock: the connection no longer
+				// keeps it alive.
+				k.forgetDropin(sess, []string{key}, holder)
+				grants.add([]string{key}, holder, time.Now().Add(v))
+				return int64(1), nil
+			},
+			Doc: proxy.Doc{
+				Summary: "Drop-in mode: sets the ttl of the lock held at key, on a quorum, with the value that holds it (this connection's SETNX lease, which then lives by the ttl, or the value a quorum holds); 1, or 0 if not held. A ttl of 0 or less deletes it.",
+				Args:    []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "timeout", Type: "integer"}},
+			},
+		}
+	}
 	del := func(name string) *proxy.Command {
 		return &proxy.Command{
 			Name: name, Arity: -2, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: -1, Step: 1,
@@ -157,32 +245,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				if err != nil {
 					return nil, err
 				}
-				if sa.expired {
-					// Held, or fewer than a quorum answered: not done,
-					// nil as for any SET NX a quorum did not grant.
-					li, err := info(ctx, sa.key)
-					if err != nil || li.Held {
-						return nil, notGranted(err)
-					}
-					return proxy.OK, nil
-				}
-				if err := k.admitIf(sess, sa.kept); err != nil {
-					return nil, err
-				}
-				lease, err := eng.Acquire(ctx, quorum.Request{Resources: []string{sa.key}, TTL: sa.ttl, Token: sa.value, Primitive: quorum.SetNX})
-				if err != nil || lease == nil {
-					// nil whenever a quorum does not grant it, as one
-					// Redis answers a SET NX it did not do.
-					return nil, notGranted(err)
-				}
-				return proxy.Late(func() any {
-					v, ok := validity(ctx, lease, eng.Abandon)
-					if !ok {
-						return nil
-					}
-					k.keepIf(sess, sa.kept, kindDropin, lease.Resources, lease.Token, sa.ttl, v)
-					return proxy.OK
-				}), nil
+				return acquire(ctx, sess, sa, proxy.OK, nil)
 			},
 			Doc: proxy.Doc{
 				Summary: "Drop-in mode: SET key value NX [PX|EX|PXAT|EXAT ttl] is a quorum lock acquire holding value; OK, or nil whenever a quorum does not grant it (also when the key holds the same value). Without a ttl the proxy keeps the lock alive while the connection is open.",
@@ -199,6 +262,24 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper) []*proxy.Command {
 				},
 			},
 		},
+		{
+			// The legacy form, without a ttl: a lease this connection
+			// keeps, as SET key value NX.
+			Name: "setnx", Result: proxy.ResultZero, Arity: 3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, sess *proxy.Session, args [][]byte) (any, error) {
+				sa, err := parseSet([][]byte{args[0], args[1], []byte("NX")}, lim, time.Now())
+				if err != nil {
+					return nil, err
+				}
+				return acquire(ctx, sess, sa, int64(1), int64(0))
+			},
+			Doc: proxy.Doc{
+				Summary: "Drop-in mode: SET key value NX without a ttl (a lock the proxy keeps alive while the connection is open); 1 if acquired, 0 if not. A following EXPIRE or PEXPIRE of the key gives it that ttl instead.",
+				Args:    []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "value", Type: "string"}},
+			},
+		},
+		expire("expire", time.Second),
+		expire("pexpire", time.Millisecond),
 		{
 			Name: "get", Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {

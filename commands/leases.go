@@ -231,6 +231,23 @@ func (k *keeper) forgetDropin(sess *proxy.Session, keys []string, value string) 
 	})
 }
 
+// keptDropin is the value of this connection's kept drop-in lease on key
+// (SETNX, SET NX without a ttl), "" if it keeps none.
+func (k *keeper) keptDropin(sess *proxy.Session, key string) string {
+	cl := k.peek(sess)
+	if cl == nil {
+		return ""
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for _, l := range cl.leases {
+		if l.lease.Primitive == kindDropin && slices.Contains(l.lease.Resources, key) {
+			return l.lease.Token
+		}
+	}
+	return ""
+}
+
 // forget stops extending the leases of this connection with token and
 // kind that include any of resources (a release through this connection:
 // a multi-lock released in part is no longer whole), and reports whether

@@ -12,7 +12,7 @@ import (
 // that a lock library written for one Redis tells its user what to turn on.
 func PlainUnknown() func(args [][]byte) *proxy.Error {
 	served := map[string]bool{}
-	for _, c := range dropinCommands(Engine{}, Limits{}, nil, nil) {
+	for _, c := range dropinCommands(Engine{}, Limits{}, nil, &dropin{}) {
 		served[c.Name] = true
 	}
 	return func(args [][]byte) *proxy.Error {

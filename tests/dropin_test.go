@@ -779,3 +779,67 @@ func shaHex(src string) string {
 	sum := sha1.Sum([]byte(src))
 	return hex.EncodeToString(sum[:])
 }
+
+// TestDropinSetNXExpire: the oldest lock idiom, SETNX then EXPIRE of the
+// same key, through two proxies: SETNX is the no-ttl SET NX (a lease the
+// connection keeps: 1 or 0), EXPIRE/PEXPIRE gives the lock held at the key
+// that ttl on a quorum (the connection then no longer keeps it: it
+// outlives the connection by its ttl), and a ttl of 0 deletes it.
+func TestDropinSetNXExpire(t *testing.T) {
+	cl, pa, pb := dropinProxies(t)
+	ctx := context.Background()
+	a, b := pa.Client(), pb.Client()
+	if v := do(t, a, "SETNX", "old", "v1"); v != int64(1) {
+		t.Fatalf("SETNX = %v", v)
+	}
+	cl.onQuorum(t, "old", "v1")
+	if v := do(t, b, "SETNX", "old", "v2"); v != int64(0) {
+		t.Fatalf("SETNX of a held key = %v", v)
+	}
+	if v := do(t, b, "SET", "old", "v2", "NX", "PX", 5000); v != nil {
+		t.Fatalf("SET NX of a SETNX key = %v", v)
+	}
+	if v := do(t, a, "EXPIRE", "old", 30); v != int64(1) {
+		t.Fatalf("EXPIRE = %v", v)
+	}
+	if pttl := do(t, b, "PTTL", "old").(int64); pttl < 20000 || pttl > 30000 {
+		t.Fatalf("PTTL after EXPIRE 30 = %d", pttl)
+	}
+	// The ttl governs now: the connection's end does not release it.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := pa.Client()
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if v := do(t, c, "GET", "old"); v != "v1" {
+			t.Fatalf("GET after the SETNX connection closed = %v, want v1 (EXPIRE gave it a ttl)", v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if v := do(t, b, "PEXPIRE", "old", 0); v != int64(1) {
+		t.Fatalf("PEXPIRE 0 = %v", v)
+	}
+	if v := do(t, c, "GET", "old"); v != nil {
+		t.Fatalf("GET after PEXPIRE 0 = %v", v)
+	}
+	if v := do(t, b, "EXPIRE", "old", 10); v != int64(0) {
+		t.Fatalf("EXPIRE of a free key = %v", v)
+	}
+	// Without EXPIRE, the lease ends with its connection.
+	d := pb.Client()
+	if v := do(t, d, "SETNX", "kept", "v3"); v != int64(1) {
+		t.Fatalf("SETNX = %v", v)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "the SETNX lease released when its connection closed", func() bool {
+		return c.Get(ctx, "kept").Err() == redis.Nil
+	})
+	expectErr(t, c, "ERR drop-in mode: EXPIRE with NX, XX, GT or LT is not served on a lock key (see docs/PROTOCOL.md, Drop-in mode)", "EXPIRE", "x", 10, "NX")
+	expectErr(t, c, "ERR invalid expire time in 'pexpire' command (limits.max_ttl is 1h0m0s)", "PEXPIRE", "x", 3600001)
+	expectErr(t, c, "ERR value is not an integer or out of range", "EXPIRE", "x", "soon")
+	expectErr(t, c, "ERR wrong number of arguments for 'setnx' command", "SETNX", "x")
+	cl.expectOnlyFences(t)
+}
