@@ -333,7 +333,9 @@ func article(w string) string {
 // for a passing failure.
 func (d *dropin) refuse(s *script, keys, argv []string) error {
 	d.refusals.Add(1)
-	key, left, holds := d.grants.holder(keys, argv, time.Now())
+	// The holder's value may travel in ARGV or, for some libraries, in
+	// KEYS (see luashape).
+	key, left, holds := d.grants.holder(keys, append(slices.Clone(argv), keys...), time.Now())
 	if d.lim.DropinRefused != nil {
 		d.lim.DropinRefused(cmp.Or(string(s.near), "unknown"), holds)
 	}

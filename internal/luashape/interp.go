@@ -1063,7 +1063,7 @@ func (in *interp) less(l, r value, orEq bool) (bool, error) {
 // base is the argument or holder's value a string expression starts with.
 func base(e *sx) *sx {
 	switch e.op {
-	case "ARGV", "OTHER":
+	case "ARGV", "OTHER", "KEYS":
 		return e
 	case "prefix":
 		return base(e.kids[0])

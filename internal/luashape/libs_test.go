@@ -23,8 +23,11 @@ type libCase struct {
 	keys      []string
 	argv      []string // "{now}", "{now+10000}" (ms) and "{nows+20}" (s) are replaced by timestamps
 	val       int      // ARGV index of the value a held key has in state "mine"
-	num       []int    // ARGV that are numbers (for the tonumber mutation)
-	publishes bool     // publishes once in state "mine"
+	// valKey, when not 0, is the KEYS index of that value instead, and
+	// only the first key is a lock key (node-redis-warlock's touch).
+	valKey    int
+	num       []int // ARGV that are numbers (for the tonumber mutation)
+	publishes bool  // publishes once in state "mine"
 	// Semaphores: the token's members in state "mine", the limit.
 	members func(token string) []string
 	limit   int
@@ -322,6 +325,42 @@ if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], ARGV[2])
 return 1`},
+	// @sesamecare-oss/redlock (a node-redlock fork) honours a db index
+	// with a protected SELECT first.
+	{lib: "multi-key acquire after a protected SELECT of the db", kind: Acquire, keys: []string{"a", "b"}, argv: []string{"0", tok, "20000"}, val: 2, num: []int{3}, src: `
+redis.pcall("SELECT", tonumber(ARGV[1]))
+for i, key in ipairs(KEYS) do
+  if redis.call("exists", key) == 1 then return 0 end
+end
+for i, key in ipairs(KEYS) do
+  redis.call("set", key, ARGV[2], "PX", ARGV[3])
+end
+return #KEYS`},
+	{lib: "multi-key acquire checked with MGET", kind: Acquire, keys: []string{"a", "b"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+local vals = redis.call('mget', unpack(KEYS))
+for i = 1, #KEYS do
+  if vals[i] then return 0 end
+end
+for i = 1, #KEYS do
+  redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+return #KEYS`},
+	{lib: "release asserting the key's TYPE", kind: Release, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
+if redis.call("TYPE", KEYS[1]).ok ~= "string" then return false end
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then return false end
+redis.call("DEL", KEYS[1])
+return true`},
+	// node-redis-warlock's touch: the ttl and the value travel in KEYS.
+	{lib: "extend with the ttl and value in KEYS", kind: Extend, keys: []string{"lk", "20000", tok}, valKey: 3, src: `
+local key = KEYS[1]
+local ttl = KEYS[2]
+local id  = KEYS[3]
+local value = redis.call('GET', key)
+if value == id then
+  return redis.call('SET', key, id, 'PX', ttl, 'XX');
+else
+  return 0
+end`},
 	{lib: "check returning the value", kind: Check, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then return {v, redis.call('pttl', KEYS[1])} end
@@ -396,8 +435,14 @@ func compareRun(t *testing.T, rc *respConn, lc libCase, src string, s *Shape, st
 	fake := newFake()
 	rc.do(t, "FLUSHALL")
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	val := argv[lc.val-1]
-	for _, k := range lc.keys {
+	lockKeys := lc.keys
+	var val string
+	if lc.valKey > 0 {
+		val, lockKeys = lc.keys[lc.valKey-1], lc.keys[:1]
+	} else {
+		val = argv[lc.val-1]
+	}
+	for _, k := range lockKeys {
 		switch {
 		case lc.members != nil && st == "mine":
 			for _, m := range lc.members(val) {
@@ -433,7 +478,7 @@ func compareRun(t *testing.T, rc *respConn, lc libCase, src string, s *Shape, st
 		t.Errorf("%s: Run answers %s, one Redis %s (ops: %v)\n%s", st, fmtReply(got), fmtReply(want), fake.calls, src)
 	}
 	// The state left behind.
-	for _, k := range lc.keys {
+	for _, k := range lockKeys {
 		if lc.members != nil {
 			n := 0
 			for _, c := range fake.sems[k] {

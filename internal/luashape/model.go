@@ -40,9 +40,13 @@ type pub struct{ ch, msg value }
 type model struct {
 	keys  []value // KEYS: sym atoms, or the client's strings
 	nargv int
-	ents  map[int]*entry
-	now   value // ms since the epoch: sym NOW or float64
-	pubs  []pub
+	// valueKeys are KEYS indexes the script never uses as keys (it takes
+	// values from them, as node-redis-warlock does): a key may start
+	// holding one of them, as it may one of the ARGV.
+	valueKeys []int
+	ents      map[int]*entry
+	now       value // ms since the epoch: sym NOW or float64
+	pubs      []pub
 }
 
 func okStatus(s string) *table { return &table{hash: map[any]value{"ok": s}} }
@@ -106,13 +110,17 @@ func (in *interp) ent(k value, kind byte) (*entry, error) {
 	if e.kind == 0 {
 		e.kind = kind
 		if in.symbolic && kind == 's' {
-			c := in.choose(m.nargv + 2)
+			c := in.choose(m.nargv + len(m.valueKeys) + 2)
 			switch {
 			case c == 0:
 				e.init = "absent"
 			case c <= m.nargv:
 				e.init, e.hi, e.present = "argv", c, true
 				e.val, e.ttl = &sym{e: atom("ARGV", c)}, &sym{e: atom("PTTL", idx), num: true}
+			case c <= m.nargv+len(m.valueKeys):
+				j := m.valueKeys[c-m.nargv-1]
+				e.init, e.hi, e.present = "argv", keysValue+j, true
+				e.val, e.ttl = &sym{e: atom("KEYS", j)}, &sym{e: atom("PTTL", idx), num: true}
 			default:
 				e.init, e.present = "other", true
 				e.val, e.ttl = &sym{e: atom("OTHER", idx)}, &sym{e: atom("PTTL", idx), num: true}
@@ -196,6 +204,52 @@ func (in *interp) redisCall(args []value) (value, error) {
 		return nil
 	}
 	switch cmd {
+	case "SELECT":
+		// The proxy serves database 0, as its SELECT command does; a
+		// script that selects it (a library honouring its configured
+		// index) runs on; another index is Redis's error.
+		if err := need(1, true); err != nil {
+			return nil, err
+		}
+		switch x := a[0].(type) {
+		case *sym:
+			return okStatus("OK"), nil
+		case string:
+			if n, err := strconv.ParseInt(x, 10, 64); err != nil {
+				return nil, errNotInt
+			} else if n == 0 {
+				return okStatus("OK"), nil
+			}
+		}
+		return nil, &redisError{"ERR DB index is out of range"}
+	case "TYPE":
+		if err := need(1, true); err != nil {
+			return nil, err
+		}
+		e, err := in.ent(a[0], 0)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case e.kind == 'z' && (e.zcard != 0.0 || e.zmine == 1):
+			return okStatus("zset"), nil
+		case e.kind == 'z':
+			return okStatus("none"), nil
+		}
+		if e.kind == 0 {
+			e.kind = 's'
+			in.m.ents[e.idx] = e
+			if in.symbolic {
+				e.kind = 0
+				if e, err = in.ent(a[0], 's'); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if e.present {
+			return okStatus("string"), nil
+		}
+		return okStatus("none"), nil
 	case "GET":
 		if err := need(1, true); err != nil {
 			return nil, err

@@ -212,7 +212,9 @@ func (p *printer) expr(e expr) string {
 				return ref
 			}
 		}
-		return p.expr(e.obj) + "[" + p.expr(e.key) + "]"
+		// Spaces keep a long-bracket key ("[ [[ok]] ]") from reading as
+		// one.
+		return p.expr(e.obj) + "[ " + p.expr(e.key) + " ]"
 	case *callExpr:
 		fn := p.expr(e.fn)
 		args := append([]expr(nil), e.args...)

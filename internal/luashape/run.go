@@ -303,14 +303,26 @@ func (r *runner) acquire(ctx context.Context, ops Ops) (any, error) {
 }
 
 func (r *runner) value() string {
+	if j := r.s.Value - keysValue; j >= 1 && j <= len(r.keys) {
+		return r.keys[j-1]
+	}
 	if r.s.Value >= 1 && r.s.Value <= len(r.argv) {
 		return r.argv[r.s.Value-1]
 	}
 	return ""
 }
 
+// valueMissing reports whether the value the shape compares with is not
+// among the arguments (a comparison with nil: never equal).
+func (r *runner) valueMissing() bool {
+	if j := r.s.Value - keysValue; j >= 1 {
+		return j > len(r.keys)
+	}
+	return r.s.Value > len(r.argv)
+}
+
 func (r *runner) releaseOrExtend(ctx context.Context, ops Ops) (any, error) {
-	if r.s.Value > len(r.argv) { // compared with nil: never equal
+	if r.valueMissing() { // compared with nil: never equal
 		return r.check(ctx, ops)
 	}
 	mine := start{present: true, val: r.value(), ttl: 1}

@@ -156,13 +156,50 @@ func Recognise(src []byte) (s *Shape, err error) {
 	}
 	var paths []*path
 	for _, nk := range nks {
-		ps, err := explore(c, nk, nargv)
+		ps, err := explore(c, nk, nargv, nil)
 		if err != nil {
 			return nil, err
+		}
+		// KEYS the script never uses as keys may be values it compares
+		// with (a fixed number of KEYS only): explore again with keys
+		// that start holding them.
+		if vk := unusedKeys(ps, nk); len(vk) > 0 && !c.dynK {
+			if ps, err = explore(c, nk, nargv, vk); err != nil {
+				return nil, err
+			}
 		}
 		paths = append(paths, ps...)
 	}
 	return classify(c, paths)
+}
+
+// keysValue + j as a Shape.Value (or an entry's value index) names
+// KEYS[j] rather than an ARGV.
+const keysValue = 1000
+
+// valueName names a value index: ARGV[i] or KEYS[j].
+func valueName(i int) string {
+	if i > keysValue {
+		return fmt.Sprintf("KEYS[%d]", i-keysValue)
+	}
+	return fmt.Sprintf("ARGV[%d]", i)
+}
+
+// unusedKeys are the KEYS indexes (1 to nk) that no path uses as a key.
+func unusedKeys(paths []*path, nk int) []int {
+	used := map[int]bool{}
+	for _, p := range paths {
+		for _, e := range p.ents {
+			used[e.idx] = true
+		}
+	}
+	var out []int
+	for j := 1; j <= nk; j++ {
+		if !used[j] {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // path is one way through the script in the symbolic model.
@@ -177,7 +214,7 @@ type path struct {
 	end    stmt
 }
 
-func explore(c *chunk, nk, nargv int) ([]*path, error) {
+func explore(c *chunk, nk, nargv int, valueKeys []int) ([]*path, error) {
 	keys := make([]value, nk)
 	for i := range keys {
 		keys[i] = &sym{e: atom("KEYS", i+1)}
@@ -194,7 +231,7 @@ func explore(c *chunk, nk, nargv int) ([]*path, error) {
 			return nil, errors.New("too many ways through the script")
 		}
 		in := &interp{c: c, symbolic: true, choices: choices, globals: newGlobals(keys, argv)}
-		in.m = &model{keys: keys, nargv: nargv, ents: map[int]*entry{}, now: &sym{e: atom("NOW", 0), num: true}}
+		in.m = &model{keys: keys, nargv: nargv, valueKeys: valueKeys, ents: map[int]*entry{}, now: &sym{e: atom("NOW", 0), num: true}}
 		ret, err := in.run()
 		var rf *refusal
 		if errors.As(err, &rf) {
@@ -224,11 +261,11 @@ func explore(c *chunk, nk, nargv int) ([]*path, error) {
 	}
 }
 
-// channelKeys counts, per number of KEYS, the KEYS entries that no way
-// through the script uses as a key and some way uses as a PUBLISH channel
-// (Redisson passes its release channel in KEYS[2]): they are channels, not
-// lock keys.
-func channelKeys(paths []*path) map[int]int {
+// nonKeys counts, per number of KEYS, the KEYS entries that no way
+// through the script uses as a key: a PUBLISH channel (Redisson passes
+// its release channel in KEYS[2]) or a plain argument (node-redis-warlock
+// passes its extend's ttl and value in KEYS). They are not lock keys.
+func nonKeys(paths []*path) map[int]int {
 	asKey := map[int]map[int]bool{}
 	for _, p := range paths {
 		if asKey[p.nk] == nil {
@@ -238,22 +275,9 @@ func channelKeys(paths []*path) map[int]int {
 			asKey[p.nk][e.idx] = true
 		}
 	}
-	asChan := map[int]map[int]bool{}
-	for _, p := range paths {
-		for _, pb := range p.pubs {
-			ch, ok := pb.ch.(*sym)
-			if !ok || ch.e.op != "KEYS" || asKey[p.nk][ch.e.i] {
-				continue
-			}
-			if asChan[p.nk] == nil {
-				asChan[p.nk] = map[int]bool{}
-			}
-			asChan[p.nk][ch.e.i] = true
-		}
-	}
 	out := map[int]int{}
-	for nk, m := range asChan {
-		out[nk] = len(m)
+	for nk, used := range asKey {
+		out[nk] = nk - len(used)
 	}
 	return out
 }
@@ -451,7 +475,7 @@ func classifyAs(c *chunk, paths []*path, near *Kind) (*Shape, error) {
 		}
 		for _, ef := range expires {
 			if s.Value == 0 || ef.e.hi != s.Value {
-				return nil, fmt.Errorf("%s: refreshes a key holding ARGV[%d], which is not the value it sets", at(c, ef.e.wrote), ef.e.hi)
+				return nil, fmt.Errorf("%s: refreshes a key holding %s, which is not the value it sets", at(c, ef.e.wrote), valueName(ef.e.hi))
 			}
 			s.Reentrant = true
 		}
@@ -476,7 +500,7 @@ func classifyAs(c *chunk, paths []*path, near *Kind) (*Shape, error) {
 	*near = s.Kind
 	for _, ef := range append(dels, expires...) {
 		if ef.e.hi != s.Value {
-			return nil, fmt.Errorf("%s: compares keys with ARGV[%d] here and ARGV[%d] elsewhere", at(c, ef.e.wrote), ef.e.hi, s.Value)
+			return nil, fmt.Errorf("%s: compares keys with %s here and %s elsewhere", at(c, ef.e.wrote), valueName(ef.e.hi), valueName(s.Value))
 		}
 	}
 	if s.Kind == Extend || s.Kind == Release || s.Reentrant {
@@ -501,7 +525,7 @@ func classifyAs(c *chunk, paths []*path, near *Kind) (*Shape, error) {
 	// operation applies to, every key changes; elsewhere none does (a
 	// release may also delete, key by key, those holding the value).
 	granted, refused := map[int][]*path{}, map[int][]*path{}
-	chans := channelKeys(paths)
+	chans := nonKeys(paths)
 	for _, p := range paths {
 		if p.err != nil {
 			refused[p.nk] = append(refused[p.nk], p)
@@ -778,7 +802,7 @@ func (s *Shape) String() string {
 		b += " (re-entrant)"
 	}
 	if s.Value > 0 {
-		b += fmt.Sprintf(" value=ARGV[%d]", s.Value)
+		b += " value=" + valueName(s.Value)
 	}
 	if s.limit != nil {
 		b += " limit=" + s.limit.key + " count=" + s.count.key

@@ -222,6 +222,57 @@ const rows = {
       }
     },
   },
+  // @sesamecare-oss/redlock (a node-redlock 5 fork): its scripts first
+  // SELECT the configured db with redis.pcall; using() extends the lock
+  // while the routine runs. Like redlock-universal, each worker's 100th
+  // cycle holds a 1.2 s lock for 1.8 s.
+  "sesamecare-redlock": {
+    async connect(addr) {
+      return ioredisClient(addr);
+    },
+    async loop(c, plain, w, cycles) {
+      const { Redlock } = require("@sesamecare-oss/redlock");
+      const redlock = new Redlock([c], { retryCount: 6000, retryDelay: 5, retryJitter: 5 });
+      for (let i = 0; i < cycles; i++) {
+        const long = i === 100 || (cycles <= 100 && i === cycles - 1);
+        try {
+          await redlock.using([RESOURCE], long ? 1200 : 10000, async (signal) => {
+            await critical(plain, w, i, false, long ? 1800 : 1);
+            if (signal.aborted) throw new Error("the lock was lost while held: " + describe(signal.error));
+          });
+        } catch (e) {
+          throw new Error(describe(e) + (await redlockVotes(e)));
+        }
+      }
+    },
+  },
+  // node-redis-warlock on node-redis 3 (callbacks): SET NX PX, a
+  // compare-and-delete script, and touch(), an extend whose ttl and value
+  // travel in KEYS[2] and KEYS[3].
+  "redis-warlock": {
+    async connect(addr) {
+      const redis3 = require("redis3");
+      const c = redis3.createClient({ ...hostPort(addr), retry_strategy: () => undefined });
+      c.on("error", () => {});
+      return c;
+    },
+    async loop(c, plain, w, cycles) {
+      const warlock = require("node-redis-warlock")(c);
+      const lock = (key, ttl) =>
+        new Promise((resolve, reject) =>
+          warlock.optimistic(key, ttl, 6000, 5, (err, unlock) => (err ? reject(err) : resolve(unlock))),
+        );
+      for (let i = 0; i < cycles; i++) {
+        const unlock = await lock(RESOURCE, 10000);
+        const id = await new Promise((resolve, reject) => c.get(RESOURCE + ":lock", (err, v) => (err ? reject(err) : resolve(v))));
+        const touched = await warlock.touch(RESOURCE, id, 10000);
+        if (touched !== "OK") throw new Error(`touch answered ${touched}, want OK`);
+        await critical(plain, w, i);
+        const got = await new Promise((resolve, reject) => unlock((err, n) => (err ? reject(err) : resolve(n))));
+        if (got !== 1) throw new Error(`unlock answered ${got}, want 1`);
+      }
+    },
+  },
   "ioredis-lock": {
     async connect(addr) {
       return ioredisClient(addr, IORedis4);
@@ -270,6 +321,8 @@ async function main() {
         plain.disconnect();
         if (c.disconnect) {
           await c.disconnect();
+        } else if (c.quit) {
+          c.quit();
         }
       })(),
     );
