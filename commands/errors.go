@@ -51,7 +51,7 @@ func MapError(err error) *proxy.Error {
 	case errors.Is(err, quorum.ErrNoSuchMaster):
 		return proxy.Errorf("no such master: give its index in masters (from 0) or its addr, as RQUARANTINE LIST shows them")
 	case errors.As(err, &qe):
-		return &proxy.Error{Code: "NOQUORUM", Msg: fmt.Sprintf("%d of %d masters answered, %d needed", qe.Got, qe.Total, qe.Need)}
+		return &proxy.Error{Code: "NOQUORUM", Msg: fmt.Sprintf("%d of %d masters answered, %d needed%s", qe.Got, qe.Total, qe.Need, qe.Why())}
 	case errors.Is(err, quorum.ErrReservedResource):
 		return proxy.Errorf("resource name is reserved")
 	case errors.Is(err, quorum.ErrBadRequest):

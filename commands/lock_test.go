@@ -86,6 +86,13 @@ func TestMapError(t *testing.T) {
 		// A master's timeout inside a QuorumError is a quorum failure, not a
 		// shutdown: the QuorumError branch must come first.
 		{"no quorum with a timed-out master", &quorum.QuorumError{Op: "unlock", Got: 0, Need: 2, Total: 3, Errs: []error{context.DeadlineExceeded, context.Canceled}}, "NOQUORUM 0 of 3 masters answered, 2 needed"},
+		// A quorum answered and decided nothing: the message says how.
+		{"a release's answers split", &quorum.QuorumError{Op: "unlock", Got: 3, Need: 3, Total: 5, Yes: 2, No: 1},
+			"NOQUORUM 3 of 5 masters answered, 3 needed: 2 held it and 1 did not, 2 did not answer; 3 holding it decide it held, and 3 not holding it that it was not"},
+		{"a release's resent answers", &quorum.QuorumError{Op: "unlock", Got: 2, Need: 3, Total: 5, Yes: 2, Unsure: 1},
+			"NOQUORUM 2 of 5 masters answered, 3 needed: 2 held it and 0 did not, 1 found nothing when asked again (their first request may have released it) and 2 did not answer; 3 holding it decide it held, and 3 not holding it that it was not"},
+		{"a semaphore's permits split", &quorum.QuorumError{Op: "semrelease", Got: 3, Need: 3, Total: 5, Yes: 3, Agree: 2},
+			"NOQUORUM 3 of 5 masters answered, 3 needed: 3 held it but only 2 of them the same permits, 0 did not hold it, 2 did not answer; 3 agreeing decide it held"},
 		{"semaphore limit", fmt.Errorf("acquire: %w", &quorum.LimitError{Name: "pool", Limit: 10}), "ERR semaphore 'pool' has limit 10"},
 		{"latch count", &quorum.LatchCountError{Name: "l", Count: 3}, "ERR latch 'l' has count 3"},
 		{"no latch", fmt.Errorf("down: %w", quorum.ErrNoLatch), "ERR no such latch"},

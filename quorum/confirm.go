@@ -171,13 +171,23 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 	if v := decide(); v != undecided {
 		return v == decidedYes, nil
 	}
-	got := 0
+	got, held, notHeld, agree, unsureN := 0, 0, 0, 0, 0
+	same := map[string]int{}
 	for i := range n {
-		if st[i] == yes || st[i] == no {
+		switch st[i] {
+		case unsure:
+			unsureN++
+		case yes:
 			got++
+			held++
+			same[groups[i]]++
+			agree = max(agree, same[groups[i]])
+		case no:
+			got++
+			notHeld++
 		}
 	}
-	return false, &QuorumError{Op: opName, Got: got, Need: e.quorum, Total: n, Errs: errs}
+	return false, &QuorumError{Op: opName, Got: got, Need: e.quorum, Total: n, Yes: held, No: notHeld, Agree: agree, Unsure: unsureN, Errs: errs}
 }
 
 // lockGroup is the group of a lock, read lock or multi-resource lock

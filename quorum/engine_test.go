@@ -175,15 +175,20 @@ func TestReleaseReplyRule(t *testing.T) {
 		name    string
 		masters [5]int
 		want    string // "held", "not held", "no quorum"
+		// why is the no-quorum error's text: a quorum of answers that
+		// decides nothing says how they split.
+		why string
 	}{
-		{"all hold", [5]int{h, h, h, h, h}, "held"},
-		{"quorum holds, two slow", [5]int{h, h, h, s, s}, "held"},
-		{"quorum holds, two down", [5]int{h, h, h, d, d}, "held"},
-		{"bare quorum held, two holders slow", [5]int{h, n, n, s, s}, "no quorum"},
-		{"bare quorum held, one holder down, one slow", [5]int{h, h, n, n, s}, "no quorum"},
-		{"three say not held", [5]int{n, n, n, s, s}, "not held"},
-		{"nobody holds", [5]int{n, n, n, n, n}, "not held"},
-		{"two answer", [5]int{h, n, d, s, s}, "no quorum"},
+		{"all hold", [5]int{h, h, h, h, h}, "held", ""},
+		{"quorum holds, two slow", [5]int{h, h, h, s, s}, "held", ""},
+		{"quorum holds, two down", [5]int{h, h, h, d, d}, "held", ""},
+		{"bare quorum held, two holders slow", [5]int{h, n, n, s, s}, "no quorum",
+			"3 of 5 masters answered, 3 needed: 1 held it and 2 did not, 2 did not answer; 3 holding it decide it held, and 3 not holding it that it was not"},
+		{"bare quorum held, one holder down, one slow", [5]int{h, h, n, n, s}, "no quorum",
+			"4 of 5 masters answered, 3 needed: 2 held it and 2 did not, 1 did not answer; 3 holding it decide it held, and 3 not holding it that it was not"},
+		{"three say not held", [5]int{n, n, n, s, s}, "not held", ""},
+		{"nobody holds", [5]int{n, n, n, n, n}, "not held", ""},
+		{"two answer", [5]int{h, n, d, s, s}, "no quorum", "2 of 5 masters answered, 3 needed"},
 	}
 	for _, tc := range tests {
 		for _, op := range []string{"unlock", "extend"} {
@@ -226,6 +231,9 @@ func TestReleaseReplyRule(t *testing.T) {
 				}
 				if got != tc.want {
 					t.Fatalf("%s %v = %s (%v), want %s", op, tc.masters, got, err2, tc.want)
+				}
+				if want := "quorum: " + op + ": " + tc.why; tc.why != "" && err2.Error() != want {
+					t.Fatalf("%s %v: error %q, want %q", op, tc.masters, err2, want)
 				}
 			})
 		}

@@ -70,13 +70,46 @@ type QuorumError struct {
 	Op string
 	// Got is how many masters answered; Need is the quorum; Total is N.
 	Got, Need, Total int
+	// Yes and No split Got, when known (releases and extensions): how many
+	// answered that the token held it and how many that it did not. With
+	// a quorum of answers that still decide nothing, Why says so.
+	Yes, No int
+	// Agree is the most of the Yes that hold the same thing (a
+	// semaphore's permits: its slots); 0 when they all do.
+	Agree int
+	// Unsure is how many of the masters not counted in Got answered "not
+	// held" to a request sent again, which proves nothing (the first
+	// request may have released it late).
+	Unsure int
 	// Errs are the errors of the masters that did not answer.
 	Errs []error
 }
 
 // Error implements error.
 func (e *QuorumError) Error() string {
-	return fmt.Sprintf("quorum: %s: %d of %d masters answered, %d needed", e.Op, e.Got, e.Total, e.Need)
+	return fmt.Sprintf("quorum: %s: %d of %d masters answered, %d needed%s", e.Op, e.Got, e.Total, e.Need, e.Why())
+}
+
+// Why explains, when a quorum of masters answered and still decided
+// nothing, how their answers split: "" otherwise (too few answered says
+// it all). A release or extension is decided when Need masters answered
+// that the token held it, or when too few are left to make Need (it was
+// not held where it counts); answers split between the two decide
+// neither while the silent masters could still tip them.
+func (e *QuorumError) Why() string {
+	if e.Got+e.Unsure < e.Need || e.Yes+e.No != e.Got {
+		return ""
+	}
+	silent := fmt.Sprintf("%d did not answer", e.Total-e.Got-e.Unsure)
+	if e.Unsure > 0 {
+		silent = fmt.Sprintf("%d found nothing when asked again (their first request may have released it) and %s", e.Unsure, silent)
+	}
+	if e.Agree > 0 && e.Agree < e.Yes {
+		return fmt.Sprintf(": %d held it but only %d of them the same permits, %d did not hold it, %s; %d agreeing decide it held",
+			e.Yes, e.Agree, e.No, silent, e.Need)
+	}
+	return fmt.Sprintf(": %d held it and %d did not, %s; %d holding it decide it held, and %d not holding it that it was not",
+		e.Yes, e.No, silent, e.Need, e.Total-e.Need+1)
 }
 
 // Unwrap lets errors.Is see ErrNoQuorum and each master's error (for

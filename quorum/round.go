@@ -477,7 +477,7 @@ func (t *tally) err(e *Engine, opName string) error {
 	if t.verdict != noQuorum {
 		return nil
 	}
-	return &QuorumError{Op: opName, Got: t.answered(), Need: e.quorum, Total: len(e.nodes), Errs: slices.Clone(t.errs)}
+	return &QuorumError{Op: opName, Got: t.answered(), Need: e.quorum, Total: len(e.nodes), Yes: t.yes, No: t.no, Errs: slices.Clone(t.errs)}
 }
 
 // roundGrace is how long after MasterTimeout a round still waits for
