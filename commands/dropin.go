@@ -126,6 +126,15 @@ func (g *dropinGrants) remove(keys []string, value string) {
 	}
 }
 
+// removeAny forgets keys whatever value held them.
+func (g *dropinGrants) removeAny(keys []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range keys {
+		delete(g.m, k)
+	}
+}
+
 // holder finds, among keys, one held (validity not ended at now) with a
 // value that is one of argv.
 func (g *dropinGrants) holder(keys, argv []string, now time.Time) (key string, left time.Duration, ok bool) {

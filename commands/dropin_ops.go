@@ -154,6 +154,84 @@ func (o *scriptOps) SemExtend(ctx context.Context, name, token string, ttl time.
 	return luashape.Mine, nil
 }
 
+// Hold takes one more re-entrant hold of key's lock for owner (a hash
+// lock's acquire: free, or owner's already), as RLOCK ... REENTRANT.
+func (o *scriptOps) Hold(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	if len(owner) == 0 || len(owner) > MaxTokenLen {
+		return false, dropinRefused("a lock's owner must be 1 to %d bytes", MaxTokenLen)
+	}
+	lease, err := o.eng.Acquire(ctx, quorum.Request{Primitive: quorum.Lock, Resources: []string{key}, TTL: ttl, Token: owner, Options: quorum.LockOptions{Reentrant: true}})
+	if err != nil || lease == nil {
+		return false, notGranted(err)
+	}
+	v, ok := validity(ctx, lease, o.eng.Abandon)
+	if !ok {
+		return false, nil
+	}
+	o.lease = lease
+	if o.grants != nil {
+		o.grants.add([]string{key}, owner, time.Now().Add(time.Duration(v)*time.Millisecond))
+	}
+	return true, nil
+}
+
+// Unhold takes one of owner's holds of key's lock away (RUNLOCK of a
+// re-entrant lock) and reads the holds left.
+func (o *scriptOps) Unhold(ctx context.Context, key, owner string) (luashape.State, int, error) {
+	held, err := o.eng.Release(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: []string{key}, Token: owner})
+	if err != nil {
+		return 0, 0, err
+	}
+	if !held {
+		st, err := o.state(ctx, key)
+		return st, 0, err
+	}
+	li, err := o.eng.Info(ctx, quorum.Lock, key)
+	if err != nil {
+		return 0, 0, err
+	}
+	left := 0
+	if li.Held && li.Holder == owner {
+		left = li.Holds
+	}
+	if left == 0 && o.grants != nil {
+		o.grants.remove([]string{key}, owner)
+	}
+	return luashape.Mine, left, nil
+}
+
+// HoldExtend sets a new ttl on owner's lock at key (every hold).
+func (o *scriptOps) HoldExtend(ctx context.Context, key, owner string, ttl time.Duration) (luashape.State, error) {
+	v, err := o.eng.Extend(ctx, &quorum.Lease{Primitive: quorum.Lock, Resources: []string{key}, Token: owner}, ttl)
+	if err != nil {
+		return 0, err
+	}
+	if v > 0 {
+		if o.grants != nil {
+			o.grants.add([]string{key}, owner, time.Now().Add(v))
+		}
+		return luashape.Mine, nil
+	}
+	return o.state(ctx, key)
+}
+
+// Delete deletes the locks at keys whatever holds them, as DEL does.
+func (o *scriptOps) Delete(ctx context.Context, keys []string) ([]bool, error) {
+	defer o.k.forgetDropin(o.sess, keys, "")
+	out := make([]bool, len(keys))
+	for i, key := range keys {
+		held, err := o.eng.Release(ctx, &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{key}, Token: ""})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = held
+	}
+	if o.grants != nil {
+		o.grants.removeAny(keys)
+	}
+	return out, nil
+}
+
 // Publish delivers a script's PUBLISH to the subscribers on every proxy.
 // The lock operation has run: its client waits for the reply of the
 // release, not for the message, so a message fewer than a quorum of masters

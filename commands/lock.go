@@ -31,7 +31,7 @@ type Limits struct {
 	DropIn bool
 	// DropinScripts, if set, is told each time a drop-in script runs, by
 	// its shape (acquire, release, extend, check, semacquire, semrelease,
-	// semextend).
+	// semextend, forcerelease, hashacquire, hashextend, hashrelease).
 	DropinScripts func(name string)
 	// DropinRefused, if set, is told each time a drop-in script is refused
 	// (EVAL, EVALSHA), with the lock operation it reads as (extend,

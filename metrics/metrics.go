@@ -112,7 +112,7 @@ func New(status func() []quorum.NodeStatus) *Metrics {
 	})
 	m.dropinScripts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redlock_proxy_dropin_scripts_total",
-		Help: "Drop-in mode: runs of lock scripts, by the operation each was recognised as (acquire, release, extend, check, semacquire, semrelease, semextend).",
+		Help: "Drop-in mode: runs of lock scripts, by the operation each was recognised as (acquire, release, extend, check, semacquire, semrelease, semextend, forcerelease, hashacquire, hashextend, hashrelease).",
 	}, []string{"script"})
 	m.dropinRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redlock_proxy_dropin_scripts_refused_total",

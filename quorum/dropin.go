@@ -87,7 +87,7 @@ func (e *Engine) deleteHeld(ctx context.Context, resource, value string) (held b
 		break
 	}
 	args := append([]string{v, ls.channels[0]}, owners...)
-	keys := []string{ls.keys[0], ls.keys[1], ls.keys[2], owner}
+	keys := []string{ls.keys[0], ls.keys[1], ls.keys[2], owner, e.holdsKey(resource)}
 	// deleted[i]: master i deleted the grant (any round's answer 1);
 	// gone[i]: master i answered the first round that it did not hold it.
 	// Only a first answer proves "not held": a resend finds nothing to

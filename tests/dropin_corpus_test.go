@@ -101,6 +101,7 @@ var dropinCorpus = []dropinRow{
 	{name: "bsm-redislock", lang: "go", limit: 1, keys: []string{"dropin"}},
 	{name: "rueidislock", lang: "go", limit: 1, keys: []string{"rueidislock:0:dropin", "rueidislock:1:dropin", "rueidislock:2:dropin"}, need: 2},
 	{name: "spring-shape", lang: "go", limit: 1, keys: []string{"dropin"}},
+	{name: "redisson-shape", lang: "go", limit: 1, keys: []string{"dropin"}},
 }
 
 // dropinEnv reads a positive integer knob of the corpus.

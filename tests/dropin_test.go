@@ -681,7 +681,7 @@ func TestDropinRefusalNeverSilent(t *testing.T) {
 	acquire := `return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`
 	// An extend only when ARGV[3] says so: not an extend of every held key.
 	extend := `if redis.call('get', KEYS[1]) == ARGV[1] and ARGV[3] == 'yes' then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`
-	hashRelease := `if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end return redis.call('hincrby', KEYS[1], ARGV[1], -1)`
+	hashRelease := `if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end return redis.call('hdel', KEYS[1], ARGV[1])`
 	if v := do(t, c, "EVAL", acquire, 1, "held", "tok-1", 5000); v != "OK" {
 		t.Fatalf("acquire = %v", v)
 	}
@@ -703,7 +703,7 @@ func TestDropinRefusalNeverSilent(t *testing.T) {
 		{"a key no one holds", []any{"EVAL", extend, 1, "free", "tok-1", 5000, "no"},
 			[]string{"(read as an extend: line 1:"}, []string{"this client holds"}},
 		{"a hash release of the held key", []any{"EVAL", hashRelease, 1, "held", "tok-1"},
-			[]string{"calls HEXISTS", `but expected an extend or a release of a lock this client holds ("held"): the lock is neither extended nor released`}, nil},
+			[]string{"calls HDEL", `but expected an extend or a release of a lock this client holds ("held"): the lock is neither extended nor released`}, nil},
 	} {
 		err := c.Do(context.Background(), tc.args...).Err()
 		if err == nil {
@@ -841,5 +841,194 @@ func TestDropinSetNXExpire(t *testing.T) {
 	expectErr(t, c, "ERR invalid expire time in 'pexpire' command (limits.max_ttl is 1h0m0s)", "PEXPIRE", "x", 3600001)
 	expectErr(t, c, "ERR value is not an integer or out of range", "EXPIRE", "x", "soon")
 	expectErr(t, c, "ERR wrong number of arguments for 'setnx' command", "SETNX", "x")
+	cl.expectOnlyFences(t)
+}
+
+// Redisson 3.17.0's RLock scripts, verbatim (RedissonLock's
+// tryLockInnerAsync, unlockInnerAsync, forceUnlockAsync; RedissonBaseLock's
+// renewExpirationAsync; Apache-2.0), as the Java client sends them by EVAL
+// and EVALSHA: the Java library cannot be installed here.
+const (
+	redissonTryLock = "if (redis.call('exists', KEYS[1]) == 0) then " +
+		"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
+		"redis.call('pexpire', KEYS[1], ARGV[1]); " +
+		"return nil; " +
+		"end; " +
+		"if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then " +
+		"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
+		"redis.call('pexpire', KEYS[1], ARGV[1]); " +
+		"return nil; " +
+		"end; " +
+		"return redis.call('pttl', KEYS[1]);"
+	redissonRenew = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then " +
+		"redis.call('pexpire', KEYS[1], ARGV[1]); " +
+		"return 1; " +
+		"end; " +
+		"return 0;"
+	redissonUnlock = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then " +
+		"return nil;" +
+		"end; " +
+		"local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); " +
+		"if (counter > 0) then " +
+		"redis.call('pexpire', KEYS[1], ARGV[2]); " +
+		"return 0; " +
+		"else " +
+		"redis.call('del', KEYS[1]); " +
+		"redis.call('publish', KEYS[2], ARGV[1]); " +
+		"return 1; " +
+		"end; " +
+		"return nil;"
+	redissonForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
+		"redis.call('publish', KEYS[2], ARGV[1]); " +
+		"return 1 " +
+		"else " +
+		"return 0 " +
+		"end"
+)
+
+// redisson is one Redisson client's RLock calls on one lock: owner is its
+// "<client id>:<thread id>", lease the watchdog's 30 s.
+type redisson struct {
+	t     *testing.T
+	c     *redis.Client
+	owner string
+	sha   bool // EVALSHA (the client's cache), else EVAL
+}
+
+const (
+	redissonLock    = "{orders}:lock"
+	redissonChannel = "redisson_lock__channel:{orders}:lock"
+)
+
+func (r redisson) eval(src string, keys []string, args ...any) (any, error) {
+	ctx := context.Background()
+	if r.sha {
+		v, err := r.c.EvalSha(ctx, shaHex(src), keys, args...).Result()
+		if err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return v, err
+		}
+	}
+	return r.c.Eval(ctx, src, keys, args...).Result()
+}
+
+// tryLock answers nil when it took a hold, else the holder's pttl.
+func (r redisson) tryLock() any {
+	r.t.Helper()
+	v, err := r.eval(redissonTryLock, []string{redissonLock}, 30000, r.owner)
+	if err != nil && err != redis.Nil {
+		r.t.Fatalf("%s tryLock: %v", r.owner, err)
+	}
+	return v
+}
+
+func (r redisson) renew() any {
+	r.t.Helper()
+	v, err := r.eval(redissonRenew, []string{redissonLock}, 30000, r.owner)
+	if err != nil {
+		r.t.Fatalf("%s renew: %v", r.owner, err)
+	}
+	return v
+}
+
+// unlock answers 0 (holds remain), 1 (released, announced) or nil (not
+// the owner's).
+func (r redisson) unlock() any {
+	r.t.Helper()
+	v, err := r.eval(redissonUnlock, []string{redissonLock, redissonChannel}, 0, 30000, r.owner)
+	if err != nil && err != redis.Nil {
+		r.t.Fatalf("%s unlock: %v", r.owner, err)
+	}
+	return v
+}
+
+func (r redisson) forceUnlock() any {
+	r.t.Helper()
+	v, err := r.eval(redissonForceUnlock, []string{redissonLock, redissonChannel}, 0)
+	if err != nil {
+		r.t.Fatalf("%s forceUnlock: %v", r.owner, err)
+	}
+	return v
+}
+
+// TestDropinRedisson: Redisson's RLock scripts through two proxies, as two
+// Java clients would send them: re-entry, a competitor answered the
+// holder's pttl, renewal, one hold released at a time, the release
+// announced on the lock's channel to a subscriber of the other proxy, a
+// force unlock; the lock on a quorum of the real masters while held; and
+// the same with 2 of the 5 masters paused.
+func TestDropinRedisson(t *testing.T) {
+	cl, pa, pb := dropinProxies(t)
+	ctx := context.Background()
+	a := redisson{t: t, c: pa.Client(), owner: "6a0f3c1e-0b7a-4a53-9c1e-1d2f3a4b5c6d:1"}
+	b := redisson{t: t, c: pb.Client(), owner: "e2d1c0b9-8a7f-4e6d-5c4b-3a2918070605:7", sha: true}
+	sub := pb.Client().Subscribe(ctx, redissonChannel)
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := sub.Channel()
+
+	cycle := func(paused bool) {
+		if v := a.tryLock(); v != nil {
+			t.Fatalf("a's tryLock = %v, want nil (taken)", v)
+		}
+		if !paused {
+			cl.onQuorum(t, redissonLock, a.owner)
+		}
+		if v := a.tryLock(); v != nil {
+			t.Fatalf("a's re-entry = %v, want nil", v)
+		}
+		if v, ok := b.tryLock().(int64); !ok || v <= 0 || v > 30000 {
+			t.Fatalf("b's tryLock while a holds it = %v, want a's pttl", v)
+		}
+		if v := a.renew(); v != int64(1) {
+			t.Fatalf("a's renew = %v", v)
+		}
+		if v := b.renew(); v != int64(0) {
+			t.Fatalf("b's renew of a's lock = %v", v)
+		}
+		if v := b.unlock(); v != nil {
+			t.Fatalf("b's unlock of a's lock = %v, want nil", v)
+		}
+		if v := a.unlock(); v != int64(0) {
+			t.Fatalf("a's first unlock of two holds = %v, want 0", v)
+		}
+		if v, ok := b.tryLock().(int64); !ok || v <= 25000 {
+			t.Fatalf("b's tryLock with a's hold left = %v, want a's pttl (set again to 30 s)", v)
+		}
+		if v := a.unlock(); v != int64(1) {
+			t.Fatalf("a's last unlock = %v, want 1", v)
+		}
+		select {
+		case m := <-msgs:
+			if m.Payload != "0" {
+				t.Fatalf("announcement %q", m.Payload)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the release was not announced on the lock's channel through the other proxy")
+		}
+		if v := a.unlock(); v != nil {
+			t.Fatalf("a's unlock of a released lock = %v, want nil", v)
+		}
+		if v := b.tryLock(); v != nil {
+			t.Fatalf("b's tryLock after a's release = %v, want nil", v)
+		}
+		if v := a.forceUnlock(); v != int64(1) {
+			t.Fatalf("forceUnlock of b's lock = %v, want 1", v)
+		}
+		if v := a.forceUnlock(); v != int64(0) {
+			t.Fatalf("forceUnlock of a free lock = %v, want 0", v)
+		}
+		<-msgs
+		if v := a.c.Exists(ctx, redissonLock).Val(); v != 0 {
+			t.Fatalf("EXISTS after forceUnlock = %d", v)
+		}
+	}
+	cycle(false)
+	cl.servers[3].Pause()
+	cl.servers[4].Pause()
+	cycle(true)
+	cl.servers[3].Resume()
+	cl.servers[4].Resume()
 	cl.expectOnlyFences(t)
 }

@@ -16,6 +16,7 @@ import (
 // engine gives them, over an in-memory store.
 type fakeOps struct {
 	kv    map[string]fakeKey
+	holds map[string]int            // a re-entrant (hash) lock's holds, by key
 	sems  map[string]map[string]int // name -> token -> permits
 	pubs  []string
 	calls []string
@@ -27,7 +28,7 @@ type fakeKey struct {
 }
 
 func newFake() *fakeOps {
-	return &fakeOps{kv: map[string]fakeKey{}, sems: map[string]map[string]int{}}
+	return &fakeOps{kv: map[string]fakeKey{}, holds: map[string]int{}, sems: map[string]map[string]int{}}
 }
 
 func (f *fakeOps) Now() time.Time { return time.Now() }
@@ -136,6 +137,55 @@ func (f *fakeOps) SemExtend(_ context.Context, name, token string, ttl time.Dura
 		return Mine, nil
 	}
 	return Absent, nil
+}
+
+func (f *fakeOps) Hold(_ context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("hold %s %s %v", key, owner, ttl))
+	v, ok := f.held(key)
+	if ok && v.val != owner {
+		return false, nil
+	}
+	if !ok {
+		f.holds[key] = 0
+	}
+	f.holds[key]++
+	f.kv[key] = fakeKey{owner, time.Now().Add(ttl)}
+	return true, nil
+}
+
+func (f *fakeOps) Unhold(_ context.Context, key, owner string) (State, int, error) {
+	f.calls = append(f.calls, fmt.Sprintf("unhold %s %s", key, owner))
+	st := f.state([]string{key}, owner)
+	if st != Mine {
+		return st, 0, nil
+	}
+	f.holds[key]--
+	if f.holds[key] <= 0 {
+		delete(f.kv, key)
+		delete(f.holds, key)
+		return Mine, 0, nil
+	}
+	return Mine, f.holds[key], nil
+}
+
+func (f *fakeOps) HoldExtend(_ context.Context, key, owner string, ttl time.Duration) (State, error) {
+	f.calls = append(f.calls, fmt.Sprintf("holdextend %s %s %v", key, owner, ttl))
+	st := f.state([]string{key}, owner)
+	if st == Mine {
+		f.kv[key] = fakeKey{owner, time.Now().Add(ttl)}
+	}
+	return st, nil
+}
+
+func (f *fakeOps) Delete(_ context.Context, keys []string) ([]bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("delete %v", keys))
+	out := make([]bool, len(keys))
+	for i, k := range keys {
+		_, out[i] = f.held(k)
+		delete(f.kv, k)
+		delete(f.holds, k)
+	}
+	return out, nil
 }
 
 func (f *fakeOps) Publish(_ context.Context, ch, msg string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,7 +26,13 @@ type libCase struct {
 	val       int      // ARGV index of the value a held key has in state "mine"
 	// valKey, when not 0, is the KEYS index of that value instead, and
 	// only the first key is a lock key (node-redis-warlock's touch).
-	valKey    int
+	valKey int
+	// hash: the lock is a hash whose field owner holds a count (state
+	// "mine2": two holds); pubIn lists the states that publish, when
+	// not only "mine".
+	hash      bool
+	owner     string
+	pubIn     []string
 	num       []int // ARGV that are numbers (for the tonumber mutation)
 	publishes bool  // publishes once in state "mine"
 	// Semaphores: the token's members in state "mine", the limit.
@@ -361,11 +368,60 @@ if value == id then
 else
   return 0
 end`},
+	// Redisson 3.17.0's RLock (Apache-2.0), verbatim: RedissonLock's
+	// tryLockInnerAsync, unlockInnerAsync and forceUnlockAsync, and
+	// RedissonBaseLock's renewExpirationAsync. ARGV as Redisson passes
+	// them: the lease in ms, the owner "<client id>:<thread id>", the
+	// unlock message.
+	{lib: "Redisson RLock tryLockInner", kind: HashAcquire, hash: true, owner: "c0ffee:1", keys: []string{"lk"}, argv: []string{"30000", "c0ffee:1"}, num: []int{1}, src: redissonTryLock},
+	{lib: "Redisson RLock renewExpiration", kind: HashExtend, hash: true, owner: "c0ffee:1", keys: []string{"lk"}, argv: []string{"30000", "c0ffee:1"}, num: []int{1}, src: redissonRenew},
+	{lib: "Redisson RLock unlockInner", kind: HashRelease, hash: true, owner: "c0ffee:1", keys: []string{"lk", "redisson_lock__channel:{lk}"}, argv: []string{"0", "30000", "c0ffee:1"}, num: []int{2}, publishes: true, src: redissonUnlock},
+	{lib: "Redisson RLock forceUnlock", kind: ForceRelease, hash: true, owner: "c0ffee:1", keys: []string{"lk", "redisson_lock__channel:{lk}"}, argv: []string{"0"}, pubIn: []string{"mine", "other", "mine2"}, src: redissonForceUnlock},
 	{lib: "check returning the value", kind: Check, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then return {v, redis.call('pttl', KEYS[1])} end
 return {}`},
 }
+
+// Redisson 3.17.0's RLock scripts, verbatim (the Java string
+// concatenations joined).
+const (
+	redissonTryLock = "if (redis.call('exists', KEYS[1]) == 0) then " +
+		"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
+		"redis.call('pexpire', KEYS[1], ARGV[1]); " +
+		"return nil; " +
+		"end; " +
+		"if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then " +
+		"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
+		"redis.call('pexpire', KEYS[1], ARGV[1]); " +
+		"return nil; " +
+		"end; " +
+		"return redis.call('pttl', KEYS[1]);"
+	redissonRenew = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then " +
+		"redis.call('pexpire', KEYS[1], ARGV[1]); " +
+		"return 1; " +
+		"end; " +
+		"return 0;"
+	redissonUnlock = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then " +
+		"return nil;" +
+		"end; " +
+		"local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); " +
+		"if (counter > 0) then " +
+		"redis.call('pexpire', KEYS[1], ARGV[2]); " +
+		"return 0; " +
+		"else " +
+		"redis.call('del', KEYS[1]); " +
+		"redis.call('publish', KEYS[2], ARGV[1]); " +
+		"return 1; " +
+		"end; " +
+		"return nil;"
+	redissonForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
+		"redis.call('publish', KEYS[2], ARGV[1]); " +
+		"return 1 " +
+		"else " +
+		"return 0 " +
+		"end"
+)
 
 const condExtend = `
 local left = redis.call('pttl', KEYS[1])
@@ -421,6 +477,9 @@ func TestLibraries(t *testing.T) {
 				if lc.members != nil {
 					states = []string{"absent", "mine", "full"}
 				}
+				if lc.hash {
+					states = append(states, "mine2")
+				}
 				for _, st := range states {
 					compareRun(t, rc, lc, src, s, st)
 				}
@@ -437,13 +496,29 @@ func compareRun(t *testing.T, rc *respConn, lc libCase, src string, s *Shape, st
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	lockKeys := lc.keys
 	var val string
-	if lc.valKey > 0 {
+	switch {
+	case lc.hash:
+		val, lockKeys = lc.owner, lc.keys[:1]
+	case lc.valKey > 0:
 		val, lockKeys = lc.keys[lc.valKey-1], lc.keys[:1]
-	} else {
+	default:
 		val = argv[lc.val-1]
 	}
 	for _, k := range lockKeys {
 		switch {
+		case lc.hash && st != "absent":
+			owner, n := val, 1
+			switch st {
+			case "other":
+				owner = other
+			case "mine2":
+				n = 2
+			}
+			rc.do(t, "HINCRBY", k, owner, strconv.Itoa(n))
+			rc.do(t, "PEXPIRE", k, "10000")
+			fake.kv[k] = fakeKey{owner, time.Now().Add(10 * time.Second)}
+			fake.holds[k] = n
+		case lc.hash:
 		case lc.members != nil && st == "mine":
 			for _, m := range lc.members(val) {
 				rc.do(t, "ZADD", k, now, m)
@@ -479,6 +554,23 @@ func compareRun(t *testing.T, rc *respConn, lc libCase, src string, s *Shape, st
 	}
 	// The state left behind.
 	for _, k := range lockKeys {
+		if lc.hash {
+			fv, held := fake.held(k)
+			exists := rc.do(t, "EXISTS", k) == int64(1)
+			rp, _ := rc.do(t, "PTTL", k).(int64)
+			switch {
+			case exists != held:
+				t.Errorf("%s: %s exists %v on one Redis, held %v through the quorum (ops: %v)", st, k, exists, held, fake.calls)
+			case held:
+				if n := rc.do(t, "HGET", k, fv.val); n != strconv.Itoa(fake.holds[k]) {
+					t.Errorf("%s: %s counts %v holds of %q on one Redis, %d through the quorum (ops: %v)", st, k, n, fv.val, fake.holds[k], fake.calls)
+				}
+				if d := time.Until(fv.exp).Milliseconds() - rp; d > 500 || d < -500 {
+					t.Errorf("%s: %s expires in %dms on one Redis, %v through the quorum (ops: %v)", st, k, rp, time.Until(fv.exp), fake.calls)
+				}
+			}
+			continue
+		}
 		if lc.members != nil {
 			n := 0
 			for _, c := range fake.sems[k] {
@@ -502,7 +594,7 @@ func compareRun(t *testing.T, rc *respConn, lc libCase, src string, s *Shape, st
 		}
 	}
 	wantPubs := 0
-	if lc.publishes && st == "mine" {
+	if lc.publishes && st == "mine" || slices.Contains(lc.pubIn, st) {
 		wantPubs = 1
 	}
 	if len(fake.pubs) != wantPubs {

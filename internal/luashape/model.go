@@ -29,6 +29,23 @@ type entry struct {
 	zadds []value
 	zrems []value
 	zttl  value
+
+	// A hash (a re-entrant lock in Redisson's layout): one owner field
+	// and its hold count, present with the key.
+	hown   value // the owner field: *sym or string
+	hcount value // its count: float64 or *sym
+	hdelta float64
+	hmixed bool // HINCRBY by a non-constant amount
+}
+
+// defaultKind is the kind of a key first met by a command of any type
+// (EXISTS, DEL, PEXPIRE, PTTL, TYPE): a hash in a script that uses hash
+// commands, else a string.
+func (in *interp) defaultKind() byte {
+	if in.c != nil && in.c.hashes {
+		return 'h'
+	}
+	return 's'
 }
 
 // pub is one PUBLISH a run made.
@@ -126,13 +143,30 @@ func (in *interp) ent(k value, kind byte) (*entry, error) {
 				e.val, e.ttl = &sym{e: atom("OTHER", idx)}, &sym{e: atom("PTTL", idx), num: true}
 			}
 		}
+		if in.symbolic && kind == 'h' {
+			c := in.choose(m.nargv + 2)
+			switch {
+			case c == 0:
+				e.init = "absent"
+			case c <= m.nargv:
+				e.init, e.hi, e.present = "argv", c, true
+				e.hown = &sym{e: atom("ARGV", c)}
+			default:
+				e.init, e.present = "other", true
+				e.hown = &sym{e: atom("OTHER", idx)}
+			}
+			if e.present {
+				e.hcount = &sym{e: atom("HCOUNT", idx), num: true}
+				e.ttl = &sym{e: atom("PTTL", idx), num: true}
+			}
+		}
 		e.val0 = e.val
 		if in.symbolic && kind == 'z' {
 			e.zcard = &sym{e: atom("ZCARD", idx), num: true}
 		}
 	}
 	if kind != 0 && e.kind != kind {
-		return nil, in.refuse("uses one key both as a string and as a sorted set")
+		return nil, in.refuse("uses one key as two types (string, hash, sorted set)")
 	}
 	return e, nil
 }
@@ -237,14 +271,18 @@ func (in *interp) redisCall(args []value) (value, error) {
 			return okStatus("none"), nil
 		}
 		if e.kind == 0 {
-			e.kind = 's'
+			dk := in.defaultKind()
+			e.kind = dk
 			in.m.ents[e.idx] = e
 			if in.symbolic {
 				e.kind = 0
-				if e, err = in.ent(a[0], 's'); err != nil {
+				if e, err = in.ent(a[0], dk); err != nil {
 					return nil, err
 				}
 			}
+		}
+		if e.present && e.kind == 'h' {
+			return okStatus("hash"), nil
 		}
 		if e.present {
 			return okStatus("string"), nil
@@ -259,6 +297,68 @@ func (in *interp) redisCall(args []value) (value, error) {
 			return false, err
 		}
 		return e.val, nil
+	case "HEXISTS", "HGET":
+		if err := need(2, true); err != nil {
+			return nil, err
+		}
+		e, err := in.ent(a[0], 'h')
+		if err != nil {
+			return nil, err
+		}
+		if !e.present {
+			if cmd == "HGET" {
+				return false, nil
+			}
+			return 0.0, nil
+		}
+		same, err := in.equal(a[1], e.hown)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case cmd == "HEXISTS" && same:
+			return 1.0, nil
+		case cmd == "HEXISTS":
+			return 0.0, nil
+		case same:
+			return e.hcount, nil
+		}
+		return false, nil
+	case "HINCRBY":
+		if err := need(3, true); err != nil {
+			return nil, err
+		}
+		e, err := in.ent(a[0], 'h')
+		if err != nil {
+			return nil, err
+		}
+		d, err := in.intArg(a[2])
+		if err != nil {
+			return nil, err
+		}
+		df, isConst := d.(float64)
+		if !isConst {
+			e.hmixed = true
+		}
+		if e.wrote == nil {
+			e.wrote = in.cur
+		}
+		if !e.present {
+			e.present, e.hown, e.hcount, e.ttl, e.hdelta = true, a[1], d, nil, df
+			return d, nil
+		}
+		same, err := in.equal(a[1], e.hown)
+		if err != nil {
+			return nil, err
+		}
+		if !same {
+			return nil, in.refuse("adds an owner to a hash lock that another owner holds")
+		}
+		if e.hcount, err = in.arith("+", e.hcount, d); err != nil {
+			return nil, err
+		}
+		e.hdelta += df
+		return e.hcount, nil
 	case "MGET":
 		if err := need(1, false); err != nil {
 			return nil, err
@@ -307,11 +407,12 @@ func (in *interp) redisCall(args []value) (value, error) {
 				return nil, err
 			}
 			if e.kind == 0 {
-				e.kind = 's'
+				dk := in.defaultKind()
+				e.kind = dk
 				in.m.ents[e.idx] = e
 				if in.symbolic {
 					e.kind = 0
-					if e, err = in.ent(k, 's'); err != nil {
+					if e, err = in.ent(k, dk); err != nil {
 						return nil, err
 					}
 				}
@@ -326,7 +427,7 @@ func (in *interp) redisCall(args []value) (value, error) {
 			if e.present {
 				n++
 				if cmd != "EXISTS" {
-					e.present, e.val, e.ttl = false, nil, nil
+					e.present, e.val, e.ttl, e.hown, e.hcount = false, nil, nil, nil, nil
 					if e.wrote == nil {
 						e.wrote = in.cur
 					}
@@ -459,8 +560,7 @@ func (in *interp) redisCall(args []value) (value, error) {
 			return nil, err
 		}
 		if e.kind == 0 {
-			e.kind = 0
-			if e, err = in.ent(a[0], 's'); err != nil {
+			if e, err = in.ent(a[0], in.defaultKind()); err != nil {
 				return nil, err
 			}
 		}
@@ -512,9 +612,14 @@ func (in *interp) redisCall(args []value) (value, error) {
 		if err := need(1, true); err != nil {
 			return nil, err
 		}
-		e, err := in.ent(a[0], 's')
+		e, err := in.ent(a[0], 0)
 		if err != nil {
 			return nil, err
+		}
+		if e.kind == 0 || e.kind == 'z' {
+			if e, err = in.ent(a[0], in.defaultKind()); err != nil {
+				return nil, err
+			}
 		}
 		e.readTTL = true
 		switch {

@@ -141,7 +141,14 @@ type chunk struct {
 	argv int  // highest constant ARGV index used
 	dynK bool // KEYS used other than KEYS[constant]
 	dynA bool // ARGV used other than ARGV[constant]
+	// hashes: the script calls a hash command (HEXISTS, HINCRBY, ...):
+	// a key it first reads or expires with a command of any type is a
+	// hash (a lock kept in a hash, Redisson's layout).
+	hashes bool
 }
+
+// hashCommands are the hash commands the model knows.
+var hashCommands = map[string]bool{"HEXISTS": true, "HINCRBY": true, "HGET": true}
 
 // describe returns the statement's source text, shortened, for messages.
 func (c *chunk) describe(s stmt) string {
@@ -836,6 +843,11 @@ func (cv *conv) call(e *ast.FuncCallExpr, at int) (expr, int, error) {
 			x.line = cv.line(as)
 		}
 		x.args = append(x.args, arg)
+	}
+	if len(x.args) > 0 {
+		if name, ok := x.args[0].(*strExpr); ok && hashCommands[strings.ToUpper(name.v)] {
+			cv.c.hashes = true
+		}
 	}
 	if !e.AdjustRet {
 		return x, start, nil

@@ -17,7 +17,14 @@ func TestRefused(t *testing.T) {
 	tests := []struct{ name, src, want string }{
 		{"SET without NX", `return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])`,
 			"line 1: return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]): overwrites a key that holds another value"},
-		{"DEL without comparing", `return redis.call('del', KEYS[1])`, "changes a key held by another value without comparing it with ARGV"},
+		// (An unconditional DEL is a force release, served as DEL is.)
+		{"DEL without comparing, some of the time", `if ARGV[1] == 'now' then return redis.call('del', KEYS[1]) end return 0`, "changes a key held by another value without comparing it with ARGV"},
+		{"a hash lock for two owners", `redis.call('hincrby', KEYS[1], ARGV[1], 1) redis.call('hincrby', KEYS[1], ARGV[2], 1) redis.call('pexpire', KEYS[1], 1000) return 1`,
+			"adds an owner to a hash lock that another owner holds"},
+		{"a hash lock without expiry", `if redis.call('exists', KEYS[1]) == 0 then redis.call('hincrby', KEYS[1], ARGV[1], 1) return 1 end return 0`,
+			"creates a hash lock without exactly one hold and an expiry"},
+		{"a hash acquire over another's lock", `redis.call('hincrby', KEYS[1], ARGV[1], 1) redis.call('pexpire', KEYS[1], 1000) return 1`,
+			"adds an owner to a hash lock that another owner holds"},
 		{"a second key not in KEYS", `if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) redis.call('del', KEYS[1] .. ':fence') return 1 end return 0`,
 			"touches a key that is not one of KEYS"},
 		{"a hard-coded key", `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', 'locks:all') end return 0`,

@@ -85,6 +85,10 @@ func (s *Shape) Run(ctx context.Context, ops Ops, keys, argv []string) (reply an
 		return r.releaseOrExtend(ctx, ops)
 	case Check:
 		return r.check(ctx, ops)
+	case ForceRelease:
+		return r.force(ctx, ops)
+	case HashAcquire, HashExtend, HashRelease:
+		return r.hash(ctx, ops)
 	default:
 		return r.sem(ctx, ops)
 	}
@@ -100,8 +104,9 @@ type runner struct {
 // start is the state of one key for a concrete run.
 type start struct {
 	present bool
-	val     string
+	val     string  // a hash lock's owner
 	ttl     float64 // ms; <0: no expiry
+	count   float64 // a hash lock's holds (1 when 0)
 	zmine   bool
 	zcard   float64
 }
@@ -127,11 +132,18 @@ func (r *runner) replay(st func(idx int) start) (value, *model, error) {
 			if x.zmine {
 				e.zmine = 1
 			}
+		} else if x.present && r.s.hashKeys() {
+			e.kind, e.init, e.present, e.hown, e.hcount = 'h', "other", true, x.val, max(x.count, 1)
+			if x.ttl >= 0 {
+				e.ttl = x.ttl
+			}
 		} else if x.present {
 			e.init, e.present, e.val, e.val0 = "other", true, x.val, x.val
 			if x.ttl >= 0 {
 				e.ttl = x.ttl
 			}
+		} else if r.s.hashKeys() {
+			e.kind = 'h'
 		}
 		m.ents[i+1] = e
 	}
@@ -169,6 +181,12 @@ func (r *runner) finish(ctx context.Context, ops Ops, st func(int) start, done b
 	}
 	if !done {
 		for _, e := range m.ents {
+			if e.kind == 'h' {
+				if ef, err := hashEffectOf(e); err != nil || ef != "none" {
+					return nil, ScriptError("ERR drop-in: with these arguments the script writes where the quorum operation did not")
+				}
+				continue
+			}
 			if effectOf(e).kind != "none" || len(e.zadds) > 0 || (len(e.zrems) > 0 && e.zmine == 1) {
 				return nil, ScriptError("ERR drop-in: with these arguments the script writes where the quorum operation did not")
 			}
@@ -368,6 +386,155 @@ func (r *runner) releaseOrExtend(ctx context.Context, ops Ops) (any, error) {
 		return nil, err
 	}
 	return r.finish(ctx, ops, o, false)
+}
+
+// hashKeys reports whether the shape keeps its locks in hashes.
+func (s *Shape) hashKeys() bool {
+	switch s.Kind {
+	case HashAcquire, HashExtend, HashRelease:
+		return true
+	case ForceRelease:
+		return s.c != nil && s.c.hashes
+	}
+	return false
+}
+
+// force runs a script that deletes its keys whatever holds them.
+func (r *runner) force(ctx context.Context, ops Ops) (any, error) {
+	held, err := ops.Delete(ctx, r.keys)
+	if err != nil {
+		return nil, err
+	}
+	any := false
+	for _, h := range held {
+		any = any || h
+	}
+	return r.finish(ctx, ops, func(i int) start {
+		if i <= len(held) && held[i-1] {
+			return start{present: true, val: "\x00another holder", ttl: 1}
+		}
+		return start{}
+	}, any)
+}
+
+// hashState reads, after the quorum operation did not act for owner, a
+// hash lock's state from the quorum: its owner and ttl. What the quorum
+// says must be consistent with the operation's refusal: a lock read free
+// after an acquire was refused (or read as owner's after any refusal)
+// changed in between, and is answered as held by another for 1 ms.
+func (r *runner) hashState(ctx context.Context, ops Ops, owner string, acquire bool) (func(int) start, error) {
+	v, pttl, held, err := ops.Get(ctx, r.keys[0])
+	if err != nil {
+		return nil, err
+	}
+	st := start{}
+	switch {
+	case held && v != owner:
+		st = start{present: true, val: v, ttl: float64(pttl.Milliseconds()), count: 1}
+	case held || acquire:
+		st = start{present: true, val: "\x00another holder", ttl: 1, count: 1}
+	}
+	return func(i int) start {
+		if i == 1 {
+			return st
+		}
+		return start{}
+	}, nil
+}
+
+// hash runs a hash lock's acquire, extend or release.
+func (r *runner) hash(ctx context.Context, ops Ops) (any, error) {
+	if len(r.keys) == 0 || r.valueMissing() {
+		return nil, ScriptError("ERR drop-in: the hash lock's key or owner is missing")
+	}
+	key, owner := r.keys[0], r.value()
+	one := func(x start) func(int) start {
+		return func(i int) start {
+			if i == 1 {
+				return x
+			}
+			return start{}
+		}
+	}
+	ttlOf := func(m *model) (time.Duration, error) {
+		e := m.ents[1]
+		if e == nil {
+			return 0, ScriptError("ERR invalid expire time in 'pexpire' command")
+		}
+		t, ok := e.ttl.(float64)
+		if !e.ttlSet || !ok || t <= 0 {
+			return 0, ScriptError("ERR invalid expire time in 'pexpire' command")
+		}
+		return msDuration(t), nil
+	}
+	mine := start{present: true, val: owner, ttl: 1, count: 1}
+	switch r.s.Kind {
+	case HashAcquire:
+		_, m, err := r.replay(one(start{}))
+		if err != nil {
+			return nil, scriptErr(err)
+		}
+		ttl, err := ttlOf(m)
+		if err != nil {
+			return nil, err
+		}
+		granted, err := ops.Hold(ctx, key, owner, ttl)
+		if err != nil {
+			return nil, err
+		}
+		if granted {
+			return r.finish(ctx, ops, one(start{}), true)
+		}
+		st, err := r.hashState(ctx, ops, owner, true)
+		if err != nil {
+			return nil, err
+		}
+		return r.finish(ctx, ops, st, false)
+	case HashExtend:
+		_, m, err := r.replay(one(mine))
+		if err != nil {
+			return nil, scriptErr(err)
+		}
+		ttl, err := ttlOf(m)
+		if err != nil {
+			return nil, err
+		}
+		st, err := ops.HoldExtend(ctx, key, owner, ttl)
+		if err != nil {
+			return nil, err
+		}
+		if st == Mine {
+			return r.finish(ctx, ops, one(mine), true)
+		}
+	default: // HashRelease
+		st, left, err := ops.Unhold(ctx, key, owner)
+		if err != nil {
+			return nil, err
+		}
+		if st == Mine {
+			mine.count = float64(left + 1)
+			_, m, err := r.replay(one(mine))
+			if err != nil {
+				return nil, scriptErr(err)
+			}
+			// While holds remain the script sets the expiry again.
+			if e := m.ents[1]; left > 0 && e != nil && e.present && e.ttlSet {
+				ttl, err := ttlOf(m)
+				if err != nil {
+					return nil, err
+				}
+				if _, err := ops.HoldExtend(ctx, key, owner, ttl); err != nil {
+					return nil, err
+				}
+			}
+			return r.finish(ctx, ops, one(mine), true)
+		}
+	}
+	st, err := r.hashState(ctx, ops, owner, false)
+	if err != nil {
+		return nil, err
+	}
+	return r.finish(ctx, ops, st, false)
 }
 
 // check answers a script that only reads, from the quorum's state.

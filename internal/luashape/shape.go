@@ -12,8 +12,10 @@
 // change what such a run computes. The effects of all the paths (which
 // keys end set, refreshed or deleted, from which state, with which value)
 // are then matched against the lock operations a quorum can run: acquire,
-// release, extend, check, and the semaphore's acquire, release and
-// refresh.
+// release, extend, check, force release (delete whatever holds), the
+// semaphore's acquire, release and refresh, and the hash lock's (a
+// re-entrant lock kept in a hash whose one field is the owner and its
+// hold count, Redisson's layout) acquire, extend and release.
 //
 // Shape.Run runs the quorum operation, then runs the script once more,
 // concretely, against one Redis holding the state the quorum reported, to
@@ -50,6 +52,17 @@ const (
 	SemAcquire Kind = "semacquire"
 	SemRelease Kind = "semrelease"
 	SemExtend  Kind = "semextend"
+	// ForceRelease deletes the keys whatever holds them (Redisson's
+	// forceUnlock; DEL as a command).
+	ForceRelease Kind = "forcerelease"
+	// The hash lock (Redisson's RLock layout): a hash per lock whose one
+	// field is the owner (Value) and its hold count. HashAcquire takes
+	// one more hold when the lock is free or the owner's; HashExtend sets
+	// the expiry when the owner holds it; HashRelease takes one hold away
+	// and deletes the lock with the last.
+	HashAcquire Kind = "hashacquire"
+	HashExtend  Kind = "hashextend"
+	HashRelease Kind = "hashrelease"
 )
 
 // State is what a quorum found at a lock's keys.
@@ -93,6 +106,15 @@ type Ops interface {
 	SemRelease(ctx context.Context, name, token string) (State, error)
 	SemExtend(ctx context.Context, name, token string, ttl time.Duration) (State, error)
 	Publish(ctx context.Context, channel, message string) error
+	// Hold takes one more hold of key's re-entrant lock for owner (free,
+	// or owner's already) with ttl. Unhold takes one of owner's holds away
+	// and reports the holds left (0: the lock is released). HoldExtend
+	// sets ttl on owner's lock. Delete deletes keys whatever holds them
+	// and reports which were held.
+	Hold(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
+	Unhold(ctx context.Context, key, owner string) (State, int, error)
+	HoldExtend(ctx context.Context, key, owner string, ttl time.Duration) (State, error)
+	Delete(ctx context.Context, keys []string) ([]bool, error)
 }
 
 // Clock may be implemented by an Ops to give the time used for absolute
@@ -405,13 +427,21 @@ func classify(c *chunk, paths []*path) (*Shape, error) {
 // classifyAs is classify; it sets near once the effects name the
 // operation.
 func classifyAs(c *chunk, paths []*path, near *Kind) (*Shape, error) {
+	if force, err := forceRelease(c, paths); force != nil || err != nil {
+		*near = ForceRelease
+		return force, err
+	}
 	var dels, sets, expires []effect
-	var zs []*entry
+	var zs, hs []*entry
 	strKeys := false
 	for _, p := range paths {
 		for _, e := range p.ents {
 			if e.kind == 'z' {
 				zs = append(zs, e)
+				continue
+			}
+			if e.kind == 'h' {
+				hs = append(hs, e)
 				continue
 			}
 			strKeys = true
@@ -440,10 +470,16 @@ func classifyAs(c *chunk, paths []*path, near *Kind) (*Shape, error) {
 		}
 	}
 	if len(zs) > 0 {
-		if strKeys {
-			return nil, errors.New("uses both a sorted set and string keys")
+		if strKeys || len(hs) > 0 {
+			return nil, errors.New("uses both a sorted set and other keys")
 		}
 		return classifySem(c, paths)
+	}
+	if len(hs) > 0 {
+		if strKeys {
+			return nil, errors.New("uses both a hash and string keys")
+		}
+		return classifyHash(c, paths, near)
 	}
 	// Paths that failed with an error must not have written anything.
 	for _, p := range paths {
@@ -592,6 +628,186 @@ func classifyAs(c *chunk, paths []*path, near *Kind) (*Shape, error) {
 			if k := replyKey(p); strings.Contains(k, "OTHER[") || strings.Contains(k, "PTTL[") || strings.Contains(k, "TTL[") {
 				s.readsOther = true
 			}
+		}
+	}
+	return s, nil
+}
+
+// forceRelease recognises a script that deletes its keys whatever holds
+// them (every way through it: a key held, by anyone, ends deleted; a free
+// key is left alone; nothing is set or expired), which a quorum runs as
+// a delete. nil, nil when the script is not one.
+func forceRelease(c *chunk, paths []*path) (*Shape, error) {
+	deletes := false
+	unused := nonKeys(paths)
+	for _, p := range paths {
+		if p.err == nil && len(p.ents) != p.nk-unused[p.nk] {
+			return nil, nil // leaves a key alone on some way through
+		}
+		for _, e := range p.ents {
+			if e.kind != 's' && e.kind != 'h' {
+				return nil, nil
+			}
+			switch {
+			case e.init == "absent" && !e.present:
+			case e.init != "absent" && !e.present:
+				deletes = true
+			default:
+				return nil, nil
+			}
+		}
+		if p.err != nil && len(p.ents) > 0 {
+			for _, e := range p.ents {
+				if e.init != "absent" {
+					return nil, fmt.Errorf("%s: can fail after writing", at(c, p.end))
+				}
+			}
+		}
+	}
+	if !deletes {
+		return nil, nil
+	}
+	return &Shape{Kind: ForceRelease, c: c}, nil
+}
+
+// hashEffect is what one path did to a hash lock.
+type hashEffect string
+
+func hashEffectOf(e *entry) (hashEffect, error) {
+	switch {
+	case e.hmixed:
+		return "", errors.New("changes a hold count by an amount that is not a constant")
+	case e.init == "absent" && !e.present:
+		return "none", nil
+	case e.init == "absent" && e.hdelta == 1 && e.ttlSet && e.ttl != nil:
+		return "take", nil
+	case e.init == "absent":
+		return "", errors.New("creates a hash lock without exactly one hold and an expiry")
+	case !e.present:
+		return "delete", nil
+	case e.hdelta == 0 && !e.ttlSet:
+		return "none", nil
+	case e.hdelta == 0 && e.ttl != nil:
+		return "expire", nil
+	case e.hdelta == 1 && e.ttlSet && e.ttl != nil:
+		return "take", nil
+	case e.hdelta == -1 && e.ttlSet && e.ttl != nil:
+		return "unhold", nil
+	}
+	return "", errors.New("changes a hash lock in a way no lock operation does")
+}
+
+// classifyHash matches a script on one hash kept as a re-entrant lock:
+// acquire (free or the owner's: one more hold and the expiry), extend (the
+// owner's: the expiry), release (the owner's: one hold less, the expiry
+// again while holds remain, deleted with the last).
+func classifyHash(c *chunk, paths []*path, near *Kind) (*Shape, error) {
+	var kind Kind
+	owner := 0
+	set := func(k Kind) error {
+		if kind != "" && kind != k {
+			return fmt.Errorf("both %ss and %ss a hash lock", kind, k)
+		}
+		kind, *near = k, k
+		return nil
+	}
+	noteOwner := func(e *entry) error {
+		o := e.hi
+		if e.init == "absent" {
+			os, ok := e.hown.(*sym)
+			if !ok || os.e.op != "ARGV" {
+				return errors.New("takes a hash lock for an owner that is not one of ARGV")
+			}
+			o = os.e.i
+		}
+		if owner != 0 && owner != o {
+			return fmt.Errorf("uses owners ARGV[%d] and ARGV[%d]", owner, o)
+		}
+		owner = o
+		return nil
+	}
+	for _, p := range paths {
+		var h *entry
+		for _, e := range p.ents {
+			if h != nil {
+				return nil, errors.New("uses more than one hash")
+			}
+			h = e
+		}
+		if h == nil {
+			continue
+		}
+		ef, err := hashEffectOf(h)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", at(c, p.end), err)
+		}
+		if p.err != nil {
+			if ef != "none" {
+				return nil, fmt.Errorf("%s: can fail after writing", at(c, p.end))
+			}
+			continue
+		}
+		switch {
+		case ef == "none":
+			continue
+		case h.init == "other":
+			return nil, fmt.Errorf("%s: changes a hash lock that another owner holds", at(c, p.end))
+		}
+		if err := noteOwner(h); err != nil {
+			return nil, err
+		}
+		switch ef {
+		case "take":
+			err = set(HashAcquire)
+		case "expire":
+			err = set(HashExtend)
+		case "unhold", "delete":
+			err = set(HashRelease)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if kind == "" {
+		return nil, errors.New("neither takes, extends nor releases the hash lock")
+	}
+	// Where the owner holds it (or, for an acquire, where it is free),
+	// every way through the script acts; elsewhere none does.
+	var granted, refused []*path
+	for _, p := range paths {
+		if p.err != nil || len(p.ents) == 0 {
+			if p.err == nil {
+				return nil, fmt.Errorf("%s: a way through the script that reads no key", at(c, p.end))
+			}
+			refused = append(refused, p)
+			continue
+		}
+		h := p.ents[0]
+		ef, _ := hashEffectOf(h)
+		applies := h.init == "argv" && h.hi == owner
+		if kind == HashAcquire {
+			applies = applies || h.init == "absent"
+		}
+		switch {
+		case applies && ef != "none":
+			granted = append(granted, p)
+		case applies:
+			return nil, fmt.Errorf("%s: does not %s the hash lock where it should", at(c, p.end), strings.TrimPrefix(string(kind), "hash"))
+		case ef != "none":
+			return nil, fmt.Errorf("%s: changes a hash lock that another owner holds", at(c, p.end))
+		default:
+			refused = append(refused, p)
+		}
+	}
+	s := &Shape{Kind: kind, Value: owner, c: c}
+	if kind == HashAcquire {
+		if err := sameReply(c, granted, "when it takes the lock"); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range refused {
+		if k := replyKey(p); strings.Contains(k, "OTHER[") || strings.Contains(k, "PTTL[") || strings.Contains(k, "HCOUNT[") {
+			s.readsOther = true
 		}
 	}
 	return s, nil

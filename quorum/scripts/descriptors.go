@@ -120,7 +120,7 @@ var (
 		[]Field{Each("channel")}).splits(MergeEach)
 	// LockDeleteExact deletes a lock key only if it holds the grant seen.
 	LockDeleteExact = define("lock_delete_exact",
-		[]Field{One("lock"), One("fence"), One("lag"), One("owner")},
+		[]Field{One("lock"), One("fence"), One("lag"), One("owner"), One("holds")},
 		[]Field{One("value"), One("channel"), Rest("nonce")})
 	// LockInfo reads what one master holds for a resource.
 	LockInfo = define("lock_info", []Field{One("lock"), One("fence"), One("readers"), One("holds")}, nil)

@@ -4,11 +4,12 @@
 -- after the lock was released and taken again, even with the same value
 -- (SET lock 1 NX + DEL), finds another owner nonce and changes nothing.
 -- lock the lock key, fence its fence key, lag the master's lagging bound,
--- owner its owner key; value, channel the release channel ("" for none),
--- then the owner nonces seen.
+-- owner its owner key, holds its re-entrant holds (deleted with it);
+-- value, channel the release channel ("" for none), then the owner
+-- nonces seen.
 -- As lock_release: the fence is folded into the lagging bound (see drop),
 -- the release announced. Returns 1 if it deleted the key, else 0.
-local lock, fence, lag, owner = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, fence, lag, owner, holds = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local value, channel, nonce = ARGV[1], ARGV[2], 2
 
 if redis.call('GET', lock) ~= value then
@@ -28,6 +29,7 @@ if o ~= '' then
   redis.call('DEL', owner)
 end
 drop(lock, fence, lag)
+redis.call('DEL', holds)
 if channel ~= '' then
   redis.call('PUBLISH', channel, '1')
 end

@@ -170,9 +170,10 @@ func TestCheck(t *testing.T) {
 		{LockRelease, 3, 1, false}, // without the holds
 		{LockFence, 3, 3, true},
 		{LockFence, 3, 2, false},
-		{LockDeleteExact, 4, 2, true},
-		{LockDeleteExact, 4, 5, true},
-		{LockDeleteExact, 4, 1, false},
+		{LockDeleteExact, 5, 2, true},
+		{LockDeleteExact, 5, 5, true},
+		{LockDeleteExact, 5, 1, false},
+		{LockDeleteExact, 4, 2, false},
 		{SemAcquire, 5, 8, true},  // search
 		{SemAcquire, 5, 10, true}, // exact slots
 		{SemAcquire, 3, 5, false}, // without the queue

@@ -1,8 +1,8 @@
 // Command dropin-go runs the Go workers of the drop-in corpus
 // (tests/dropin_corpus_test.go): go-redis with the docs' idiom, go-redsync
 // v4.18 with its goredis, redigo and rueidis pools, bsm/redislock,
-// rueidislock, and Spring Integration's RedisLockRegistry protocol written
-// out with go-redis. go-redsync v4.11 is in ./redsync411 (a module of its
+// rueidislock, and Spring Integration's RedisLockRegistry and Redisson's
+// RLock protocols written out with go-redis. go-redsync v4.11 is in ./redsync411 (a module of its
 // own: one build cannot hold two minor versions of one module).
 package main
 
@@ -38,6 +38,7 @@ func main() {
 		"bsm-redislock":        bsm,
 		"rueidislock":          rueidisLock,
 		"spring-shape":         springShape(),
+		"redisson-shape":       redissonShape,
 	})
 }
 
@@ -320,4 +321,80 @@ func springShape() loop.Row {
 		}
 		return nil
 	}
+}
+
+// Redisson 3.17.0's RLock scripts, verbatim (RedissonLock's
+// tryLockInnerAsync and unlockInnerAsync, RedissonBaseLock's
+// renewExpirationAsync; Apache-2.0): a hash per lock, field
+// "<client id>:<thread id>", value the hold count.
+const (
+	redissonTryLock = "if (redis.call('exists', KEYS[1]) == 0) then " +
+		"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
+		"redis.call('pexpire', KEYS[1], ARGV[1]); " +
+		"return nil; " +
+		"end; " +
+		"if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then " +
+		"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
+		"redis.call('pexpire', KEYS[1], ARGV[1]); " +
+		"return nil; " +
+		"end; " +
+		"return redis.call('pttl', KEYS[1]);"
+	redissonRenew = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then " +
+		"redis.call('pexpire', KEYS[1], ARGV[1]); " +
+		"return 1; " +
+		"end; " +
+		"return 0;"
+	redissonUnlock = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then " +
+		"return nil;" +
+		"end; " +
+		"local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); " +
+		"if (counter > 0) then " +
+		"redis.call('pexpire', KEYS[1], ARGV[2]); " +
+		"return 0; " +
+		"else " +
+		"redis.call('del', KEYS[1]); " +
+		"redis.call('publish', KEYS[2], ARGV[1]); " +
+		"return 1; " +
+		"end; " +
+		"return nil;"
+)
+
+// redissonShape runs Redisson's RLock protocol as its Java client sends it
+// (EVALSHA, EVAL on NOSCRIPT): tryLock until it answers nil, a re-entrant
+// tryLock, the watchdog's renewal, the critical section, then two unlocks
+// (0: a hold remains, 1: released and announced).
+func redissonShape(ctx context.Context, addr string, w, cycles int, critical loop.Critical) error {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	try, renew, unlock := redis.NewScript(redissonTryLock), redis.NewScript(redissonRenew), redis.NewScript(redissonUnlock)
+	owner := fmt.Sprintf("6a0f3c1e-%d:%d", time.Now().UnixNano(), w)
+	keys := []string{loop.Resource, "redisson_lock__channel:{" + loop.Resource + "}"}
+	for i := range cycles {
+		err := loop.Retry(ctx, "tryLock", func() (bool, error) {
+			err := try.Run(ctx, c, keys[:1], 30000, owner).Err()
+			if errors.Is(err, redis.Nil) {
+				return true, nil
+			}
+			return false, err // the holder's pttl: try again
+		})
+		if err != nil {
+			return err
+		}
+		if err := try.Run(ctx, c, keys[:1], 30000, owner).Err(); !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("the re-entrant tryLock answered %v, want nil", err)
+		}
+		if n, err := renew.Run(ctx, c, keys[:1], 30000, owner).Int64(); err != nil || n != 1 {
+			return fmt.Errorf("renewal answered %d %v, want 1", n, err)
+		}
+		if err := critical(ctx, i); err != nil {
+			return err
+		}
+		for j, want := range []int64{0, 1} {
+			n, err := unlock.Run(ctx, c, keys, 0, 30000, owner).Int64()
+			if err != nil || n != want {
+				return fmt.Errorf("unlock %d answered %d %v, want %d", j+1, n, err, want)
+			}
+		}
+	}
+	return nil
 }
