@@ -377,6 +377,10 @@ end`},
 	{lib: "Redisson RLock renewExpiration", kind: HashExtend, hash: true, owner: "c0ffee:1", keys: []string{"lk"}, argv: []string{"30000", "c0ffee:1"}, num: []int{1}, src: redissonRenew},
 	{lib: "Redisson RLock unlockInner", kind: HashRelease, hash: true, owner: "c0ffee:1", keys: []string{"lk", "redisson_lock__channel:{lk}"}, argv: []string{"0", "30000", "c0ffee:1"}, num: []int{2}, publishes: true, src: redissonUnlock},
 	{lib: "Redisson RLock forceUnlock", kind: ForceRelease, hash: true, owner: "c0ffee:1", keys: []string{"lk", "redisson_lock__channel:{lk}"}, argv: []string{"0"}, pubIn: []string{"mine", "other", "mine2"}, src: redissonForceUnlock},
+	// Redisson 3.22 and 3.23 name the publish command in ARGV (PUBLISH,
+	// or SPUBLISH for sharded pub/sub).
+	{lib: "Redisson 3.23 RLock unlockInner", kind: HashRelease, hash: true, owner: "c0ffee:1", keys: []string{"lk", "redisson_lock__channel:{lk}"}, argv: []string{"0", "30000", "c0ffee:1", "publish"}, num: []int{2}, publishes: true, src: redisson323Unlock},
+	{lib: "Redisson 3.23 RLock forceUnlock", kind: ForceRelease, hash: true, owner: "c0ffee:1", keys: []string{"lk", "redisson_lock__channel:{lk}"}, argv: []string{"0", "spublish"}, pubIn: []string{"mine", "other", "mine2"}, src: redisson323ForceUnlock},
 	{lib: "check returning the value", kind: Check, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then return {v, redis.call('pttl', KEYS[1])} end
@@ -417,6 +421,29 @@ const (
 		"return nil;"
 	redissonForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
 		"redis.call('publish', KEYS[2], ARGV[1]); " +
+		"return 1 " +
+		"else " +
+		"return 0 " +
+		"end"
+)
+
+// Redisson 3.23.0's unlock and force unlock, verbatim.
+const (
+	redisson323Unlock = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then " +
+		"return nil;" +
+		"end; " +
+		"local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); " +
+		"if (counter > 0) then " +
+		"redis.call('pexpire', KEYS[1], ARGV[2]); " +
+		"return 0; " +
+		"else " +
+		"redis.call('del', KEYS[1]); " +
+		"redis.call(ARGV[4], KEYS[2], ARGV[1]); " +
+		"return 1; " +
+		"end; " +
+		"return nil;"
+	redisson323ForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
+		"redis.call(ARGV[2], KEYS[2], ARGV[1]); " +
 		"return 1 " +
 		"else " +
 		"return 0 " +

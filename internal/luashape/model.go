@@ -61,9 +61,12 @@ type model struct {
 	// values from them, as node-redis-warlock does): a key may start
 	// holding one of them, as it may one of the ARGV.
 	valueKeys []int
-	ents      map[int]*entry
-	now       value // ms since the epoch: sym NOW or float64
-	pubs      []pub
+	// pubNames are the ARGV indexes a run used as a publish command's
+	// name (symbolic runs).
+	pubNames []int
+	ents     map[int]*entry
+	now      value // ms since the epoch: sym NOW or float64
+	pubs     []pub
 }
 
 func okStatus(s string) *table { return &table{hash: map[any]value{"ok": s}} }
@@ -226,6 +229,13 @@ func (in *interp) redisCall(args []value) (value, error) {
 		args[i] = a
 	}
 	name, ok := args[0].(string)
+	if ns, isSym := args[0].(*sym); !ok && isSym && ns.e.op == "ARGV" && len(args) == 3 {
+		// A publish command named by the client (Redisson passes
+		// PUBLISH or SPUBLISH, for sharded pub/sub, in ARGV): explored
+		// as PUBLISH; Run checks the name the client sent.
+		in.m.pubNames = append(in.m.pubNames, ns.e.i)
+		name, ok = "PUBLISH", true
+	}
 	if !ok {
 		return nil, in.refuse("calls redis with a command name computed from the arguments")
 	}
@@ -643,7 +653,7 @@ func (in *interp) redisCall(args []value) (value, error) {
 			return &sym{e: atom("TTL", ts.e.i), num: true}, nil
 		}
 		return &sym{e: opaque("ttl", ts.e), num: true}, nil
-	case "PUBLISH":
+	case "PUBLISH", "SPUBLISH":
 		if err := need(2, true); err != nil {
 			return nil, err
 		}

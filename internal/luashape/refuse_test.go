@@ -40,7 +40,7 @@ return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`, "refreshes a k
 		{"a loop writing arbitrary keys", `for i = 1, 10 do redis.call('set', KEYS[1] .. i, ARGV[1], 'NX', 'PX', 100) end return 1`, "touches a key that is not one of KEYS"},
 		{"a loop over ARGV as keys", `if redis.call('get', KEYS[1]) == ARGV[1] then for _, k in ipairs(ARGV) do redis.call('del', k) end end return 1`,
 			"touches a key that is not one of KEYS"},
-		{"a computed command name", `return redis.call(ARGV[2], KEYS[1], ARGV[1])`, "calls redis with a command name computed from the arguments"},
+		{"a computed command name", `return redis.call(ARGV[2], KEYS[1], ARGV[1], 'PX', 100)`, "calls redis with a command name computed from the arguments"},
 		{"a computed option", `return redis.call('set', KEYS[1], ARGV[1], ARGV[2], 'PX', ARGV[3])`, "passes a command option computed from the arguments"},
 		{"SET NX without expiry", `return redis.call('set', KEYS[1], ARGV[1], 'NX')`, "sets a key without an expiry"},
 		{"removing the expiry", `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('persist', KEYS[1]) end return 0`, "calls PERSIST"},
@@ -195,4 +195,33 @@ func FuzzRecognise(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestComputedPublishName: a command named in ARGV runs only as PUBLISH
+// or SPUBLISH (Redisson's choice of pub/sub); any other name is refused
+// before the quorum is asked.
+func TestComputedPublishName(t *testing.T) {
+	s, err := Recognise([]byte(redisson323Unlock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, want string }{
+		{"publish", ""},
+		{"SPublish", ""},
+		{"del", "ERR drop-in: ARGV[4] names the command the script runs; only PUBLISH or SPUBLISH is served there"},
+	}
+	for _, tt := range tests {
+		fake := newFake()
+		_, err := s.Run(context.Background(), fake, []string{"lk", "ch"}, []string{"0", "30000", "me", tt.name})
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("%s: error %q, want %q", tt.name, got, tt.want)
+		}
+		if tt.want != "" && len(fake.calls) > 0 {
+			t.Errorf("%s: refused after asking the quorum: %v", tt.name, fake.calls)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -76,6 +77,14 @@ func (s *Shape) Run(ctx context.Context, ops Ops, keys, argv []string) (reply an
 	}
 	if s.decl != nil {
 		return s.runDeclared(ctx, ops, keys, argv)
+	}
+	for _, i := range s.pubNames {
+		if i > len(argv) {
+			return nil, ScriptError("ERR Please specify at least one argument for this redis lib call")
+		}
+		if n := strings.ToUpper(argv[i-1]); n != "PUBLISH" && n != "SPUBLISH" {
+			return nil, ScriptError(fmt.Sprintf("ERR drop-in: ARGV[%d] names the command the script runs; only PUBLISH or SPUBLISH is served there", i))
+		}
 	}
 	r := &runner{s: s, keys: keys, argv: argv, now: float64(now.UnixMilli())}
 	switch s.Kind {

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,9 +134,10 @@ type Shape struct {
 	Value int
 
 	c          *chunk
-	needsPTTL  bool // extend: the new expiry depends on the current one
-	readsOther bool // the reply depends on another holder's value or ttl
-	limit      *sx  // semaphore acquire: expressions over ARGV
+	needsPTTL  bool  // extend: the new expiry depends on the current one
+	pubNames   []int // ARGV indexes that name a publish command
+	readsOther bool  // the reply depends on another holder's value or ttl
+	limit      *sx   // semaphore acquire: expressions over ARGV
 	count      *sx
 	decl       *Declaration
 }
@@ -226,14 +228,15 @@ func unusedKeys(paths []*path, nk int) []int {
 
 // path is one way through the script in the symbolic model.
 type path struct {
-	nk     int
-	ents   []*entry // by KEYS index
-	pubs   []pub
-	ret    value
-	err    error
-	assume []assumption
-	bind   map[string]float64
-	end    stmt
+	nk       int
+	pubNames []int
+	ents     []*entry // by KEYS index
+	pubs     []pub
+	ret      value
+	err      error
+	assume   []assumption
+	bind     map[string]float64
+	end      stmt
 }
 
 func explore(c *chunk, nk, nargv int, valueKeys []int) ([]*path, error) {
@@ -265,7 +268,7 @@ func explore(c *chunk, nk, nargv int, valueKeys []int) ([]*path, error) {
 		if total += in.steps; total > maxTotalSteps {
 			return nil, errors.New("too many ways through the script")
 		}
-		p := &path{nk: nk, pubs: in.m.pubs, ret: ret, err: err, assume: in.assume, bind: in.bind, end: in.cur}
+		p := &path{nk: nk, pubs: in.m.pubs, pubNames: in.m.pubNames, ret: ret, err: err, assume: in.assume, bind: in.bind, end: in.cur}
 		for i := 1; i <= nk; i++ {
 			if e := in.m.ents[i]; e != nil {
 				p.ents = append(p.ents, e)
@@ -420,6 +423,15 @@ func classify(c *chunk, paths []*path) (*Shape, error) {
 	s, err := classifyAs(c, paths, &near)
 	if err != nil && near != "" {
 		return nil, &NearError{Near: near, Err: err}
+	}
+	if s != nil {
+		for _, p := range paths {
+			for _, i := range p.pubNames {
+				if !slices.Contains(s.pubNames, i) {
+					s.pubNames = append(s.pubNames, i)
+				}
+			}
+		}
 	}
 	return s, err
 }
