@@ -6,6 +6,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -878,6 +879,26 @@ const (
 		"return 1; " +
 		"end; " +
 		"return nil;"
+	// Since 3.24 (here 3.45.0): an unlock latch per request, the publish
+	// command named in ARGV.
+	redissonLatchUnlock = "local val = redis.call('get', KEYS[3]); " +
+		"if val ~= false then " +
+		"return tonumber(val);" +
+		"end; " +
+		"if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then " +
+		"return nil;" +
+		"end; " +
+		"local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); " +
+		"if (counter > 0) then " +
+		"redis.call('pexpire', KEYS[1], ARGV[2]); " +
+		"redis.call('set', KEYS[3], 0, 'px', ARGV[5]); " +
+		"return 0; " +
+		"else " +
+		"redis.call('del', KEYS[1]); " +
+		"redis.call(ARGV[4], KEYS[2], ARGV[1]); " +
+		"redis.call('set', KEYS[3], 1, 'px', ARGV[5]); " +
+		"return 1; " +
+		"end; "
 	redissonForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
 		"redis.call('publish', KEYS[2], ARGV[1]); " +
 		"return 1 " +
@@ -937,6 +958,17 @@ func (r redisson) unlock() any {
 	v, err := r.eval(redissonUnlock, []string{redissonLock, redissonChannel}, 0, 30000, r.owner)
 	if err != nil && err != redis.Nil {
 		r.t.Fatalf("%s unlock: %v", r.owner, err)
+	}
+	return v
+}
+
+// latchUnlock is Redisson 3.24+'s unlock of request id: sent again, it
+// answers what the first one did.
+func (r redisson) latchUnlock(id string) any {
+	r.t.Helper()
+	v, err := r.eval(redissonLatchUnlock, []string{redissonLock, redissonChannel, "redisson_unlock_latch:{orders}:lock:" + id}, 0, 30000, r.owner, "publish", 1000)
+	if err != nil && err != redis.Nil {
+		r.t.Fatalf("%s unlock %s: %v", r.owner, id, err)
 	}
 	return v
 }
@@ -1023,6 +1055,32 @@ func TestDropinRedisson(t *testing.T) {
 		if v := a.c.Exists(ctx, redissonLock).Val(); v != 0 {
 			t.Fatalf("EXISTS after forceUnlock = %d", v)
 		}
+		// Redisson 3.24+: each unlock request is answered once; sent
+		// again (a retry after a lost reply) it answers the same and
+		// takes no second hold away.
+		a.tryLock()
+		a.tryLock()
+		for range 2 {
+			if v := a.latchUnlock(fmt.Sprint("r1-", paused)); v != int64(0) {
+				t.Fatalf("unlock r1 = %v, want 0", v)
+			}
+		}
+		if _, ok := b.tryLock().(int64); !ok {
+			t.Fatal("a's lock released by a retried unlock request")
+		}
+		for range 2 {
+			if v := a.latchUnlock(fmt.Sprint("r2-", paused)); v != int64(1) {
+				t.Fatalf("unlock r2 = %v, want 1", v)
+			}
+		}
+		<-msgs
+		if v := b.tryLock(); v != nil {
+			t.Fatalf("b's tryLock after a's last unlock = %v", v)
+		}
+		if v := b.latchUnlock(fmt.Sprint("r3-", paused)); v != int64(1) {
+			t.Fatalf("b's unlock = %v", v)
+		}
+		<-msgs
 	}
 	cycle(false)
 	cl.servers[3].Pause()

@@ -381,6 +381,12 @@ end`},
 	// or SPUBLISH for sharded pub/sub).
 	{lib: "Redisson 3.23 RLock unlockInner", kind: HashRelease, hash: true, owner: "c0ffee:1", keys: []string{"lk", "redisson_lock__channel:{lk}"}, argv: []string{"0", "30000", "c0ffee:1", "publish"}, num: []int{2}, publishes: true, src: redisson323Unlock},
 	{lib: "Redisson 3.23 RLock forceUnlock", kind: ForceRelease, hash: true, owner: "c0ffee:1", keys: []string{"lk", "redisson_lock__channel:{lk}"}, argv: []string{"0", "spublish"}, pubIn: []string{"mine", "other", "mine2"}, src: redisson323ForceUnlock},
+	// Since 3.24 Redisson's unlock keeps an unlock latch (KEYS[3]): a
+	// retried request answers what the first one did.
+	{lib: "Redisson RLock unlockInner with its latch", kind: HashRelease, hash: true, owner: "c0ffee:1", keys: []string{"lk", "redisson_lock__channel:{lk}", "redisson_unlock_latch:{lk}:9f1e"}, argv: []string{"0", "30000", "c0ffee:1", "publish", "5000"}, num: []int{2, 5}, publishes: true, src: redissonLatchUnlock},
+	// Since 3.45 the watchdog renews every lock of a client in one script,
+	// each KEYS[i] with its owner in ARGV[i + 1].
+	{lib: "Redisson RLock batched renewal", kind: HashExtend, hash: true, owner: "c0ffee:1", keys: []string{"lk"}, argv: []string{"30000", "c0ffee:1"}, num: []int{1}, src: redissonBatchRenew},
 	{lib: "check returning the value", kind: Check, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then return {v, redis.call('pttl', KEYS[1])} end
@@ -449,6 +455,38 @@ const (
 		"return 0 " +
 		"end"
 )
+
+// Redisson's unlock since 3.24 (here from 3.45.0), verbatim.
+const redissonLatchUnlock = "local val = redis.call('get', KEYS[3]); " +
+	"if val ~= false then " +
+	"return tonumber(val);" +
+	"end; " +
+	"if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then " +
+	"return nil;" +
+	"end; " +
+	"local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); " +
+	"if (counter > 0) then " +
+	"redis.call('pexpire', KEYS[1], ARGV[2]); " +
+	"redis.call('set', KEYS[3], 0, 'px', ARGV[5]); " +
+	"return 0; " +
+	"else " +
+	"redis.call('del', KEYS[1]); " +
+	"redis.call(ARGV[4], KEYS[2], ARGV[1]); " +
+	"redis.call('set', KEYS[3], 1, 'px', ARGV[5]); " +
+	"return 1; " +
+	"end; "
+
+// Redisson 3.45.0's batched renewal (LockTask), verbatim.
+const redissonBatchRenew = "local result = {} " +
+	"for i = 1, #KEYS, 1 do " +
+	"if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then " +
+	"redis.call('pexpire', KEYS[i], ARGV[1]); " +
+	"table.insert(result, 1); " +
+	"else " +
+	"table.insert(result, 0); " +
+	"end; " +
+	"end; " +
+	"return result;"
 
 const condExtend = `
 local left = redis.call('pttl', KEYS[1])

@@ -225,3 +225,78 @@ func TestComputedPublishName(t *testing.T) {
 		}
 	}
 }
+
+// TestUnlockLatch: Redisson's unlock since 3.24 records its answer in a
+// latch key; the same request retried answers it again without taking a
+// second hold away.
+func TestUnlockLatch(t *testing.T) {
+	s, err := Recognise([]byte(redissonLatchUnlock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := newFake()
+	ctx := context.Background()
+	if ok, _ := fake.Hold(ctx, "lk", "me", time.Minute); !ok {
+		t.Fatal("hold")
+	}
+	fake.Hold(ctx, "lk", "me", time.Minute)
+	keys := []string{"lk", "ch", "latch:req1"}
+	argv := []string{"0", "30000", "me", "publish", "5000"}
+	for i := range 2 {
+		v, err := s.Run(ctx, fake, keys, argv)
+		if err != nil || v != int64(0) {
+			t.Fatalf("run %d: %v %v, want 0 (a hold left)", i+1, v, err)
+		}
+	}
+	if fake.holds["lk"] != 1 {
+		t.Fatalf("holds %d after one request sent twice, want 1 (ops: %v)", fake.holds["lk"], fake.calls)
+	}
+	// A new request takes the last hold away.
+	v, err := s.Run(ctx, fake, []string{"lk", "ch", "latch:req2"}, argv)
+	if err != nil || v != int64(1) {
+		t.Fatalf("last unlock: %v %v, want 1", v, err)
+	}
+	if _, held := fake.held("lk"); held {
+		t.Fatal("still held after the last unlock")
+	}
+	// A script that keeps a memo beside an acquire is refused.
+	_, err = Recognise([]byte(`local v = redis.call('get', KEYS[2]) if v then return v end
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[1]) == 1 then redis.call('hincrby', KEYS[1], ARGV[1], 1) redis.call('pexpire', KEYS[1], 1000) redis.call('set', KEYS[2], 1, 'px', 1000) return 1 end return 0`))
+	if err == nil || !strings.Contains(err.Error(), "keeps a memo key (KEYS[2]) beside a hash lock's acquire") {
+		t.Fatalf("memo beside an acquire: %v", err)
+	}
+}
+
+// TestHashBatchRenewal: Redisson's batched renewal over several locks,
+// each with its own owner, extends exactly the locks their owners hold,
+// as on one Redis.
+func TestHashBatchRenewal(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := dialRESP(t, srv.Addr)
+	s, err := Recognise([]byte(redissonBatchRenew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := newFake()
+	ctx := context.Background()
+	// a: its owner's; b: another's; c: free.
+	rc.do(t, "HINCRBY", "a", "o1", "2")
+	rc.do(t, "PEXPIRE", "a", "5000")
+	rc.do(t, "HINCRBY", "b", "someone", "1")
+	rc.do(t, "PEXPIRE", "b", "5000")
+	fake.Hold(ctx, "a", "o1", 5*time.Second)
+	fake.Hold(ctx, "a", "o1", 5*time.Second)
+	fake.Hold(ctx, "b", "someone", 5*time.Second)
+	keys, argv := []string{"a", "b", "c"}, []string{"30000", "o1", "o2", "o3"}
+	want := rc.do(t, append(append([]string{"EVAL", redissonBatchRenew, "3"}, keys...), argv...)...)
+	got, err := s.Run(ctx, fake, keys, argv)
+	if err != nil || fmtReply(got) != fmtReply(want) {
+		t.Fatalf("Run = %v %v, one Redis %v (ops: %v)", got, err, want, fake.calls)
+	}
+	if d := time.Until(fake.kv["a"].exp); d < 29*time.Second {
+		t.Errorf("a expires in %v, want 30s", d)
+	}
+	if d := time.Until(fake.kv["b"].exp); d > 6*time.Second {
+		t.Errorf("another's lock b extended to %v", d)
+	}
+}

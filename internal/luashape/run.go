@@ -141,6 +141,12 @@ func (r *runner) replay(st func(idx int) start) (value, *model, error) {
 			if x.zmine {
 				e.zmine = 1
 			}
+		} else if i+1 == r.s.memo && x.present {
+			e.init, e.present, e.val, e.val0 = "other", true, x.val, x.val
+			if x.ttl >= 0 {
+				e.ttl = x.ttl
+			}
+		} else if i+1 == r.s.memo {
 		} else if x.present && r.s.hashKeys() {
 			e.kind, e.init, e.present, e.hown, e.hcount = 'h', "other", true, x.val, max(x.count, 1)
 			if x.ttl >= 0 {
@@ -451,6 +457,70 @@ func (r *runner) hashState(ctx context.Context, ops Ops, owner string, acquire b
 	}, nil
 }
 
+// setMemo records the answer a release's run m set in its memo key (as a
+// lock holding that answer for the memo's ttl), so that a retried request
+// reads it; a memo another request set first stays.
+func (r *runner) setMemo(ctx context.Context, ops Ops, m *model) error {
+	if r.s.memo == 0 || r.s.memo > len(r.keys) {
+		return nil
+	}
+	e := m.ents[r.s.memo]
+	if e == nil || effectOf(e).kind != "set" {
+		return nil
+	}
+	keys, val, ttl, err := r.written(m, "set")
+	if err != nil || len(keys) != 1 {
+		return err
+	}
+	_, err = ops.Acquire(ctx, keys, val, msDuration(ttl), false)
+	return err
+}
+
+// hashBatch runs a batch of hash lock extensions: each key's own owner,
+// each key extended on its own quorum operation.
+func (r *runner) hashBatch(ctx context.Context, ops Ops) (any, error) {
+	owner := func(i int) (string, bool) {
+		j := i + r.s.batch
+		if j > len(r.argv) {
+			return "", false
+		}
+		return r.argv[j-1], true
+	}
+	mine := func(i int) start {
+		o, _ := owner(i)
+		return start{present: true, val: o, ttl: 1, count: 1}
+	}
+	for i := 1; i <= len(r.keys); i++ {
+		if _, ok := owner(i); !ok {
+			return nil, ScriptError(fmt.Sprintf("ERR drop-in: KEYS[%d] has no owner in ARGV[%d]", i, i+r.s.batch))
+		}
+	}
+	_, m, err := r.replay(mine)
+	if err != nil {
+		return nil, scriptErr(err)
+	}
+	held := make([]bool, len(r.keys))
+	for i, key := range r.keys {
+		e := m.ents[i+1]
+		t, ok := e.ttl.(float64)
+		if e == nil || !e.ttlSet || !ok || t <= 0 {
+			return nil, ScriptError("ERR invalid expire time in 'pexpire' command")
+		}
+		o, _ := owner(i + 1)
+		st, err := ops.HoldExtend(ctx, key, o, msDuration(t))
+		if err != nil {
+			return nil, err
+		}
+		held[i] = st == Mine
+	}
+	return r.finish(ctx, ops, func(i int) start {
+		if held[i-1] {
+			return mine(i)
+		}
+		return start{}
+	}, true)
+}
+
 // hash runs a hash lock's acquire, extend or release.
 func (r *runner) hash(ctx context.Context, ops Ops) (any, error) {
 	if len(r.keys) == 0 || r.valueMissing() {
@@ -500,6 +570,9 @@ func (r *runner) hash(ctx context.Context, ops Ops) (any, error) {
 		}
 		return r.finish(ctx, ops, st, false)
 	case HashExtend:
+		if r.s.batch > 0 {
+			return r.hashBatch(ctx, ops)
+		}
 		_, m, err := r.replay(one(mine))
 		if err != nil {
 			return nil, scriptErr(err)
@@ -516,6 +589,21 @@ func (r *runner) hash(ctx context.Context, ops Ops) (any, error) {
 			return r.finish(ctx, ops, one(mine), true)
 		}
 	default: // HashRelease
+		if m := r.s.memo; m > 0 && m <= len(r.keys) {
+			// A retried release answers what the memo recorded.
+			v, pttl, held, err := ops.Get(ctx, r.keys[m-1])
+			if err != nil {
+				return nil, err
+			}
+			if held {
+				return r.finish(ctx, ops, func(i int) start {
+					if i == m {
+						return start{present: true, val: v, ttl: float64(pttl.Milliseconds())}
+					}
+					return start{}
+				}, false)
+			}
+		}
 		st, left, err := ops.Unhold(ctx, key, owner)
 		if err != nil {
 			return nil, err
@@ -535,6 +623,9 @@ func (r *runner) hash(ctx context.Context, ops Ops) (any, error) {
 				if _, err := ops.HoldExtend(ctx, key, owner, ttl); err != nil {
 					return nil, err
 				}
+			}
+			if err := r.setMemo(ctx, ops, m); err != nil {
+				return nil, err
 			}
 			return r.finish(ctx, ops, one(mine), true)
 		}

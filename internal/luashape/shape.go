@@ -133,11 +133,19 @@ type Shape struct {
 	// script sets a value computed otherwise (acquire).
 	Value int
 
-	c          *chunk
-	needsPTTL  bool  // extend: the new expiry depends on the current one
-	pubNames   []int // ARGV indexes that name a publish command
-	readsOther bool  // the reply depends on another holder's value or ttl
-	limit      *sx   // semaphore acquire: expressions over ARGV
+	c         *chunk
+	needsPTTL bool  // extend: the new expiry depends on the current one
+	pubNames  []int // ARGV indexes that name a publish command
+	// batch, when not 0, makes a HashExtend a batch: each KEYS[i] is the
+	// lock of ARGV[i + batch], extended or not on its own.
+	batch int
+	// memo is the KEYS index of a hash lock release's memo (Redisson's
+	// unlock latch): a string key whose value, when present, is the
+	// answer, and which the release sets to its answer for a while; 0:
+	// none.
+	memo       int
+	readsOther bool // the reply depends on another holder's value or ttl
+	limit      *sx  // semaphore acquire: expressions over ARGV
 	count      *sx
 	decl       *Declaration
 }
@@ -194,7 +202,72 @@ func Recognise(src []byte) (s *Shape, err error) {
 		}
 		paths = append(paths, ps...)
 	}
-	return classify(c, paths)
+	s, err = classify(c, paths)
+	if err != nil && c.dynK && c.dynA && c.hashes {
+		// A batch over hash locks, one owner per key in ARGV after a
+		// shared argument (Redisson's watchdog renews every lock of a
+		// client in one script since 3.45): explore with an ARGV for
+		// every key.
+		if b, berr := recogniseBatch(c, nks); berr == nil {
+			return b, nil
+		}
+	}
+	return s, err
+}
+
+// recogniseBatch explores c with c.argv + nk ARGV for each number of keys
+// and matches it as a batch of independent hash lock extensions.
+func recogniseBatch(c *chunk, nks []int) (*Shape, error) {
+	var paths []*path
+	for _, nk := range nks {
+		ps, err := explore(c, nk, c.argv+nk, nil)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, ps...)
+	}
+	return classifyHashBatch(c, paths)
+}
+
+// classifyHashBatch matches a script that extends each of its hash
+// locks, independently, where its own owner (ARGV[i + offset] for
+// KEYS[i]) holds it, and leaves the others alone.
+func classifyHashBatch(c *chunk, paths []*path) (*Shape, error) {
+	off := 0
+	for _, p := range paths {
+		if p.err != nil {
+			return nil, fmt.Errorf("%s: can fail", at(c, p.end))
+		}
+		if len(p.ents) != p.nk {
+			return nil, fmt.Errorf("%s: leaves a key unread", at(c, p.end))
+		}
+		for _, e := range p.ents {
+			if e.kind != 'h' {
+				return nil, errors.New("uses keys that are not hash locks")
+			}
+			ef, err := hashEffectOf(e)
+			if err != nil {
+				return nil, err
+			}
+			mine := e.init == "argv"
+			if mine {
+				if off == 0 {
+					off = e.hi - e.idx
+				}
+				mine = off > 0 && e.hi == e.idx+off
+			}
+			switch {
+			case mine && ef == "expire":
+			case !mine && ef == "none":
+			default:
+				return nil, fmt.Errorf("%s: does not extend each hash lock where its owner holds it, and only there", at(c, p.end))
+			}
+		}
+	}
+	if off <= 0 {
+		return nil, errors.New("extends no hash lock")
+	}
+	return &Shape{Kind: HashExtend, batch: off, c: c}, nil
 }
 
 // keysValue + j as a Shape.Value (or an entry's value index) names
@@ -488,10 +561,21 @@ func classifyAs(c *chunk, paths []*path, near *Kind) (*Shape, error) {
 		return classifySem(c, paths)
 	}
 	if len(hs) > 0 {
+		memo := 0
 		if strKeys {
-			return nil, errors.New("uses both a hash and string keys")
+			var err error
+			if memo, paths, err = memoKey(c, paths); err != nil {
+				return nil, err
+			}
 		}
-		return classifyHash(c, paths, near)
+		s, err := classifyHash(c, paths, near)
+		if s != nil && memo != 0 {
+			if s.Kind != HashRelease {
+				return nil, fmt.Errorf("keeps a memo key (KEYS[%d]) beside a hash lock's %s: only a release's is served", memo, strings.TrimPrefix(string(s.Kind), "hash"))
+			}
+			s.memo = memo
+		}
+		return s, err
 	}
 	// Paths that failed with an error must not have written anything.
 	for _, p := range paths {
@@ -707,6 +791,66 @@ func hashEffectOf(e *entry) (hashEffect, error) {
 		return "unhold", nil
 	}
 	return "", errors.New("changes a hash lock in a way no lock operation does")
+}
+
+// memoKey finds a hash lock script's memo (Redisson's unlock latch since
+// 3.24): the one string key, read first, whose presence ends the script
+// without a write (a retried request answers what the first one did), and
+// which, when absent, the script may set with an expiry once it changed
+// the lock. It returns the memo's index and the paths to classify: those
+// that found it absent, without it.
+func memoKey(c *chunk, paths []*path) (int, []*path, error) {
+	memo := 0
+	for _, p := range paths {
+		for _, e := range p.ents {
+			if e.kind != 's' {
+				continue
+			}
+			if memo != 0 && memo != e.idx {
+				return 0, nil, errors.New("uses both a hash and string keys")
+			}
+			memo = e.idx
+		}
+	}
+	var out []*path
+	for _, p := range paths {
+		var rest []*entry
+		var m *entry
+		for _, e := range p.ents {
+			if e.idx == memo {
+				m = e
+			} else {
+				rest = append(rest, e)
+			}
+		}
+		if m == nil {
+			return 0, nil, fmt.Errorf("%s: a way through the script that does not read the memo key KEYS[%d]", at(c, p.end), memo)
+		}
+		if m.init != "absent" {
+			for _, e := range rest {
+				if ef, err := hashEffectOf(e); err != nil || ef != "none" {
+					return 0, nil, fmt.Errorf("%s: changes the lock although KEYS[%d] holds an answer", at(c, p.end), memo)
+				}
+			}
+			if effectOf(m).kind != "none" {
+				return 0, nil, fmt.Errorf("%s: changes the memo key KEYS[%d] that holds an answer", at(c, p.end), memo)
+			}
+			continue // answered from the memo
+		}
+		switch ef := effectOf(m); {
+		case ef.kind == "none":
+		case ef.kind == "set" && m.ttl != nil:
+			if _, isSym := m.val.(*sym); isSym {
+				return 0, nil, fmt.Errorf("%s: sets the memo key KEYS[%d] to a value that is not a constant", at(c, p.end), memo)
+			}
+		default:
+			return 0, nil, fmt.Errorf("%s: writes the memo key KEYS[%d] otherwise than setting it with an expiry", at(c, p.end), memo)
+		}
+		q := *p
+		q.ents = rest
+		out = append(out, &q)
+	}
+	return memo, out, nil
 }
 
 // classifyHash matches a script on one hash kept as a re-entrant lock:
