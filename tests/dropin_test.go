@@ -899,6 +899,17 @@ const (
 		"redis.call('set', KEYS[3], 1, 'px', ARGV[5]); " +
 		"return 1; " +
 		"end; "
+	// Since 3.45 the watchdog renews all of a client's locks at once.
+	redissonBatchRenew = "local result = {} " +
+		"for i = 1, #KEYS, 1 do " +
+		"if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then " +
+		"redis.call('pexpire', KEYS[i], ARGV[1]); " +
+		"table.insert(result, 1); " +
+		"else " +
+		"table.insert(result, 0); " +
+		"end; " +
+		"end; " +
+		"return result;"
 	redissonForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
 		"redis.call('publish', KEYS[2], ARGV[1]); " +
 		"return 1 " +
@@ -1015,6 +1026,11 @@ func TestDropinRedisson(t *testing.T) {
 		}
 		if v := a.renew(); v != int64(1) {
 			t.Fatalf("a's renew = %v", v)
+		}
+		// 3.45's watchdog: this lock (a's) and another (free).
+		v, err := a.eval(redissonBatchRenew, []string{redissonLock, "{invoices}:lock"}, 30000, a.owner, a.owner)
+		if fmt.Sprint(v) != "[1 0]" || err != nil {
+			t.Fatalf("a's batched renewal = %v %v, want [1 0]", v, err)
 		}
 		if v := b.renew(); v != int64(0) {
 			t.Fatalf("b's renew of a's lock = %v", v)
