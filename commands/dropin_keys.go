@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -280,6 +281,8 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 		},
 		expire("expire", time.Second),
 		expire("pexpire", time.Millisecond),
+		hashRead("hexists", info),
+		hashRead("hget", info),
 		{
 			Name: "get", Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
@@ -379,6 +382,35 @@ func strs(args [][]byte) []string {
 		out[i] = string(a)
 	}
 	return out
+}
+
+// hashRead serves HEXISTS and HGET of a lock kept in a hash (Redisson's
+// isHeldByThread and getHoldCount): the lock's holder is its one field,
+// its re-entrant holds the field's value.
+func hashRead(name string, info func(context.Context, string) (*quorum.Info, error)) *proxy.Command {
+	return &proxy.Command{
+		Name: name, Arity: 3, FirstKey: 1, LastKey: 1, Step: 1,
+		Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			li, err := info(ctx, string(args[0]))
+			if err != nil {
+				return nil, err
+			}
+			mine := li.Held && li.Holder != "" && li.Holder == string(args[1])
+			if name == "hexists" {
+				return boolInt(mine), nil
+			}
+			if !mine {
+				return nil, nil
+			}
+			return strconv.Itoa(max(li.Holds, 1)), nil
+		},
+		Doc: proxy.Doc{
+			Summary: "Drop-in mode: a lock kept in a hash (Redisson's layout) read as the lock a quorum holds: " + map[string]string{
+				"hexists": "1 if field is its holder, else 0.",
+				"hget":    "its re-entrant holds if field is its holder, else nil."}[name],
+			Args: []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "field", Type: "string"}},
+		},
+	}
 }
 
 func ttlCommand(name string, info func(context.Context, string) (*quorum.Info, error), unit time.Duration) *proxy.Command {

@@ -68,7 +68,7 @@ func TestPlainUnknown(t *testing.T) {
 		{[]string{"GET", "x"}, "ERR unknown command 'GET', with args beginning with: 'x' (served in drop-in mode: set dropin: true in the configuration, see docs/PROTOCOL.md, Drop-in mode)"},
 		{[]string{"evalsha", "abc", "0"}, "ERR unknown command 'evalsha', with args beginning with: 'abc' '0' (served in drop-in mode: set dropin: true in the configuration, see docs/PROTOCOL.md, Drop-in mode)"},
 		{[]string{"RLOCKX", "a", "b"}, "ERR unknown command 'RLOCKX', with args beginning with: 'a' 'b' "},
-		{[]string{"HGET", "h", "f"}, "ERR unknown command 'HGET', with args beginning with: 'h' 'f' "},
+		{[]string{"HLEN", "h"}, "ERR unknown command 'HLEN', with args beginning with: 'h' "},
 	}
 	for _, tc := range tests {
 		if got := unknown(args(tc.cmd...)).Error(); got != tc.want {

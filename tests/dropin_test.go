@@ -1027,6 +1027,19 @@ func TestDropinRedisson(t *testing.T) {
 		if v := a.renew(); v != int64(1) {
 			t.Fatalf("a's renew = %v", v)
 		}
+		// isHeldByThread, getHoldCount, isLocked: plain reads.
+		if v := do(t, b.c, "HEXISTS", redissonLock, a.owner); v != int64(1) {
+			t.Fatalf("HEXISTS of a's field = %v", v)
+		}
+		if v := do(t, b.c, "HEXISTS", redissonLock, b.owner); v != int64(0) {
+			t.Fatalf("HEXISTS of b's field = %v", v)
+		}
+		if v := do(t, b.c, "HGET", redissonLock, a.owner); v != "2" {
+			t.Fatalf("HGET of a's holds = %v, want 2", v)
+		}
+		if v := do(t, b.c, "HGET", redissonLock, b.owner); v != nil {
+			t.Fatalf("HGET of b's field = %v", v)
+		}
 		// 3.45's watchdog: this lock (a's) and another (free).
 		v, err := a.eval(redissonBatchRenew, []string{redissonLock, "{invoices}:lock"}, 30000, a.owner, a.owner)
 		if fmt.Sprint(v) != "[1 0]" || err != nil {

@@ -210,6 +210,7 @@ func tenancyRules() map[string][]tenancyRule {
 		"del": {k("DEL", "shop:x")}, "unlink": {k("UNLINK", "shop:x")}, "exists": {k("EXISTS", "shop:x")},
 		"pttl": {k("PTTL", "shop:x")}, "ttl": {k("TTL", "shop:x")}, "zrem": {k("ZREM", "shop:x", "m")},
 		"delifeq": {k("DELIFEQ", "shop:x", "v")}, "delex": {k("DELEX", "shop:x")},
+		"hexists": {k("HEXISTS", "shop:x", "f")}, "hget": {k("HGET", "shop:x", "f")},
 		"setnx": {k("SETNX", "shop:x", "v")}, "expire": {k("EXPIRE", "shop:x", 10)}, "pexpire": {k("PEXPIRE", "shop:x", 1000)},
 		"eval":    {k("EVAL", `return redis.call("del", KEYS[1])`, 1, "shop:x")},
 		"evalsha": {k("EVALSHA", "SHA", 1, "shop:x"), {kind: ownOnly, args: []any{"EVALSHA", "SHA", 1, "billing:x", "v"}, want: "<nil>NOSCRIPT No matching script. Please use EVAL."}},

@@ -387,6 +387,11 @@ end`},
 	// Since 3.45 the watchdog renews every lock of a client in one script,
 	// each KEYS[i] with its owner in ARGV[i + 1].
 	{lib: "Redisson RLock batched renewal", kind: HashExtend, hash: true, owner: "c0ffee:1", keys: []string{"lk"}, argv: []string{"30000", "c0ffee:1"}, num: []int{1}, src: redissonBatchRenew},
+	{lib: "acquire with an absolute expiry from TIME", kind: Acquire, keys: []string{"lk"}, argv: []string{tok, "20000"}, val: 1, num: []int{2}, src: `
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PXAT', now + tonumber(ARGV[2])) then return 1 end
+return 0`},
 	{lib: "check returning the value", kind: Check, keys: []string{"lk"}, argv: []string{tok}, val: 1, src: `
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then return {v, redis.call('pttl', KEYS[1])} end

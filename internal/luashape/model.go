@@ -266,6 +266,21 @@ func (in *interp) redisCall(args []value) (value, error) {
 			}
 		}
 		return nil, &redisError{"ERR DB index is out of range"}
+	case "TIME":
+		// The proxy's clock, the one absolute expiries are converted
+		// with: seconds and microseconds as strings, as Redis answers.
+		if err := need(0, true); err != nil {
+			return nil, err
+		}
+		if ms, ok := in.m.now.(float64); ok {
+			sec := math.Floor(ms / 1000)
+			return &table{arr: []value{strconv.FormatFloat(sec, 'f', 0, 64), strconv.FormatFloat((ms-sec*1000)*1000, 'f', 0, 64)}}, nil
+		}
+		sec, err := in.arith("*", in.m.now, 0.001)
+		if err != nil {
+			return nil, err
+		}
+		return &table{arr: []value{sec, 0.0}}, nil
 	case "TYPE":
 		if err := need(1, true); err != nil {
 			return nil, err
