@@ -180,6 +180,12 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 					if !li.Held || li.Holder == "" {
 						return int64(0), nil
 					}
+					// Another connection's lock may be kept longer, never
+					// cut short: its holder counts on the validity it was
+					// given.
+					if n > 0 && time.Duration(n)*unit < li.TTL {
+						return nil, dropinRefused("%s would shorten a lock this connection did not take with SETNX (%d ms left): set a lock's ttl when taking it, or extend it with a script that compares its value", strings.ToUpper(name), li.TTL.Milliseconds())
+					}
 					holder = li.Holder
 				}
 				lease := &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{key}, Token: holder}
@@ -206,7 +212,7 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 				return int64(1), nil
 			},
 			Doc: proxy.Doc{
-				Summary: "Drop-in mode: sets the ttl of the lock held at key, on a quorum, with the value that holds it (this connection's SETNX lease, which then lives by the ttl, or the value a quorum holds); 1, or 0 if not held. A ttl of 0 or less deletes it.",
+				Summary: "Drop-in mode: sets the ttl of the lock held at key, on a quorum, with the value that holds it (this connection's SETNX lease, which then lives by the ttl, or the value a quorum holds, whose ttl it may lengthen, never shorten); 1, or 0 if not held. A ttl of 0 or less deletes it.",
 				Args:    []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "timeout", Type: "integer"}},
 			},
 		}

@@ -827,6 +827,20 @@ func TestDropinSetNXExpire(t *testing.T) {
 	if v := do(t, b, "EXPIRE", "old", 10); v != int64(0) {
 		t.Fatalf("EXPIRE of a free key = %v", v)
 	}
+	// Another connection's lock: kept longer, never cut short.
+	if v := do(t, b, "SET", "theirs", "v4", "NX", "PX", 20000); v != "OK" {
+		t.Fatalf("SET NX PX = %v", v)
+	}
+	if err := c.Do(ctx, "PEXPIRE", "theirs", 1000).Err(); err == nil || !strings.Contains(err.Error(), "PEXPIRE would shorten a lock this connection did not take with SETNX") {
+		t.Fatalf("PEXPIRE shortening another's lock: %v", err)
+	}
+	if v := do(t, c, "EXPIRE", "theirs", 40); v != int64(1) {
+		t.Fatalf("EXPIRE lengthening another's lock = %v", v)
+	}
+	if pttl := do(t, b, "PTTL", "theirs").(int64); pttl < 30000 {
+		t.Fatalf("PTTL after EXPIRE 40 = %d", pttl)
+	}
+	do(t, b, "DEL", "theirs")
 	// Without EXPIRE, the lease ends with its connection.
 	d := pb.Client()
 	if v := do(t, d, "SETNX", "kept", "v3"); v != int64(1) {
