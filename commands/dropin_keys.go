@@ -205,8 +205,8 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 				if v <= 0 {
 					return int64(0), nil
 				}
-				// The ttl now governs the lock: the connection no longer
-				// keeps it alive.
+				// From here the ttl governs the lock: the connection does
+				// not keep it alive.
 				k.forgetDropin(sess, []string{key}, holder)
 				grants.add([]string{key}, holder, time.Now().Add(v))
 				return int64(1), nil

@@ -806,7 +806,7 @@ func TestDropinSetNXExpire(t *testing.T) {
 	if pttl := do(t, b, "PTTL", "old").(int64); pttl < 20000 || pttl > 30000 {
 		t.Fatalf("PTTL after EXPIRE 30 = %d", pttl)
 	}
-	// The ttl governs now: the connection's end does not release it.
+	// The ttl governs it: the connection's end does not release it.
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
