@@ -680,9 +680,9 @@ func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int,
 
 // releaseHold is RUNLOCK of a re-entrant lock, whose release round r
 // (counted in t: a quorum held it) found holds: it takes away the last
-// hold that a quorum of those masters record (the same hold id on every
+// hold that a quorum of masters may record (the same hold id on every
 // master, so a repeated RUNLOCK after a partial one takes the same away
-// again, never a second), or, when at most one is left, releases the
+// again, never a second), or, when at most one may be left, releases the
 // lock on every master whatever holds a minority records. It reports
 // true when a quorum held the lock up to the release (see
 // docs/design/reentrant.md).
@@ -701,9 +701,15 @@ func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *
 			count[holdAt{id, f}]++
 		}
 	}
+	// A hold a quorum records is on masters that answered holding it or
+	// did not answer (one that answered otherwise holds no lock): with
+	// some masters silent, a hold seen on fewer than a quorum may still
+	// be on one, and counts as held. Releasing the lock while a second
+	// hold may be held would take the lock from under its holder.
+	missing := len(e.nodes) - t.yes - t.no
 	var agreed []holdAt
 	for h, c := range count {
-		if c >= e.quorum {
+		if c+missing >= e.quorum {
 			agreed = append(agreed, h)
 		}
 	}

@@ -277,3 +277,46 @@ func TestReentrantReenrolNeedsHolds(t *testing.T) {
 		t.Fatalf("master 0 re-enrolled with holds %v, want the 2", n)
 	}
 }
+
+// TestReentrantReleaseSeesFewMasters: a release that hears from only some
+// of the masters holding a re-entrant lock must not take a hold it cannot
+// see on a quorum for the last one. The second hold is on masters 0-2,
+// the first on all five; the release hears masters 2-4 only (0 and 1
+// stall), where the second hold shows once: it may still be on a quorum,
+// so one hold is taken away and the lock stays held.
+func TestReentrantReleaseSeesFewMasters(t *testing.T) {
+	c := newCluster(t, 5, Options{MaxHolds: 4})
+	ctx := context.Background()
+	hold := func() {
+		t.Helper()
+		l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "t", Options: LockOptions{Reentrant: true}})
+		if err != nil || l == nil {
+			t.Fatalf("re-entrant grant: %v %v", l, err)
+		}
+	}
+	hold()
+	c.waitHeld(t, "r", "t")
+	c.nodes[3].setDown(true)
+	c.nodes[4].setDown(true)
+	hold()
+	c.nodes[3].setDown(false)
+	c.nodes[4].setDown(false)
+	c.nodes[0].hold()
+	c.nodes[1].hold()
+	held, err := c.eng.Release(ctx, &Lease{Primitive: Lock, Resources: []string{"r"}, Token: "t"})
+	if !held || err != nil {
+		t.Fatalf("release: %v %v", held, err)
+	}
+	c.nodes[0].unhold()
+	c.nodes[1].unhold()
+	c.nodes[0].drain()
+	c.nodes[1].drain()
+	info, err := c.eng.Info(ctx, Lock, "r")
+	if err != nil || !info.Held || info.Holder != "t" || info.Holds != 1 {
+		t.Fatalf("after one release of two holds: %v %v, want held by t with 1 hold", info, err)
+	}
+	l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: time.Second})
+	if err != nil || l != nil {
+		t.Fatalf("a competitor got the lock with a hold left: %v %v", l, err)
+	}
+}
