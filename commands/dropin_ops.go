@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/luashape"
@@ -27,7 +28,10 @@ type scriptOps struct {
 	semLease *quorum.Lease
 }
 
-var _ luashape.Ops = (*scriptOps)(nil)
+var (
+	_ luashape.Ops   = (*scriptOps)(nil)
+	_ luashape.RWOps = (*scriptOps)(nil)
+)
 
 // Acquire takes keys all or none, holding value: with SET NX's rule (a key
 // that holds value already is refused) unless the script is re-entrant.
@@ -230,6 +234,91 @@ func (o *scriptOps) Delete(ctx context.Context, keys []string) ([]bool, error) {
 		o.grants.removeAny(keys)
 	}
 	return out, nil
+}
+
+// RWState reads key's read-write lock (a sorted-set lock's state, see
+// luashape.ZLock) as a quorum agrees on it.
+func (o *scriptOps) RWState(ctx context.Context, key, token string) (string, bool, bool, time.Duration, error) {
+	li, err := o.eng.Info(ctx, quorum.Lock, key)
+	if err != nil || !li.Held {
+		return "", false, false, 0, err
+	}
+	reads := slices.Contains(li.Readers, token)
+	others := len(li.Readers) > 1 || (len(li.Readers) == 1 && !reads)
+	return li.Holder, reads, others, li.TTL, nil
+}
+
+// zacquire takes key's write lock (RLOCK) or a read lock (RRLOCK) for
+// token.
+func (o *scriptOps) zacquire(ctx context.Context, prim quorum.Primitive, key, token string, ttl time.Duration) (bool, error) {
+	if len(token) == 0 || len(token) > MaxTokenLen {
+		return false, dropinRefused("a lock's token must be 1 to %d bytes", MaxTokenLen)
+	}
+	lease, err := o.eng.Acquire(ctx, quorum.Request{Primitive: prim, Resources: []string{key}, TTL: ttl, Token: token})
+	if err != nil || lease == nil {
+		return false, notGranted(err)
+	}
+	v, ok := validity(ctx, lease, o.eng.Abandon)
+	if !ok {
+		return false, nil
+	}
+	o.lease = lease
+	if o.grants != nil {
+		o.grants.add([]string{key}, token, time.Now().Add(time.Duration(v)*time.Millisecond))
+	}
+	return true, nil
+}
+
+// zrelease releases token's write or read lock of key.
+func (o *scriptOps) zrelease(ctx context.Context, prim quorum.Primitive, key, token string) (bool, error) {
+	held, err := o.eng.Release(ctx, &quorum.Lease{Primitive: prim, Resources: []string{key}, Token: token})
+	if err == nil && held && o.grants != nil {
+		o.grants.remove([]string{key}, token)
+	}
+	return held, err
+}
+
+// zextend extends token's write or read lock of key.
+func (o *scriptOps) zextend(ctx context.Context, prim quorum.Primitive, key, token string, ttl time.Duration) (bool, error) {
+	v, err := o.eng.Extend(ctx, &quorum.Lease{Primitive: prim, Resources: []string{key}, Token: token}, ttl)
+	if err != nil || v <= 0 {
+		return false, err
+	}
+	if o.grants != nil {
+		o.grants.add([]string{key}, token, time.Now().Add(v))
+	}
+	return true, nil
+}
+
+// WriteAcquire takes key's lock exclusively for token (RLOCK).
+func (o *scriptOps) WriteAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return o.zacquire(ctx, quorum.Lock, key, token, ttl)
+}
+
+// WriteRelease releases token's write lock (RUNLOCK); live readers keep
+// the key.
+func (o *scriptOps) WriteRelease(ctx context.Context, key, token string) (bool, error) {
+	return o.zrelease(ctx, quorum.Lock, key, token)
+}
+
+// WriteExtend extends token's write lock (REXTEND).
+func (o *scriptOps) WriteExtend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return o.zextend(ctx, quorum.Lock, key, token, ttl)
+}
+
+// ReadAcquire takes a read lock of key for token (RRLOCK).
+func (o *scriptOps) ReadAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return o.zacquire(ctx, quorum.Read, key, token, ttl)
+}
+
+// ReadRelease releases token's read lock (RRUNLOCK).
+func (o *scriptOps) ReadRelease(ctx context.Context, key, token string) (bool, error) {
+	return o.zrelease(ctx, quorum.Read, key, token)
+}
+
+// ReadExtend extends token's read lock (RREXTEND).
+func (o *scriptOps) ReadExtend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return o.zextend(ctx, quorum.Read, key, token, ttl)
 }
 
 // Publish delivers a script's PUBLISH to the subscribers on every proxy.

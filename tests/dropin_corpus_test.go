@@ -22,7 +22,7 @@ import (
 
 // The drop-in corpus (make dropin, issue 24): real lock libraries and
 // hand-written idioms, unchanged, each run by a worker program of
-// tests/dropin/ (Python, Node.js, or Go in the nested modules under
+// tests/dropin/ (Python, Node.js, PHP, or Go in the nested modules under
 // tests/dropin/go/). A worker program runs `workers` workers, the even ones
 // connected to the first lock address and the odd ones to the second, each
 // looping `cycles` times:
@@ -53,7 +53,7 @@ import (
 // dropinRow is one library or idiom of the corpus.
 type dropinRow struct {
 	name string
-	// lang picks the worker program: "py", "node", "go" (tests/dropin/go)
+	// lang picks the worker program: "py", "node", "php", "go" (tests/dropin/go)
 	// or "go411" (tests/dropin/go/redsync411, go-redsync v4.11.0).
 	lang string
 	// limit is the number of holders allowed at once: 1 for a mutex.
@@ -102,6 +102,7 @@ var dropinCorpus = []dropinRow{
 	{name: "rueidislock", lang: "go", limit: 1, keys: []string{"rueidislock:0:dropin", "rueidislock:1:dropin", "rueidislock:2:dropin"}, need: 2},
 	{name: "spring-shape", lang: "go", limit: 1, keys: []string{"dropin"}},
 	{name: "redisson-shape", lang: "go", limit: 1, keys: []string{"dropin"}},
+	{name: "symfony-lock", lang: "php", limit: 1, keys: []string{"dropin"}},
 }
 
 // dropinEnv reads a positive integer knob of the corpus.
@@ -129,6 +130,8 @@ func (p *dropinPrograms) command(ctx context.Context, r dropinRow, args ...strin
 		return exec.CommandContext(ctx, p.python, append([]string{"dropin/dropin.py", r.name}, args...)...)
 	case "node":
 		return exec.CommandContext(ctx, "node", append([]string{"dropin/dropin.js", r.name}, args...)...)
+	case "php":
+		return exec.CommandContext(ctx, "php", append([]string{"dropin/dropin.php", r.name}, args...)...)
 	default:
 		return exec.CommandContext(ctx, p.goBin[r.lang], append([]string{r.name}, args...)...)
 	}
@@ -151,6 +154,9 @@ func prepareDropin(t *testing.T) *dropinPrograms {
 	}
 	if _, err := exec.LookPath("node"); err != nil {
 		fail("node is not installed")
+	}
+	if out, err := exec.Command("php", "-r", `require '/usr/share/php/Symfony/Component/Lock/autoload.php'; new Redis(); exit(function_exists('pcntl_fork') ? 0 : 1);`).CombinedOutput(); err != nil {
+		fail("php with php-redis, pcntl and Symfony Lock (php-cli php-redis php-symfony-lock) is not usable: %v %s", err, out)
 	}
 	if _, err := os.Stat("dropin/node_modules/redis-semaphore"); err != nil {
 		fail("the Node.js libraries are not installed in tests/dropin: %v", err)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1132,4 +1133,100 @@ func TestDropinRedisson(t *testing.T) {
 	cl.servers[3].Resume()
 	cl.servers[4].Resume()
 	cl.expectOnlyFences(t)
+}
+
+// zlockScripts are the sorted-set read-write lock's scripts, in the shape
+// of Symfony Lock's RedisStore (internal/luashape/testdata/zlock).
+func zlockScripts(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, n := range []string{"write", "read", "refresh", "release", "exists", "probe"} {
+		b, err := os.ReadFile(filepath.Join("..", "internal", "luashape", "testdata", "zlock", n+".lua"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n] = string(b)
+	}
+	return out
+}
+
+// TestDropinSortedSetLock drives a read-write lock kept in a sorted set
+// (Symfony Lock's layout) through two proxies: writers exclude each other
+// and readers, readers share, a writer downgrades to a reader, a
+// promotion is refused with an error, and the TIME probe is answered;
+// with all masters up, then with 2 of 5 paused.
+func TestDropinSortedSetLock(t *testing.T) {
+	cl, pa, pb := dropinProxies(t)
+	sc := zlockScripts(t)
+	ctx := context.Background()
+	const key = "sym:invoices"
+	type client struct {
+		c     *redis.Client
+		token string
+	}
+	a := client{pa.Client(), "YWFhYWFhYWFhYWFhYWFhYQ=="}
+	b := client{pb.Client(), "YmJiYmJiYmJiYmJiYmJiYg=="}
+	run := func(c client, name string, ttl int) (any, error) {
+		t.Helper()
+		now := fmt.Sprintf("%.4f", float64(time.Now().UnixMicro())/1e6)
+		args := []any{now, c.token, ttl}
+		if name == "release" {
+			args = []any{c.token}
+		}
+		if name == "exists" {
+			args = args[:2]
+		}
+		v, err := c.c.Eval(ctx, sc[name], []string{key}, args...).Result()
+		if err == redis.Nil {
+			return nil, nil
+		}
+		return v, err
+	}
+	want := func(c client, name string, ttl int, w any) {
+		t.Helper()
+		v, err := run(c, name, ttl)
+		if err != nil || v != w {
+			t.Fatalf("%s by %s = %v, %v; want %v", name, c.token[:4], v, err, w)
+		}
+	}
+	yes, no := int64(1), any(nil)
+	cycle := func(paused bool) {
+		if v, err := pa.Client().Eval(ctx, sc["probe"], []string{"symfony_check_support_time"}).Result(); v != yes || err != nil {
+			t.Fatalf("probe = %v, %v", v, err)
+		}
+		want(a, "write", 30000, yes)
+		if !paused {
+			cl.onQuorum(t, key, a.token) // a write lock is an RLOCK
+		}
+		want(b, "write", 30000, no)
+		want(b, "read", 30000, no)
+		want(a, "write", 30000, yes) // the holder again: refreshed
+		want(a, "refresh", 20000, yes)
+		want(b, "refresh", 20000, no)
+		want(a, "exists", 0, yes)
+		want(b, "exists", 0, no)
+		want(a, "read", 30000, yes) // a downgrade: now a reader
+		want(b, "read", 30000, yes) // so b may read beside it
+		want(b, "write", 30000, no) // readers share, none may write
+		want(a, "refresh", 20000, yes)
+		want(b, "release", 0, yes)
+		// a is the only reader: one Redis would promote it; the proxy
+		// refuses, and a's read lock is untouched.
+		if _, err := run(a, "write", 30000); err == nil || !strings.Contains(err.Error(), "read lock into a write lock") {
+			t.Fatalf("promotion: %v, want refused", err)
+		}
+		want(a, "exists", 0, yes)
+		want(b, "write", 30000, no)
+		want(a, "release", 0, yes)
+		want(a, "release", 0, no)
+		want(b, "write", 30000, yes)
+		want(b, "release", 0, yes)
+		want(a, "exists", 0, no)
+	}
+	cycle(false)
+	cl.servers[3].Pause()
+	cl.servers[4].Pause()
+	defer cl.servers[3].Resume()
+	defer cl.servers[4].Resume()
+	cycle(true)
 }

@@ -20,6 +20,7 @@ type fakeOps struct {
 	sems  map[string]map[string]int // name -> token -> permits
 	pubs  []string
 	calls []string
+	rw    map[string]*fakeRW // read-write locks (zlock_test.go)
 }
 
 type fakeKey struct {

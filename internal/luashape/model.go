@@ -66,7 +66,10 @@ type model struct {
 	pubNames []int
 	ents     map[int]*entry
 	now      value // ms since the epoch: sym NOW or float64
-	pubs     []pub
+	// zl, when set, is a concrete run of a sorted-set lock (zlock.go):
+	// its keys are sorted sets with members and scores.
+	zl   *zlockRun
+	pubs []pub
 }
 
 func okStatus(s string) *table { return &table{hash: map[any]value{"ok": s}} }
@@ -246,6 +249,11 @@ func (in *interp) redisCall(args []value) (value, error) {
 			return wrongArgs(cmd)
 		}
 		return nil
+	}
+	if in.m.zl != nil {
+		if v, handled, err := in.zlockCall(cmd, a); handled {
+			return v, err
+		}
 	}
 	switch cmd {
 	case "SELECT":

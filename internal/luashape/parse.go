@@ -145,6 +145,9 @@ type chunk struct {
 	// a key it first reads or expires with a command of any type is a
 	// hash (a lock kept in a hash, Redisson's layout).
 	hashes bool
+	// zsets: the script calls a sorted-set command (a semaphore, or a
+	// read-write lock kept in a sorted set).
+	zsets bool
 }
 
 // hashCommands are the hash commands the model knows.
@@ -847,6 +850,9 @@ func (cv *conv) call(e *ast.FuncCallExpr, at int) (expr, int, error) {
 	if len(x.args) > 0 {
 		if name, ok := x.args[0].(*strExpr); ok && hashCommands[strings.ToUpper(name.v)] {
 			cv.c.hashes = true
+		}
+		if name, ok := x.args[0].(*strExpr); ok && strings.HasPrefix(strings.ToUpper(name.v), "Z") {
+			cv.c.zsets = true
 		}
 	}
 	if !e.AdjustRet {

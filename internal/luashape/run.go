@@ -96,6 +96,14 @@ func (s *Shape) Run(ctx context.Context, ops Ops, keys, argv []string) (reply an
 		return r.check(ctx, ops)
 	case ForceRelease:
 		return r.force(ctx, ops)
+	case ZLock:
+		return r.zlock(ctx, ops)
+	case Ephemeral:
+		ret, _, err := r.replay(r.all(start{}))
+		if err != nil {
+			return nil, scriptErr(err)
+		}
+		return convert(ret, true)
 	case HashAcquire, HashExtend, HashRelease:
 		return r.hash(ctx, ops)
 	default:

@@ -15,7 +15,11 @@
 // release, extend, check, force release (delete whatever holds), the
 // semaphore's acquire, release and refresh, and the hash lock's (a
 // re-entrant lock kept in a hash whose one field is the owner and its
-// hold count, Redisson's layout) acquire, extend and release.
+// hold count, Redisson's layout) acquire, extend and release. A script
+// that fails to match and uses a sorted set may be a read-write lock kept
+// in a sorted set (Symfony Lock's layout): that is recognised by running
+// it concretely from each state such a lock can be in (zlock.go). A
+// script whose writes all expire within a millisecond is Ephemeral.
 //
 // Shape.Run runs the quorum operation, then runs the script once more,
 // concretely, against one Redis holding the state the quorum reported, to
@@ -64,7 +68,15 @@ const (
 	HashAcquire Kind = "hashacquire"
 	HashExtend  Kind = "hashextend"
 	HashRelease Kind = "hashrelease"
+	// Ephemeral writes only keys that expire within maxEphemeralMs
+	// (Symfony Lock's probe of TIME in scripts: SET key "1" PX 1): no
+	// later command can see what it wrote, so it is answered without
+	// the masters.
+	Ephemeral Kind = "ephemeral"
 )
+
+// maxEphemeralMs is the longest expiry an Ephemeral script may set.
+const maxEphemeralMs = 1
 
 // State is what a quorum found at a lock's keys.
 type State int
@@ -144,8 +156,9 @@ type Shape struct {
 	// answer, and which the release sets to its answer for a while; 0:
 	// none.
 	memo       int
-	readsOther bool // the reply depends on another holder's value or ttl
-	limit      *sx  // semaphore acquire: expressions over ARGV
+	readsOther bool   // the reply depends on another holder's value or ttl
+	zmarker    string // a sorted-set lock's marker member (ZLock)
+	limit      *sx    // semaphore acquire: expressions over ARGV
 	count      *sx
 	decl       *Declaration
 }
@@ -172,6 +185,19 @@ func Recognise(src []byte) (s *Shape, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err = recogniseSym(c)
+	if err != nil && c.zsets {
+		// A read-write lock kept in a sorted set is recognised by how it
+		// behaves from each state such a lock can be in (zlock.go).
+		if z, zerr := recogniseZLock(c); zerr == nil {
+			return z, nil
+		}
+	}
+	return s, err
+}
+
+// recogniseSym recognises c by exploring it symbolically.
+func recogniseSym(c *chunk) (s *Shape, err error) {
 	if c.keys == 0 && !c.dynK {
 		return nil, errors.New("uses no KEYS")
 	}
@@ -492,6 +518,9 @@ func Near(err error) Kind {
 }
 
 func classify(c *chunk, paths []*path) (*Shape, error) {
+	if ephemeral(paths) {
+		return &Shape{Kind: Ephemeral, c: c}, nil
+	}
 	var near Kind
 	s, err := classifyAs(c, paths, &near)
 	if err != nil && near != "" {
@@ -507,6 +536,39 @@ func classify(c *chunk, paths []*path) (*Shape, error) {
 		}
 	}
 	return s, err
+}
+
+// ephemeral reports whether every way through the script that writes
+// only sets string keys unconditionally, each with a constant expiry of at
+// most maxEphemeralMs, publishes nothing, and answers the same whatever
+// the keys held; and one way writes.
+func ephemeral(paths []*path) bool {
+	writes := false
+	reply := ""
+	for i, p := range paths {
+		if p.err != nil || len(p.pubs) > 0 {
+			return false
+		}
+		if k := replyKey(p); i == 0 {
+			reply = k
+		} else if k != reply {
+			return false
+		}
+		for _, e := range p.ents {
+			if e.kind != 's' {
+				return false
+			}
+			if !e.valSet && !e.ttlSet && e.present == (e.init != "absent") {
+				continue
+			}
+			ttl, ok := e.ttl.(float64)
+			if !e.present || !e.valSet || !ok || ttl <= 0 || ttl > maxEphemeralMs {
+				return false
+			}
+			writes = true
+		}
+	}
+	return writes
 }
 
 // classifyAs is classify; it sets near once the effects name the
