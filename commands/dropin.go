@@ -303,7 +303,7 @@ func (d *dropin) run(ctx context.Context, sess *proxy.Session, s *script, args [
 		return nil, scriptErr(err)
 	}
 	reply = scriptReply(reply)
-	if ops.lease == nil && ops.semLease == nil {
+	if len(ops.leases) == 0 && ops.semLease == nil {
 		return reply, nil
 	}
 	// A grant is checked again when its reply is written, as RLOCK's is:

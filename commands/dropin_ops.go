@@ -24,7 +24,7 @@ type scriptOps struct {
 	// nil records nothing.
 	grants *dropinGrants
 
-	lease    *quorum.Lease
+	leases   []*quorum.Lease // the grants this call made (an acquire of several keys, each with its own value, makes one per key)
 	semLease *quorum.Lease
 }
 
@@ -51,7 +51,7 @@ func (o *scriptOps) Acquire(ctx context.Context, keys []string, value string, tt
 	if !ok {
 		return false, nil
 	}
-	o.lease = lease
+	o.leases = append(o.leases, lease)
 	if o.grants != nil {
 		o.grants.add(keys, value, time.Now().Add(time.Duration(v)*time.Millisecond))
 	}
@@ -172,7 +172,7 @@ func (o *scriptOps) Hold(ctx context.Context, key, owner string, ttl time.Durati
 	if !ok {
 		return false, nil
 	}
-	o.lease = lease
+	o.leases = append(o.leases, lease)
 	if o.grants != nil {
 		o.grants.add([]string{key}, owner, time.Now().Add(time.Duration(v)*time.Millisecond))
 	}
@@ -262,7 +262,7 @@ func (o *scriptOps) zacquire(ctx context.Context, prim quorum.Primitive, key, to
 	if !ok {
 		return false, nil
 	}
-	o.lease = lease
+	o.leases = append(o.leases, lease)
 	if o.grants != nil {
 		o.grants.add([]string{key}, token, time.Now().Add(time.Duration(v)*time.Millisecond))
 	}
@@ -344,8 +344,10 @@ func (o *scriptOps) Publish(ctx context.Context, channel, message string) error 
 // stillValid reports whether the grant the script made can still be
 // relied on at now.
 func (o *scriptOps) stillValid(now time.Time) bool {
-	if o.lease != nil && o.lease.ValidityAt(now) < time.Millisecond {
-		return false
+	for _, l := range o.leases {
+		if l.ValidityAt(now) < time.Millisecond {
+			return false
+		}
 	}
 	return o.semLease == nil || o.semLease.ValidityAt(now) >= time.Millisecond
 }
@@ -353,10 +355,10 @@ func (o *scriptOps) stillValid(now time.Time) bool {
 // giveBack returns the grant the script made (its reply cannot reach the
 // client, or the script failed after it).
 func (o *scriptOps) giveBack(ctx context.Context) {
-	if o.lease != nil {
-		o.eng.Abandon(ctx, o.lease)
-		o.lease = nil
+	for _, l := range o.leases {
+		o.eng.Abandon(ctx, l)
 	}
+	o.leases = nil
 	if o.semLease != nil {
 		o.eng.Abandon(ctx, o.semLease)
 		o.semLease = nil

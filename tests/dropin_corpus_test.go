@@ -90,6 +90,7 @@ var dropinCorpus = []dropinRow{
 	{name: "redlock5", lang: "node", limit: 1, keys: []string{"dropin"}},
 	{name: "ioredis-lock", lang: "node", limit: 1, keys: []string{"dropin"}},
 	{name: "redlock-universal", lang: "node", limit: 1, keys: []string{"dropin"}},
+	{name: "redlock-universal-batch", lang: "node", limit: 1, keys: []string{"dropin"}},
 	{name: "sesamecare-redlock", lang: "node", limit: 1, keys: []string{"dropin"}},
 	{name: "redis-warlock", lang: "node", limit: 1, keys: []string{"dropin:lock"}},
 	{name: "redsync-4.11-goredis", lang: "go411", limit: 1, keys: []string{"dropin"}},

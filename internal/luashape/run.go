@@ -297,6 +297,59 @@ func (r *runner) written(m *model, kind string) (keys []string, val string, ttl 
 	return keys, val, ttl, nil
 }
 
+// acquireEach takes every key, each with its own value, one quorum
+// acquire per key in the order of KEYS; when one is not granted, those
+// granted before it are released and the script answers as it does when
+// that key is held by another (and the keys before it free).
+func (r *runner) acquireEach(ctx context.Context, ops Ops) (any, error) {
+	_, m, err := r.replay(r.all(start{}))
+	if err != nil {
+		return r.check(ctx, ops)
+	}
+	type grant struct {
+		key, val string
+		ttl      float64
+	}
+	var want []grant
+	for i := 1; i <= len(r.keys); i++ {
+		e := m.ents[i]
+		if e == nil || effectOf(e).kind != "set" {
+			continue
+		}
+		v, _ := e.val.(string)
+		t, ok := e.ttl.(float64)
+		if !ok || t <= 0 {
+			return nil, ScriptError("ERR invalid expire time in 'set' command")
+		}
+		want = append(want, grant{r.keys[i-1], v, t})
+	}
+	if len(want) != len(r.keys) { // these arguments take nothing: answer as read
+		return r.check(ctx, ops)
+	}
+	for i, g := range want {
+		granted, err := ops.Acquire(ctx, []string{g.key}, g.val, msDuration(g.ttl), false)
+		if err == nil && granted {
+			continue
+		}
+		for _, h := range want[:i] {
+			if _, rerr := ops.Release(ctx, []string{h.key}, h.val); rerr != nil && err == nil {
+				err = rerr
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		taken := i + 1
+		return r.finish(ctx, ops, func(j int) start {
+			if j == taken {
+				return start{present: true, val: "\x00another holder", ttl: 1}
+			}
+			return start{}
+		}, false)
+	}
+	return r.finish(ctx, ops, r.all(start{}), true)
+}
+
 // other is the state used when the quorum reports another holder: read
 // from the quorum when the reply depends on it.
 func (r *runner) other(ctx context.Context, ops Ops) (func(int) start, error) {
@@ -318,6 +371,9 @@ func (r *runner) other(ctx context.Context, ops Ops) (func(int) start, error) {
 }
 
 func (r *runner) acquire(ctx context.Context, ops Ops) (any, error) {
+	if r.s.keyValues > 0 {
+		return r.acquireEach(ctx, ops)
+	}
 	_, m, err := r.replay(r.all(start{}))
 	if err != nil { // fails where it would write: answer from the real state
 		return r.check(ctx, ops)

@@ -158,9 +158,12 @@ type Shape struct {
 	memo       int
 	readsOther bool   // the reply depends on another holder's value or ttl
 	zmarker    string // a sorted-set lock's marker member (ZLock)
-	limit      *sx    // semaphore acquire: expressions over ARGV
-	count      *sx
-	decl       *Declaration
+	// keyValues, when not 0, makes an Acquire take each KEYS[i] with its
+	// own value, ARGV[i + keyValues - 1], all or none.
+	keyValues int
+	limit     *sx // semaphore acquire: expressions over ARGV
+	count     *sx
+	decl      *Declaration
 }
 
 // internalError marks a recovered panic (a bug), which the fuzz target
@@ -229,6 +232,14 @@ func recogniseSym(c *chunk) (s *Shape, err error) {
 		paths = append(paths, ps...)
 	}
 	s, err = classify(c, paths)
+	if err != nil && c.dynK && c.dynA && !c.hashes && !c.zsets {
+		// An acquire of every key, each with its own value (KEYS[i]
+		// holding ARGV[i + offset], redlock-universal's batch acquire):
+		// explore with an ARGV for every key besides the others.
+		if e, eerr := recogniseEach(c, nks); eerr == nil {
+			return e, nil
+		}
+	}
 	if err != nil && c.dynK && c.dynA && c.hashes {
 		// A batch over hash locks, one owner per key in ARGV after a
 		// shared argument (Redisson's watchdog renews every lock of a
@@ -253,6 +264,69 @@ func recogniseBatch(c *chunk, nks []int) (*Shape, error) {
 		paths = append(paths, ps...)
 	}
 	return classifyHashBatch(c, paths)
+}
+
+// recogniseEach explores c with an ARGV for every key besides the
+// script's others and matches it as an acquire of every key, each with
+// its own value, all or none.
+func recogniseEach(c *chunk, nks []int) (*Shape, error) {
+	var paths []*path
+	for _, nk := range nks {
+		ps, err := explore(c, nk, c.argv+nk+1, nil)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, ps...)
+	}
+	return classifyEach(c, paths)
+}
+
+// classifyEach matches paths that either set every key, each from free
+// to ARGV[i + offset] (one offset) with an expiry, or write nothing; a
+// path that fails writes nothing.
+func classifyEach(c *chunk, paths []*path) (*Shape, error) {
+	off := -1
+	sets := false
+	for _, p := range paths {
+		if len(p.pubs) > 0 {
+			return nil, errors.New("publishes")
+		}
+		n := 0
+		for _, e := range p.ents {
+			ef := effectOf(e)
+			if e.kind != 's' {
+				return nil, errors.New("uses keys other than strings")
+			}
+			switch ef.kind {
+			case "none":
+				continue
+			case "set":
+			default:
+				return nil, fmt.Errorf("%s: changes a key it does not take", at(c, e.wrote))
+			}
+			if p.err != nil {
+				return nil, fmt.Errorf("%s: can fail after writing", at(c, p.end))
+			}
+			v, ok := e.val.(*sym)
+			if !ok || v.e.op != "ARGV" || e.ttl == nil {
+				return nil, fmt.Errorf("%s: sets a key to a value other than an ARGV, or without an expiry", at(c, e.wrote))
+			}
+			if o := v.e.i - e.idx; off >= 0 && o != off || o < 0 {
+				return nil, fmt.Errorf("%s: sets the keys to ARGV at different offsets", at(c, e.wrote))
+			} else {
+				off = o
+			}
+			n++
+		}
+		if n > 0 && n != p.nk {
+			return nil, errors.New("sets some of its keys and not others")
+		}
+		sets = sets || n > 0
+	}
+	if !sets {
+		return nil, errors.New("sets no key")
+	}
+	return &Shape{Kind: Acquire, c: c, keyValues: off + 1}, nil
 }
 
 // classifyHashBatch matches a script that extends each of its hash
@@ -1240,6 +1314,9 @@ func (s *Shape) String() string {
 	}
 	if s.limit != nil {
 		b += " limit=" + s.limit.key + " count=" + s.count.key
+	}
+	if s.keyValues > 0 {
+		b += fmt.Sprintf(" each KEYS[i] with ARGV[i+%d]", s.keyValues-1)
 	}
 	return b
 }

@@ -222,6 +222,24 @@ const rows = {
       }
     },
   },
+  // redlock-universal's LockManager.acquireBatch: one script checks that
+  // every key is free, then sets each to its own value, all or none; the
+  // batch here is the resource and a second key.
+  "redlock-universal-batch": {
+    async connect(addr) {
+      return ioredisClient(addr);
+    },
+    async loop(c, plain, w, cycles) {
+      const { LockManager, IoredisAdapter } = require("redlock-universal");
+      const manager = new LockManager({ nodes: [new IoredisAdapter(c)], defaultTTL: 10000, defaultRetryAttempts: 6000, defaultRetryDelay: 5 });
+      for (let i = 0; i < cycles; i++) {
+        const handles = await manager.acquireBatch([RESOURCE + ":batch", RESOURCE]);
+        await critical(plain, w, i);
+        const released = await manager.releaseBatch(handles);
+        if (!released.every(Boolean)) throw new Error("releaseBatch answered " + JSON.stringify(released));
+      }
+    },
+  },
   // @sesamecare-oss/redlock (a node-redlock 5 fork): its scripts first
   // SELECT the configured db with redis.pcall; using() extends the lock
   // while the routine runs. Like redlock-universal, each worker's 100th
