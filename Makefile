@@ -18,8 +18,10 @@ run:
 
 # One package at a time (-p 1): the engine's unit tests count 50 ms master
 # timeouts, which the proxies of tests/ running beside them on 2 cores can
-# starve. -parallel 4: the tests marked parallel (Redis Cluster scenarios,
-# expiries, quarantines, rolling restarts) mostly wait, four at once.
+# starve. -parallel 4: the engine's parallel unit tests, four at once;
+# tests/ runs last, on its own, with -parallel 6: its tests marked parallel
+# (Redis Cluster scenarios, expiries, quarantines, rolling restarts) mostly
+# wait, and run after its serial ones.
 # The second step is the deterministic simulation's fixed seeds and its
 # negative controls, without the race detector (ten times faster; the
 # first step runs a few seeds with it).
@@ -32,7 +34,8 @@ test:
 	  echo "!!! WARNING: redis-server not found: integration tests run against EMBEDDED miniredis"; \
 	  echo "!!! masters, NOT real Redis, and tests that need real masters are skipped."; \
 	  echo "!!! Install redis-server (apt-get install -y redis-server) for the real test."; }
-	$(GO) test -race -count=1 -p 1 -parallel 4 -timeout 9m $(PKGS)
+	$(GO) test -race -count=1 -p 1 -parallel 4 -timeout 9m $$($(GO) list $(PKGS) | grep -v '/tests$$')
+	$(GO) test -race -count=1 -parallel 6 -timeout 9m ./tests
 	$(GO) test -count=1 -run '^TestSimulate' ./quorum
 
 # The deterministic simulation on random seeds for SIM (default 60s): it
