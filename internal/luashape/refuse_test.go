@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -176,6 +178,14 @@ func FuzzRecognise(f *testing.F) {
 	for _, lc := range libCases {
 		f.Add([]byte(lc.src))
 	}
+	for _, name := range []string{"write", "read", "refresh", "release", "exists", "probe"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "zlock", name+".lua"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(eachAcquire))
 	f.Add([]byte("--[==[ x ]==] return [[a]] .. 'b' .. \"c\\65\""))
 	f.Add([]byte("while true do local x = ARGV[1] .. KEYS[1] end"))
 	f.Fuzz(func(t *testing.T, src []byte) {
@@ -191,9 +201,11 @@ func FuzzRecognise(f *testing.F) {
 			}
 			return
 		}
-		for _, argv := range [][]string{{"v", "1000", "0", "5"}, {}} {
-			if _, err := s.Run(context.Background(), newFake(), []string{"a", "b"}, argv); err != nil && strings.Contains(err.Error(), internalError) {
-				t.Fatal(err)
+		for _, keys := range [][]string{{"a", "b"}, {"a"}} {
+			for _, argv := range [][]string{{"v", "1000", "0", "5"}, {"1700000000.5", "v", "1000"}, {}} {
+				if _, err := s.Run(context.Background(), newFake(), keys, argv); err != nil && strings.Contains(err.Error(), internalError) {
+					t.Fatal(err)
+				}
 			}
 		}
 	})
