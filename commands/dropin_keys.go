@@ -19,9 +19,12 @@ const dropinDocs = "see docs/PROTOCOL.md, Drop-in mode"
 // within it.
 const keptLeaseTTL = 10 * time.Second
 
-// setArgs is a drop-in SET: SET key value NX [PX|EX|PXAT|EXAT ttl].
+// setArgs is a drop-in SET: SET key value NX [PX|EX|PXAT|EXAT ttl], or
+// SET key value XX PX|EX|PXAT|EXAT ttl (xx: the holder setting its own
+// lock's ttl, ShedLock's unlock before lockAtLeastFor and its extend).
 type setArgs struct {
 	key, value string
+	xx         bool
 	// ttl is the lock's lifetime; 0 with kept: no expiry was given, the
 	// lease lives as long as the connection.
 	ttl  time.Duration
@@ -83,8 +86,10 @@ func parseSet(args [][]byte, lim Limits, now time.Time) (setArgs, error) {
 		}
 	}
 	switch {
-	case !nx:
-		return setArgs{}, dropinRefused("SET on a lock key must be SET key value NX [PX|EX|PXAT|EXAT ttl]: a SET without NX would overwrite the lock of another client")
+	case xx && unit == 0:
+		return setArgs{}, dropinRefused("SET ... XX on a lock key needs a ttl (PX, EX, PXAT or EXAT): it sets the ttl of the lock the key holds with that value")
+	case !nx && !xx:
+		return setArgs{}, dropinRefused("SET on a lock key must be SET key value NX [PX|EX|PXAT|EXAT ttl] (or XX with a ttl, by the value holding it): a SET without NX would overwrite the lock of another client")
 	case get:
 		return setArgs{}, dropinRefused("SET ... NX GET is not served; read the holder with GET")
 	case keepttl:
@@ -94,7 +99,7 @@ func parseSet(args [][]byte, lim Limits, now time.Time) (setArgs, error) {
 	case len(value) == 0 || len(value) > MaxTokenLen:
 		return setArgs{}, dropinRefused("a lock's value must be 1 to %d bytes", MaxTokenLen)
 	}
-	s := setArgs{key: key, value: value}
+	s := setArgs{key: key, value: value, xx: xx}
 	if unit == 0 {
 		s.kept, s.ttl = true, min(keptLeaseTTL, lim.MaxTTL)
 		return s, nil
@@ -217,6 +222,47 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 			},
 		}
 	}
+	// setXX is SET key value XX with a ttl: the lock key holding value
+	// gets that ttl (longer or shorter: its holder sets it), on a quorum;
+	// nil when no lock is held at key, as one Redis answers XX on a
+	// missing key. Another value's lock is refused: one Redis would
+	// overwrite it, and its holder would share the lock.
+	setXX := func(ctx context.Context, sess *proxy.Session, sa setArgs) (any, error) {
+		holder := k.keptDropin(sess, sa.key)
+		if holder == "" {
+			li, err := info(ctx, sa.key)
+			if err != nil {
+				return nil, err
+			}
+			if !li.Held || li.Holder == "" {
+				return nil, nil
+			}
+			holder = li.Holder
+		}
+		if holder != sa.value {
+			return nil, dropinRefused("SET ... XX would overwrite the lock held at %q by another value: only the value that holds a lock may set its ttl", sa.key)
+		}
+		lease := &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{sa.key}, Token: holder}
+		if sa.expired { // Redis deletes the key
+			_, err := eng.Release(ctx, lease)
+			k.forgetDropin(sess, []string{sa.key}, holder)
+			grants.remove([]string{sa.key}, holder)
+			if err != nil {
+				return nil, err
+			}
+			return proxy.OK, nil
+		}
+		v, err := eng.Extend(ctx, lease, sa.ttl)
+		if err != nil {
+			return nil, err
+		}
+		if v <= 0 {
+			return nil, nil
+		}
+		k.forgetDropin(sess, []string{sa.key}, holder)
+		grants.add([]string{sa.key}, holder, time.Now().Add(v))
+		return proxy.OK, nil
+	}
 	del := func(name string) *proxy.Command {
 		return &proxy.Command{
 			Name: name, Arity: -2, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: -1, Step: 1,
@@ -252,10 +298,13 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 				if err != nil {
 					return nil, err
 				}
+				if sa.xx {
+					return setXX(ctx, sess, sa)
+				}
 				return acquire(ctx, sess, sa, proxy.OK, nil)
 			},
 			Doc: proxy.Doc{
-				Summary: "Drop-in mode: SET key value NX [PX|EX|PXAT|EXAT ttl] is a quorum lock acquire holding value; OK, or nil whenever a quorum does not grant it (also when the key holds the same value). Without a ttl the proxy keeps the lock alive while the connection is open.",
+				Summary: "Drop-in mode: SET key value NX [PX|EX|PXAT|EXAT ttl] is a quorum lock acquire holding value; OK, or nil whenever a quorum does not grant it (also when the key holds the same value). Without a ttl the proxy keeps the lock alive while the connection is open. SET key value XX with a ttl sets the ttl of the lock the key holds with that value (nil when none is held; another value's lock is refused).",
 				Args: []proxy.ArgDoc{
 					{Name: "key", Type: "key"},
 					{Name: "value", Type: "string"},

@@ -35,7 +35,9 @@ func TestParseSet(t *testing.T) {
 		{[]string{"k", "v", "NX", "PX", "1", "EX", "1"}, setArgs{}, "ERR syntax error"},
 		{[]string{"k", "v", "NX", "BOGUS"}, setArgs{}, "ERR syntax error"},
 		{[]string{"k", "v", "PX", "100"}, setArgs{}, "ERR drop-in mode: SET on a lock key must be SET key value NX"},
-		{[]string{"k", "v", "XX", "PX", "100"}, setArgs{}, "ERR drop-in mode: SET on a lock key must be SET key value NX"},
+		// ShedLock: the holder sets its own lock's ttl.
+		{[]string{"k", "v", "XX", "PX", "100"}, setArgs{key: "k", value: "v", xx: true, ttl: 100 * time.Millisecond}, ""},
+		{[]string{"k", "v", "XX"}, setArgs{}, "ERR drop-in mode: SET ... XX on a lock key needs a ttl"},
 		{[]string{"k", "v"}, setArgs{}, "ERR drop-in mode: SET on a lock key must be SET key value NX"},
 		{[]string{"k", "v", "NX", "GET", "PX", "100"}, setArgs{}, "ERR drop-in mode: SET ... NX GET is not served"},
 		{[]string{"k", "v", "NX", "KEEPTTL"}, setArgs{}, "ERR drop-in mode: SET ... KEEPTTL"},

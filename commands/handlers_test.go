@@ -500,7 +500,7 @@ func TestDropinCommandReplies(t *testing.T) {
 		{name: "set pxat in the past, no quorum", on: map[string][]answer{"Info": {failNoQuo}}, cmd: cmd("SET", "k", "v", "NX", "PXAT", past), want: "$-1", want3: "_", calls: []string{"Info lock k"}},
 		{name: "set pxat in the past, engine error", on: map[string][]answer{"Info": {reserved}}, cmd: cmd("SET", "k", "v", "NX", "PXAT", past), want: "-ERR resource name is reserved", calls: []string{"Info lock k"}},
 		{name: "set without nx", cmd: cmd("SET", "k", "v", "PX", "1000"),
-			want: "-ERR drop-in mode: SET on a lock key must be SET key value NX [PX|EX|PXAT|EXAT ttl]: a SET without NX would overwrite the lock of another client (see docs/PROTOCOL.md, Drop-in mode)"},
+			want: "-ERR drop-in mode: SET on a lock key must be SET key value NX [PX|EX|PXAT|EXAT ttl] (or XX with a ttl, by the value holding it): a SET without NX would overwrite the lock of another client (see docs/PROTOCOL.md, Drop-in mode)"},
 		{name: "set bad expire", cmd: cmd("SET", "k", "v", "NX", "PX", "0"), want: "-ERR invalid expire time in 'set' command"},
 		{name: "set syntax", cmd: cmd("SET", "k", "v", "NX", "PX"), want: "-ERR syntax error"},
 		{name: "set arity", cmd: cmd("SET", "k"), want: "-ERR wrong number of arguments for 'set' command"},

@@ -334,14 +334,14 @@ func TestDropinPlainCommands(t *testing.T) {
 	if redistest.Real() {
 		before = cl.scriptCalls(t)
 	}
-	setErr := "ERR drop-in mode: SET on a lock key must be SET key value NX [PX|EX|PXAT|EXAT ttl]: a SET without NX would overwrite the lock of another client (see docs/PROTOCOL.md, Drop-in mode)"
+	setErr := "ERR drop-in mode: SET on a lock key must be SET key value NX [PX|EX|PXAT|EXAT ttl] (or XX with a ttl, by the value holding it): a SET without NX would overwrite the lock of another client (see docs/PROTOCOL.md, Drop-in mode)"
 	for _, tc := range []struct {
 		want string
 		args []any
 	}{
 		{setErr, []any{"SET", "x", "v"}},
 		{setErr, []any{"SET", "x", "v", "PX", 1000}},
-		{setErr, []any{"SET", "x", "v", "XX", "PX", 1000}},
+		{"ERR drop-in mode: SET ... XX on a lock key needs a ttl (PX, EX, PXAT or EXAT): it sets the ttl of the lock the key holds with that value (see docs/PROTOCOL.md, Drop-in mode)", []any{"SET", "x", "v", "XX"}},
 		{"ERR drop-in mode: SET ... NX GET is not served; read the holder with GET (see docs/PROTOCOL.md, Drop-in mode)", []any{"SET", "x", "v", "NX", "PX", 1000, "GET"}},
 		{"ERR drop-in mode: SET ... KEEPTTL is not served on a lock key (see docs/PROTOCOL.md, Drop-in mode)", []any{"SET", "x", "v", "NX", "KEEPTTL"}},
 		{"ERR syntax error", []any{"SET", "x", "v", "NX", "PX", 1000, "EX", 1}},
@@ -1229,4 +1229,51 @@ func TestDropinSortedSetLock(t *testing.T) {
 	defer cl.servers[3].Resume()
 	defer cl.servers[4].Resume()
 	cycle(true)
+}
+
+// TestDropinSetXX: ShedLock's idiom, SET key value XX with a ttl by the
+// value that holds the lock (its unlock before lockAtLeastFor keeps the
+// lock for what is left; its extend sets a new ttl), sets that ttl on a
+// quorum, shorter or longer; nil when nothing is held; another value's
+// lock is refused, not overwritten. With all masters up, then 2 of 5
+// paused.
+func TestDropinSetXX(t *testing.T) {
+	cl, pa, pb := dropinProxies(t)
+	a, b := pa.Client(), pb.Client()
+	cycle := func() {
+		if v := do(t, a, "SET", "sched", "host-a", "NX", "PX", 30000); v != "OK" {
+			t.Fatalf("SET NX = %v", v)
+		}
+		expectErr(t, b, `ERR drop-in mode: SET ... XX would overwrite the lock held at "sched" by another value: only the value that holds a lock may set its ttl (see docs/PROTOCOL.md, Drop-in mode)`, "SET", "sched", "host-b", "XX", "PX", 1000)
+		if v := do(t, b, "GET", "sched"); v != "host-a" {
+			t.Fatalf("GET after another value's SET XX = %v", v)
+		}
+		if v := do(t, b, "SET", "sched", "host-a", "XX", "PX", 1500); v != "OK" { // shorter
+			t.Fatalf("SET XX by the holder's value = %v", v)
+		}
+		if v, _ := do(t, a, "PTTL", "sched").(int64); v <= 0 || v > 1500 {
+			t.Fatalf("PTTL after SET XX PX 1500 = %v", v)
+		}
+		if v := do(t, a, "SET", "sched", "host-a", "XX", "EX", 60); v != "OK" { // longer
+			t.Fatalf("SET XX EX 60 = %v", v)
+		}
+		if v, _ := do(t, b, "PTTL", "sched").(int64); v <= 50000 {
+			t.Fatalf("PTTL after SET XX EX 60 = %v", v)
+		}
+		if v := do(t, b, "SET", "sched", "host-b", "NX", "PX", 1000); v != nil {
+			t.Fatalf("SET NX of a held lock = %v", v)
+		}
+		if v := do(t, a, "SET", "nothing-here", "host-a", "XX", "PX", 1000); v != nil {
+			t.Fatalf("SET XX of a free key = %v, want nil", v)
+		}
+		if v := do(t, a, "DEL", "sched"); v != int64(1) {
+			t.Fatalf("DEL = %v", v)
+		}
+	}
+	cycle()
+	cl.servers[3].Pause()
+	cl.servers[4].Pause()
+	defer cl.servers[3].Resume()
+	defer cl.servers[4].Resume()
+	cycle()
 }
