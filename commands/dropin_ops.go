@@ -79,6 +79,11 @@ func (o *scriptOps) Release(ctx context.Context, keys []string, value string) (l
 	if o.grants != nil {
 		defer o.grants.remove(keys, value)
 	}
+	// A grant of this call that is released (an acquire of several keys
+	// rolled back) is not checked or given back with the reply.
+	o.leases = slices.DeleteFunc(o.leases, func(l *quorum.Lease) bool {
+		return l.Token == value && slices.ContainsFunc(l.Resources, func(r string) bool { return slices.Contains(keys, r) })
+	})
 	all := true
 	first := ""
 	for _, key := range keys {

@@ -345,19 +345,7 @@ func (r *runner) zlock(ctx context.Context, ops Ops) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		st := zFree
-		switch {
-		case writer == token:
-			st = zWrite
-		case writer != "":
-			st = zOtherWrite
-		case reads && othersRead:
-			st = zReadShared
-		case reads:
-			st = zRead
-		case othersRead:
-			st = zOtherRead
-		}
+		st := rwState(token, writer, reads, othersRead)
 		left := math.Max(float64(ttl.Milliseconds()), 1)
 		ret, zr, err := r.replayZ(st, r.s.zmarker, left)
 		if err != nil {
@@ -408,6 +396,24 @@ func (r *runner) zlock(ctx context.Context, ops Ops) (any, error) {
 			return nil, ScriptError("ERR drop-in: the lock changed state three times while the script ran; try again")
 		}
 	}
+}
+
+// rwState is the state of a read-write lock as token sees it, from what
+// RWOps.RWState reports.
+func rwState(token, writer string, reads, othersRead bool) zstate {
+	switch {
+	case writer == token:
+		return zWrite
+	case writer != "":
+		return zOtherWrite
+	case reads && othersRead:
+		return zReadShared
+	case reads:
+		return zRead
+	case othersRead:
+		return zOtherRead
+	}
+	return zFree
 }
 
 // zlockRefused answers an acquire the quorum did not grant from state st

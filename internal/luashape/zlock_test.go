@@ -244,19 +244,7 @@ func TestZLock(t *testing.T) {
 					t.Fatalf("reply %v, one Redis %v", got, want)
 				}
 				w, reads, others, _, _ := fake.RWState(context.Background(), "lk", token)
-				gotSt := zFree
-				switch {
-				case w == token:
-					gotSt = zWrite
-				case w != "":
-					gotSt = zOtherWrite
-				case reads && others:
-					gotSt = zReadShared
-				case reads:
-					gotSt = zRead
-				case others:
-					gotSt = zOtherRead
-				}
+				gotSt := rwState(token, w, reads, others)
 				if gotSt != wantSt {
 					t.Fatalf("quorum left %s (calls %v); one Redis %s", gotSt, fake.calls, wantSt)
 				}
