@@ -46,16 +46,18 @@ func TestLogLevel(t *testing.T) {
 	}
 }
 
-// TestFairStaleAfterDefault: 10s, unless two retries take longer; a value
-// that is set is kept.
-func TestFairStaleAfterDefault(t *testing.T) {
+// TestFairStaleAfterUnused: fair.stale_after is still read (the
+// contract's configuration sets it), whatever its value, and governs
+// nothing: 10s by default, a value that is set is kept, and only a
+// negative one is refused.
+func TestFairStaleAfterUnused(t *testing.T) {
 	for _, tc := range []struct {
 		yaml string
 		want time.Duration
 	}{
 		{"masters: [{addr: 'a:1'}]\n", 10 * time.Second},
-		{"masters: [{addr: 'a:1'}]\nretry_delay: 10s\nretry_jitter: 0s\n", 20100 * time.Millisecond},
-		{"masters: [{addr: 'a:1'}]\nfair: {stale_after: 1s}\n", time.Second},
+		{"masters: [{addr: 'a:1'}]\nretry_delay: 10s\nretry_jitter: 0s\n", 10 * time.Second},
+		{"masters: [{addr: 'a:1'}]\nfair: {stale_after: 300ms}\n", 300 * time.Millisecond},
 	} {
 		cfg, err := Parse([]byte(tc.yaml))
 		if err != nil || cfg.Fair.StaleAfter != tc.want {
@@ -126,8 +128,8 @@ func TestInvalid(t *testing.T) {
 				"auth.users[3].name: \"c\" duplicates auth.users[2]", "auth.users[3].password_sha256: must be 64"}},
 		{"tls", "masters: [{addr: 'a:1', tls: {cert_file: a}}]\ntls: {cert_file: a, min_version: '1.1'}\n",
 			[]string{"tls: cert_file and key_file are both required", "tls.min_version", "masters[0].tls: cert_file and key_file go together"}},
-		{"fair stale_after below two retries", "masters: [{addr: 'a:1'}]\nfair: {stale_after: 300ms}\n",
-			[]string{"fair.stale_after: 300ms must be at least twice retry_delay + retry_jitter + master_timeout (400ms)"}},
+		{"fair stale_after negative", "masters: [{addr: 'a:1'}]\nfair: {stale_after: -1s}\n",
+			[]string{"fair.stale_after: must not be negative"}},
 		{"dropin_scripts", "masters: [{addr: 'a:1'}]\ndropin_scripts:\n- {sha1: abc, shape: release, value: 1}\n- {shape: release, value: 1}\n- {sha1: 0123456789012345678901234567890123456789, shape: teleport, value: 1}\n- {sha1: 0123456789012345678901234567890123456789, shape: acquire, value: 1}\n- {file: /nonexistent.lua, shape: release, value: 1}\n",
 			[]string{"dropin_scripts[0]: sha1 \"abc\": 40 hex digits", "dropin_scripts[1]: give file or sha1", "dropin_scripts[2]: unknown shape \"teleport\"",
 				"dropin_scripts[3]: acquire needs the ARGV index of the ttl", "dropin_scripts[4]: open /nonexistent.lua"}},

@@ -28,7 +28,7 @@ func (c *Config) Settings() []Setting {
 // was configured.
 func (c *Config) NonDefault() []Setting {
 	def := Default()
-	_ = def.Validate() // fills in the derived defaults (fair.stale_after); no masters is an error here
+	_ = def.Validate() // fills in the derived defaults; no masters is an error here
 	dv := map[string]string{}
 	for _, s := range def.Settings() {
 		dv[s.Key] = s.Value

@@ -119,6 +119,11 @@ func (r Request) electOptions() ElectionOptions {
 // MaxHolds is how many re-entrant holds one lock may count.
 const MaxHolds = 1000
 
+// DefaultWaiterLife is Options.WaiterLife's default: a proxy that dies
+// leaves its waiters' places and entries on the masters for at most this
+// long.
+const DefaultWaiterLife = time.Second
+
 // resource is the one resource of a single-resource request ("" if it
 // names several).
 func (r Request) resource() string {

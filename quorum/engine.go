@@ -66,11 +66,15 @@ type Options struct {
 	// resource's fence key outlives its lock's ttl (see
 	// docs/design/fencing.md); default 1s.
 	FenceLag time.Duration
-	// FairStaleAfter is how long a fair-lock waiter stays queued without
-	// trying again before it counts as gone (its proxy died); default
-	// 10s. It must exceed the longest gap between a waiter's tries
-	// (RetryDelay + RetryJitter + a round).
-	FairStaleAfter time.Duration
+	// WaiterLife is how long what a waiting call writes on a master (its
+	// place in a fair queue, its waiting-set entry) outlives the call's
+	// latest try: a proxy that dies leaves nothing that counts for longer
+	// (see docs/design/waiters.md, "A dead proxy's waiters"). A waiting
+	// call tries at least every WaiterLife/4, so a live one renews them in
+	// time. Default 1s, and never less than 2 * (WaiterLife/4 +
+	// MasterTimeout), the longest gap between two of a call's writes on
+	// one master.
+	WaiterLife time.Duration
 	// MaxHolds is how many re-entrant holds one lock may count; 0 means
 	// MaxHolds (the package's).
 	MaxHolds int
@@ -221,9 +225,13 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	if opts.MaxHolds <= 0 {
 		opts.MaxHolds = MaxHolds
 	}
-	if opts.FairStaleAfter <= 0 {
-		opts.FairStaleAfter = 10 * time.Second
+	if opts.WaiterLife <= 0 {
+		opts.WaiterLife = DefaultWaiterLife
 	}
+	// The gap between two writes of a live waiter is a sleep of at most
+	// WaiterLife/4 and a round of at most MasterTimeout: the life covers
+	// two of them.
+	opts.WaiterLife = max(opts.WaiterLife, 2*(opts.WaiterLife/4+opts.MasterTimeout))
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

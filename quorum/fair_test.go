@@ -264,11 +264,11 @@ func TestFairLockLeaves(t *testing.T) {
 }
 
 // TestFairLockStaleHead: a queued waiter that stops trying (its proxy
-// died) leaves the queue after FairStaleAfter; the waiter behind it is
-// granted then, not blocked for good.
+// died) leaves the queue once its place's life ran out; the waiter
+// behind it is granted then, not blocked for good.
 func TestFairLockStaleHead(t *testing.T) {
 	stale := 400 * time.Millisecond
-	c := newCluster(t, 3, Options{RetryDelay: 50 * time.Millisecond, RetryJitter: 1, FairStaleAfter: stale})
+	c := newCluster(t, 3, Options{RetryDelay: 50 * time.Millisecond, RetryJitter: 1})
 	ctx := context.Background()
 	// The dead waiter: queued with the lowest ticket, never tries again.
 	dead := c.eng.fairKeys("f")

@@ -25,7 +25,9 @@ const (
 // through it.
 //
 // A try that is not final and runs out of wait is returned as it is (not
-// granted, or no quorum on the last try).
+// granted, or no quorum on the last try). Tries are never more than
+// maxSleep apart (plus a round), whatever the retry delay: they renew
+// what the call keeps on the masters while it waits.
 //
 // fair, if not "", makes the waiter a fair-lock waiter queued with that
 // token: a hand-off wakes it only when it is the head of the queue, and it
@@ -76,7 +78,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 		if rank != nil {
 			w.setRank(rank())
 		}
-		if err := w.sleep(ctx, min(e.retryDelay(), e.until(deadline))); err != nil {
+		if err := w.sleep(ctx, min(e.retryDelay(), e.maxSleep(), e.until(deadline))); err != nil {
 			var zero T
 			return zero, err
 		}

@@ -40,10 +40,18 @@ func (e *Engine) rwKeys(resource string) rwKeys {
 
 // writerMark is how long a waiting writer's mark keeps new readers out
 // after its latest try: two tries' spacing, so that a live writer renews
-// it in time and a dead one lets readers in again soon.
+// it in time and a dead one lets readers in again soon. It is never
+// longer than Options.WaiterLife, as tries are at most WaiterLife/4 apart
+// (retry).
 func (e *Engine) writerMark() time.Duration {
-	return 2 * (e.opts.RetryDelay + e.opts.RetryJitter + e.opts.MasterTimeout)
+	return 2 * (min(e.opts.RetryDelay+e.opts.RetryJitter, e.maxSleep()) + e.opts.MasterTimeout)
 }
+
+// maxSleep is the longest a waiting call sleeps between two tries, whatever
+// the retry delay: what its tries write on the masters (its place in a
+// fair queue, its waiting entries, a writer's mark) is renewed at least
+// that often, so that it can expire soon after the proxy dies.
+func (e *Engine) maxSleep() time.Duration { return e.opts.WaiterLife / 4 }
 
 // readAcquire takes a shared (read) lock on one resource: any number of
 // readers may hold it at once, no writer (Lock, FairLock) meanwhile, and

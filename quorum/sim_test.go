@@ -140,7 +140,7 @@ func newSimPlan(seed uint64) simPlan {
 		Quarantine:     3 * time.Second,
 		MaxTTL:         3 * time.Second,
 		FenceLag:       time.Duration(200+r.IntN(1000)) * time.Millisecond,
-		FairStaleAfter: 2 * time.Second,
+		WaiterLife:     time.Second,
 		ReleaseRetry:   time.Duration(200+r.IntN(800)) * time.Millisecond,
 	}
 	p.drift = make([]float64, p.masters)
@@ -849,7 +849,7 @@ func simRun(t testing.TB, plan simPlan, masters []*simMaster) (violations []stri
 	}
 	// Every ttl, fence lag and stale waiter passes; then nothing the
 	// clients used may be left on a master.
-	time.Sleep(plan.opts.MaxTTL + plan.opts.FenceLag + plan.opts.FairStaleAfter + 2*time.Second)
+	time.Sleep(plan.opts.MaxTTL + plan.opts.FenceLag + plan.opts.WaiterLife + 2*time.Second)
 	violations = w.check()
 	violations = append(violations, w.leftKeys()...)
 	return violations, len(plan.ops), w.reqs, len(w.hist)

@@ -36,10 +36,10 @@ type waitCount struct {
 // countWait counts a call that waits until deadline (retry calls it
 // once the call's first try was refused, before it tries again) in the
 // waiting sets of channels on every
-// master that is up, without waiting for the masters. The entry lives until the deadline or fair.stale_after,
-// whichever comes first, so that a proxy that dies leaves nothing counted
-// for longer than a fair waiter it had queued; refresh renews it, leave
-// ends it.
+// // master that is up, without waiting for the masters. The entry lives until
+// the deadline or Options.WaiterLife, whichever comes first, so that a
+// proxy that dies leaves nothing counted for longer than a fair waiter it
+// had queued; refresh renews it, leave ends it.
 func (e *Engine) countWait(ctx context.Context, channels []string, deadline time.Time) *waitCount {
 	wc := &waitCount{e: e, keys: make([]string, len(channels)), id: NewToken(), deadline: deadline}
 	for i, c := range channels {
@@ -50,7 +50,7 @@ func (e *Engine) countWait(ctx context.Context, channels []string, deadline time
 }
 
 func (wc *waitCount) write(ctx context.Context) {
-	life := min(wc.e.until(wc.deadline), wc.e.opts.FairStaleAfter)
+	life := min(wc.e.until(wc.deadline), wc.e.opts.WaiterLife)
 	if life <= 0 || len(wc.keys) == 0 {
 		return
 	}
@@ -60,7 +60,7 @@ func (wc *waitCount) write(ctx context.Context) {
 
 // refresh renews the entry once half its life has passed.
 func (wc *waitCount) refresh(ctx context.Context) {
-	if wc.e.since(wc.at) > wc.e.opts.FairStaleAfter/2 {
+	if wc.e.since(wc.at) > wc.e.opts.WaiterLife/2 {
 		wc.write(ctx)
 	}
 }

@@ -179,7 +179,6 @@ func newChaosRun(t *testing.T, quarantine bool) *chaosRun {
 	cfg.maxTTL = 5 * time.Second // also the longest quarantine
 	cfg.plain = true             // the binary as shipped: availability is measured, not -race's cost
 	cfg.logLevel = "info"
-	cfg.extra = "fair:\n  stale_after: 4s\n"
 	if !quarantine {
 		cfg.extra += "restart_quarantine: false\n"
 	}
@@ -558,8 +557,9 @@ func (r *chaosRun) check() []string {
 	for _, e := range r.errs {
 		bad = append(bad, "unexpected: "+e)
 	}
-	// Grants last chaosTTL; an orphaned fair queue 2 * stale_after.
-	deadline := time.Now().Add(chaosTTL*time.Millisecond + 8*time.Second + 2*time.Second)
+	// Grants last chaosTTL; an orphaned fair queue two seconds (twice a
+	// waiter's life).
+	deadline := time.Now().Add(chaosTTL*time.Millisecond + 2*time.Second + 2*time.Second)
 	for {
 		var left []string
 		for i, rc := range r.cl.direct {

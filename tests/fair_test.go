@@ -333,14 +333,14 @@ func TestFairLockLeavers(t *testing.T) {
 }
 
 // TestFairLockProxyKilled: a proxy killed (SIGKILL) while its waiters
-// queue cannot tell the masters they left; the waiters of the other proxy
-// are granted once fair.stale_after has passed, not later, and the queue
-// is gone at the end.
+// queue cannot tell the masters they left. Their places live a second
+// past the proxy's latest try, whatever fair.stale_after says (60s here):
+// the waiters of the other proxy are granted, in order, about a second
+// after the kill, and the queue is gone at the end.
 func TestFairLockProxyKilled(t *testing.T) {
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
-	stale := 1500 * time.Millisecond
-	cfg.extra = fmt.Sprintf("fair:\n  stale_after: %s\n", stale)
+	cfg.extra = "fair:\n  stale_after: 60s\n"
 	pa, pb := startProxy(t, cfg), startProxy(t, cfg)
 	a, b := pa.Client(), pb.Client()
 	holder, _, _ := rfairlock(a, "job", 10000)
@@ -373,20 +373,79 @@ func TestFairLockProxyKilled(t *testing.T) {
 	}
 	pb.Kill()
 	killed := time.Now()
+	// On every master, the dead waiters count as gone at most a second
+	// after the kill (their deadlines, on the master's clock).
+	for i, rc := range cl.direct {
+		now, err := rc.Time(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range []string{"d0", "d1"} {
+			dl, err := rc.ZScore(context.Background(), "redlock-proxy:fairq-dl:job", tok).Result()
+			if err != nil {
+				continue // gone already
+			}
+			if left := time.Duration(int64(dl)-now.UnixMilli()) * time.Millisecond; left > time.Second {
+				t.Errorf("master %d: %s counts as queued for %v more after its proxy died", i, tok, left)
+			}
+		}
+	}
 	do(t, a, "RUNLOCK", "job", holder.token)
 	wg.Wait()
 	if !slices.Equal(grants, []string{"s0", "s1"}) {
 		t.Fatalf("granted %v, want s0 then s1", grants)
 	}
-	// The dead waiters' last tries were at most a retry (150 ms) before
-	// the kill; the survivors get in once those tries are stale_after old.
-	if d := time.Since(killed); d > stale+time.Second {
-		t.Errorf("survivors waited %v after the kill, stale_after %v", d, stale)
+	// The survivors get in once the dead places are a second old, at
+	// their next try (a retry: 150 ms at most).
+	if d := time.Since(killed); d > time.Second+400*time.Millisecond {
+		t.Errorf("survivors waited %v after the kill", d)
 	}
 	t.Logf("grants at %v after the waiters queued; killed %v after", at, killed.Sub(start))
-	// The dead proxy's waiters stay counted (RLOCKINFO's waiters) for
-	// stale_after after their last count, as they stayed queued.
-	cl.expectOnlyFencesWithin(t, stale)
+	cl.expectOnlyFencesWithin(t, 2*time.Second)
+}
+
+// TestFairWaiterKeepsItsPlace: a waiter of a live proxy keeps its place
+// counted on every master while it waits, however long retry_delay is
+// (3s here, three times a place's life): a waiting call tries at least
+// every 250 ms, which renews it.
+func TestFairWaiterKeepsItsPlace(t *testing.T) {
+	cl := newCluster(t, 3)
+	cfg := defaults(cl.addrs())
+	cfg.retryDelay, cfg.retryJitter = 3*time.Second, 0
+	p := startProxy(t, cfg)
+	c := p.Client()
+	holder, _, _ := rfairlock(c, "job", 10000)
+	wc := p.Client()
+	type result struct {
+		token string
+		ok    bool
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		g, ok, err := rfairlock(wc, "job", 10000, "WAIT", 30000, "TOKEN", "w")
+		done <- result{g.token, ok, err}
+	}()
+	waitFor(t, 5*time.Second, "w queued", func() bool { return cl.fairQueued("job", "w") >= 3 })
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for i, rc := range cl.direct {
+			now, err := rc.Time(context.Background()).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dl, err := rc.ZScore(context.Background(), "redlock-proxy:fairq-dl:job", "w").Result()
+			if err != nil || int64(dl) <= now.UnixMilli() {
+				t.Fatalf("master %d: the live waiter's place ran out (deadline %v, now %d, %v)", i, dl, now.UnixMilli(), err)
+			}
+		}
+	}
+	do(t, c, "RUNLOCK", "job", holder.token)
+	r := <-done
+	if !r.ok || r.err != nil {
+		t.Fatalf("the waiter was not granted: %v %v", r.ok, r.err)
+	}
+	do(t, wc, "RUNLOCK", "job", r.token)
+	cl.expectOnlyFences(t)
 }
 
 // TestFairLockMasterPaused: a master paused (SIGSTOP) for the first half
