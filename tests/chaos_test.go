@@ -397,6 +397,11 @@ func (r *chaosRun) work(ctx context.Context, w chaosWorker) {
 		r.mu.Unlock()
 		switch {
 		case err != nil:
+			if strings.HasPrefix(err.Error(), "NOQUORUM ") {
+				// Each one, with when it was granted and released, for
+				// diagnosis against the fault schedule.
+				r.t.Logf("%s: release %v answered %q (granted at %v, released at %v)", w.name, a.release(g.token), err, got, g.end)
+			}
 			r.failed(a, via, err, "release")
 		case rv == int64(1):
 			r.count(a.row, func(n *chaosCounts) { n.released++ })
