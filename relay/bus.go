@@ -7,10 +7,12 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,16 +46,30 @@ import (
 //     delivers its backlog) is dropped, so a late copy is never handed
 //     on twice, whatever the proxies' clocks say. A proxy whose clock is
 //     more than busWindow ahead of the publisher's drops its messages.
-//   - Order: messages from one publishing proxy on one channel arrive in
-//     the order published, unless a master's connection failed between
-//     them (each master keeps the order; the first copy wins, and copies
-//     are handed on one at a time, in the order their ids were first
-//     seen). A master that missed an earlier message (its subscription
-//     confirmed after it, or its connection failed) can still bring a
-//     later one first.
+//   - Order: messages from one publishing proxy on one channel are handed
+//     on in the order published, whichever masters bring them, from the
+//     first this proxy received of them (see "Order" below).
 //   - At most maxSeen ids are remembered (the oldest are forgotten
 //     first): past about maxSeen/busWindow publications a second, a copy
 //     delayed by a stopped master could be handed on again.
+//
+// Order. Each master keeps the order of one publisher's messages (one
+// connection), but the first copy of a message may come from a master
+// that missed the one before it (its subscription was confirmed after
+// it, or the publisher's connection to it failed), while the copies of
+// the earlier one are still on their way from the others. So the
+// publisher chains its messages: a message's id names the one the same
+// proxy published before it on the same channel (id = base, sequence,
+// and ".previous" when there is one). A receiving proxy keeps, per
+// publisher and channel (a stream), the last sequence it handed on; a
+// message whose previous one was not handed on yet is held until that
+// one arrives, or for holdBack (twice the master timeout) at most, then
+// handed on past the gap; a message older than one handed on already
+// (it came after holdBack, or before the stream's first) is dropped, not
+// handed on out of order. Streams are forgotten busWindow after their
+// last message, as are the publisher's chain links, so both are bounded
+// by the channels in use. Ids without the chain (an older proxy's) are
+// handed on as they come.
 //
 // A Bus is built empty (NewBus), given to the engine
 // (quorum.Options.Relay), which attaches the masters (Attach), and given a
@@ -91,6 +107,43 @@ type Bus struct {
 
 	idBase string // random, per process
 	seq    atomic.Uint64
+
+	// links is, per channel, the sequence of this proxy's latest
+	// publication there and when (under mu): the next one names it.
+	links map[string]link
+	// streams are the other proxies' messages per publisher and channel
+	// (under mu); swept is when both maps were last swept of entries
+	// idle for busWindow.
+	streams map[streamKey]*stream
+	swept   time.Time
+	// dropped counts messages not handed on because a later one of their
+	// stream was (Dropped).
+	dropped atomic.Uint64
+}
+
+// link is a channel's latest publication of this proxy.
+type link struct {
+	seq uint64
+	at  time.Time
+}
+
+// streamKey names one publisher's messages on one channel.
+type streamKey struct{ base, channel string }
+
+// stream is what a receiving proxy knows of one publisher's messages on
+// one channel: the last sequence handed on, and the messages held until
+// the one before them is.
+type stream struct {
+	done  uint64
+	held  []chained // by sequence
+	timer *time.Timer
+	used  time.Time
+}
+
+// chained is one message of a stream, with its place in the chain.
+type chained struct {
+	seq, prev uint64
+	payload   string
 }
 
 type busTopic struct {
@@ -110,6 +163,14 @@ const busWindow = 30 * time.Second
 // maxSeen bounds the ids remembered.
 const maxSeen = 1 << 17
 
+// idBaseLen is the length of a proxy's id base (hex of 6 random bytes).
+const idBaseLen = 12
+
+// holdBack is how long a message waits for the one before it in its
+// stream: twice the master timeout (the publisher's own bound for a
+// master to take a message), at least 20 ms.
+func (b *Bus) holdBack() time.Duration { return max(2*b.timeout, 20*time.Millisecond) }
+
 // ErrBusDetached is returned by Publish on a Bus no engine attached.
 var ErrBusDetached = errors.New("relay: pub/sub bus has no masters")
 
@@ -119,7 +180,8 @@ func NewBus() *Bus {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	bus := &Bus{refs: map[busTopic]int{}, seen: map[string]time.Time{}, now: time.Now, idBase: hex.EncodeToString(b[:])}
+	bus := &Bus{refs: map[busTopic]int{}, seen: map[string]time.Time{}, now: time.Now, idBase: hex.EncodeToString(b[:]),
+		links: map[string]link{}, streams: map[streamKey]*stream{}}
 	bus.turn = sync.NewCond(&bus.turnMu)
 	return bus
 }
@@ -219,8 +281,14 @@ func (b *Bus) Receive(f func(channel, message string) int) {
 func (b *Bus) Publish(ctx context.Context, channel, message string) (int, error) {
 	b.mu.Lock()
 	nodes, need, timeout, prefix, recv := b.nodes, b.quorum, b.timeout, b.prefix, b.recv
-	id := b.idBase + strconv.FormatUint(b.seq.Add(1), 36)
+	seq := b.seq.Add(1)
+	id := b.idBase + strconv.FormatUint(seq, 36)
 	now := b.now()
+	b.sweep(now)
+	if l, ok := b.links[channel]; ok && now.Sub(l.at) < busWindow {
+		id += "." + strconv.FormatUint(l.seq, 36)
+	}
+	b.links[channel] = link{seq, now}
 	b.remember(id, now, now)
 	b.mu.Unlock()
 	local := 0
@@ -350,7 +418,9 @@ func (b *Bus) wire(t busTopic) string {
 // Notify takes one message from a master. It reports false if channel is
 // not the bus's (a release notification: the caller routes it), and
 // otherwise hands the message on unless its id was seen, or it is older
-// than busWindow or malformed. It never blocks for long.
+// than busWindow or malformed; a message whose previous one in its stream
+// was not handed on yet is held (see Bus, "Order"). It never blocks for
+// long.
 func (b *Bus) Notify(channel, message string) bool {
 	b.mu.Lock()
 	if b.prefix == "" || !strings.HasPrefix(channel, b.prefix) {
@@ -371,7 +441,87 @@ func (b *Bus) Notify(channel, message string) bool {
 		return true
 	}
 	b.remember(id, now, sent)
-	recv, name := b.recv, channel[len(b.prefix):]
+	b.sweep(now)
+	name := channel[len(b.prefix):]
+	out := []string{payload}
+	if base, seq, prev, ok := parseID(id); ok {
+		out = b.chain(streamKey{base, name}, chained{seq, prev, payload}, now)
+	}
+	b.handOn(name, out) // unlocks b.mu
+	return true
+}
+
+// chain places m in its stream and returns the payloads to hand on now,
+// in order (none when m is held or dropped). Under b.mu.
+func (b *Bus) chain(k streamKey, m chained, now time.Time) []string {
+	st := b.streams[k]
+	switch {
+	case st == nil:
+		// The stream's first message here: nothing before it to wait
+		// for (its previous one, if any, came before this proxy
+		// listened, or was forgotten).
+		b.streams[k] = &stream{done: m.seq, used: now}
+		return []string{m.payload}
+	case m.seq <= st.done:
+		b.dropped.Add(1) // a later one was handed on: too late
+		return nil
+	}
+	st.used = now
+	if m.prev > st.done {
+		i, _ := slices.BinarySearchFunc(st.held, m.seq, func(h chained, seq uint64) int { return cmp.Compare(h.seq, seq) })
+		st.held = slices.Insert(st.held, i, m)
+		if st.timer == nil {
+			st.timer = time.AfterFunc(b.holdBack(), func() { b.gap(k) })
+		}
+		return nil
+	}
+	st.done = m.seq
+	return append([]string{m.payload}, st.release(false)...)
+}
+
+// release takes the held messages that may go now out of the stream, in
+// order: those whose previous one was handed on, or, with skip (holdBack
+// ran out), every one. Under b.mu.
+func (st *stream) release(skip bool) []string {
+	var out []string
+	for len(st.held) > 0 && (skip || st.held[0].prev <= st.done) {
+		h := st.held[0]
+		st.held = st.held[1:]
+		if h.seq <= st.done {
+			continue
+		}
+		st.done = h.seq
+		out = append(out, h.payload)
+	}
+	if len(st.held) == 0 && st.timer != nil {
+		st.timer.Stop()
+		st.timer = nil
+	}
+	return out
+}
+
+// gap hands on a stream's held messages once holdBack ran out: the
+// message before them is lost, or later than a message may be.
+func (b *Bus) gap(k streamKey) {
+	b.mu.Lock()
+	st := b.streams[k]
+	if st == nil {
+		b.mu.Unlock()
+		return
+	}
+	st.timer = nil
+	b.handOn(k.channel, st.release(true)) // unlocks b.mu
+}
+
+// handOn gives payloads of channel to the receiver, in order, after every
+// hand-on decided before it. Called under b.mu, which it releases before
+// it waits for its turn.
+func (b *Bus) handOn(name string, payloads []string) {
+	if len(payloads) == 0 {
+		b.mu.Unlock()
+		return
+	}
+	recv := b.recv
 	ticket := b.tickets
 	b.tickets++
 	b.mu.Unlock()
@@ -389,9 +539,58 @@ func (b *Bus) Notify(channel, message string) bool {
 		b.turnMu.Unlock()
 	}()
 	if recv != nil {
-		recv(name, payload)
+		for _, p := range payloads {
+			recv(name, p)
+		}
 	}
-	return true
+}
+
+// Dropped is how many messages were not handed on because a later one of
+// the same publisher and channel had been (they came more than holdBack
+// after it).
+func (b *Bus) Dropped() uint64 { return b.dropped.Load() }
+
+// sweep forgets the chain links and streams idle for busWindow, once per
+// busWindow. Under b.mu.
+func (b *Bus) sweep(now time.Time) {
+	if now.Sub(b.swept) < busWindow {
+		return
+	}
+	b.swept = now
+	for ch, l := range b.links {
+		if now.Sub(l.at) >= busWindow {
+			delete(b.links, ch)
+		}
+	}
+	for k, st := range b.streams {
+		if now.Sub(st.used) >= busWindow && len(st.held) == 0 {
+			delete(b.streams, k)
+		}
+	}
+}
+
+// parseID reads a chained id: the publisher's base, the message's
+// sequence and the previous one's (0: none). ok is false for an id of
+// another form, which is handed on as it comes.
+func parseID(id string) (base string, seq, prev uint64, ok bool) {
+	if len(id) <= idBaseLen {
+		return "", 0, 0, false
+	}
+	if _, err := hex.DecodeString(id[:idBaseLen]); err != nil {
+		return "", 0, 0, false
+	}
+	rest := id[idBaseLen:]
+	s, p, chained := strings.Cut(rest, ".")
+	seq, err := strconv.ParseUint(s, 36, 64)
+	if err != nil || seq == 0 {
+		return "", 0, 0, false
+	}
+	if chained {
+		if prev, err = strconv.ParseUint(p, 36, 64); err != nil || prev >= seq {
+			return "", 0, 0, false
+		}
+	}
+	return id[:idBaseLen], seq, prev, true
 }
 
 // remember records id until busWindow past the later of now and sent,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -276,5 +277,95 @@ func TestBusHandOnWaitsWithoutTheBusLock(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatal("a hand-on never returned")
 		}
+	}
+}
+
+// TestBusChainOrder: one publisher's messages on one channel are handed
+// on in the order published whichever masters bring them first: a
+// message whose previous one has not come is held until it does, or for
+// holdBack, then handed on past the gap; one that comes after a later
+// one was handed on is dropped, not handed on out of order. Without the
+// chain, "m3" (brought first by a master that missed "m2") goes before
+// "m2".
+func TestBusChainOrder(t *testing.T) {
+	b := NewBus()
+	b.Attach(nil, 1, "meta:", 25*time.Millisecond)
+	var mu sync.Mutex
+	var got []string
+	b.Receive(func(ch, msg string) int {
+		mu.Lock()
+		got = append(got, msg)
+		mu.Unlock()
+		return 1
+	})
+	delivered := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	const base = "0123456789ab"
+	send := func(id, msg string) { b.Notify("meta:pub:c", base+id+" "+now+" "+msg) }
+	send("1", "m1")
+	send("3.2", "m3") // its master missed m2
+	if d := delivered(); !slices.Equal(d, []string{"m1"}) {
+		t.Fatalf("handed on %q before m2 came, want [m1]", d)
+	}
+	send("2.1", "m2")
+	send("3.2", "m3") // the other masters' copies
+	send("2.1", "m2")
+	if d := delivered(); !slices.Equal(d, []string{"m1", "m2", "m3"}) {
+		t.Fatalf("handed on %q, want [m1 m2 m3]", d)
+	}
+	// m4 never comes: m5 goes on after holdBack.
+	t0 := time.Now()
+	send("5.4", "m5")
+	for !slices.Equal(delivered(), []string{"m1", "m2", "m3", "m5"}) {
+		if time.Since(t0) > 5*time.Second {
+			t.Fatalf("m5 was never handed on past the gap: %q", delivered())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if d := time.Since(t0); d < b.holdBack() {
+		t.Fatalf("m5 went on after %v, before holdBack %v", d, b.holdBack())
+	}
+	// m4 after all: too late to go in order.
+	send("4.3", "m4")
+	if d := delivered(); len(d) != 4 || b.Dropped() != 1 {
+		t.Fatalf("a message older than one handed on: handed on %q, %d dropped", d, b.Dropped())
+	}
+	// Another channel is another stream; an id without a chain goes at once.
+	b.Notify("meta:pub:other", base+"6.4 "+now+" o6")
+	b.Notify("meta:pub:c", "plainid "+now+" plain")
+	if d := delivered(); !slices.Equal(d[4:], []string{"o6", "plain"}) {
+		t.Fatalf("handed on %q, want o6 and plain at once", d[4:])
+	}
+}
+
+// TestBusPublishChains: a proxy's publications on one channel name the
+// one before them; the first on a channel names none.
+func TestBusPublishChains(t *testing.T) {
+	c := newBusCluster(t, 3)
+	ctx := context.Background()
+	var ids []string
+	for _, ch := range []string{"a", "a", "b", "a"} {
+		if _, err := c.bus.Publish(ctx, ch, "x"); err != nil {
+			t.Fatal(err)
+		}
+		c.bus.mu.Lock()
+		ids = append(ids, c.bus.order[len(c.bus.order)-1].id)
+		c.bus.mu.Unlock()
+	}
+	var chain [][2]uint64
+	for _, id := range ids {
+		_, seq, prev, ok := parseID(id)
+		if !ok {
+			t.Fatalf("id %q does not parse", id)
+		}
+		chain = append(chain, [2]uint64{seq, prev})
+	}
+	want := [][2]uint64{{1, 0}, {2, 1}, {3, 0}, {4, 2}}
+	if !slices.Equal(chain, want) {
+		t.Fatalf("(sequence, previous) %v, want %v", chain, want)
 	}
 }

@@ -116,8 +116,9 @@ func pySubscriber(t *testing.T, python, addr, channel string) *collector {
 // TestPubSubAcrossProxies: messages published through proxy A reach the
 // subscribers of proxy B (go-redis RESP3 and RESP2, a pattern, redis-py)
 // and of A itself exactly once and in order, also while 2 of the 5
-// masters are stopped, and the copies the stopped masters deliver late,
-// once resumed, are not handed on again.
+// masters are stopped and after a master cut every proxy's connection,
+// and the copies the stopped masters deliver late, once resumed, are not
+// handed on again.
 func TestPubSubAcrossProxies(t *testing.T) {
 	python := requirePython(t)
 	cl := newCluster(t, 5)
@@ -171,6 +172,16 @@ func TestPubSubAcrossProxies(t *testing.T) {
 		})
 	}
 	publishRound("resumed", 10)
+	// Every connection of master 2 cut, the proxies' subscriptions and
+	// their publications, in the middle of a round: the other masters
+	// bring what it misses, in order.
+	publishRound("before-cut", 25)
+	for _, typ := range []string{"pubsub", "normal"} {
+		if err := cl.direct[2].Do(ctx, "CLIENT", "KILL", "TYPE", typ).Err(); err != nil {
+			t.Fatalf("CLIENT KILL TYPE %s: %v", typ, err)
+		}
+	}
+	publishRound("after-cut", 25)
 	if err := pub.Publish(ctx, ch, "END").Err(); err != nil {
 		t.Fatal(err)
 	}
