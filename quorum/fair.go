@@ -30,7 +30,9 @@ type fairQueue struct {
 	id string
 	// sent: a ticket was asked for, so the id may be queued somewhere.
 	sent bool
-	// ticket is the waiter's place, agreed by a quorum; 0 until queued.
+	// ticket is the waiter's place: a fair lock's is its proxy's clock
+	// when it took the command (µs), a semaphore waiter's is agreed by a
+	// quorum (enqueue); 0 until it is to be queued.
 	ticket uint64
 	last   *round
 	// name is the operation its rounds report: "fairlock", or
@@ -61,9 +63,10 @@ func (f fairLock) shape(e *Engine, _ *lockSet, acq *op, _ string) try {
 
 // fairAcquire acquires a lock on one resource like Lock, but waiters are
 // granted in the order they queued, across every proxy in front of the
-// same masters. A try is refused while others queue ahead; a refused
-// caller with a Wait queues once (see docs/design/fair-locks.md)
-// and leaves the queue when it returns, granted or not. The lease is
+// same masters. A try is refused while others queue ahead; a caller with
+// a Wait is queued by its first try at the ticket of when the proxy took
+// its command (see docs/design/fair-locks.md), and leaves the queue when
+// it returns, granted or not. The lease is
 // released with Unlock and extended with Extend, like Lock's.
 func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, err error) {
 	t0 := e.now()
@@ -77,6 +80,12 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 	fl := fairLock{fq: fq}
 	if req.Wait > 0 {
 		fl.mark = fq.id
+		// A waiter's place is when its proxy took the command: its ticket
+		// is this proxy's clock then, in microseconds, the same on every
+		// master, placed there by each of its tries (the first one
+		// included) until it is granted or leaves; ties go by id, alike
+		// on every master (docs/design/fair-locks.md).
+		fq.ticket, fq.sent = uint64(t0.UnixMicro()), true
 	}
 	ls.waitKeys(e) // lock_acquire_fair reads the marks whether or not it waits
 	fq.acquireKeys = append(append(make([]string, 0, len(ls.acquireKeys)+2), ls.acquireKeys...), fk[0], fk[1])
@@ -101,14 +110,7 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 	w := waiting{channels: ls.channels, fair: fq.id,
 		// The caller left while we were granting: the lock is free
 		// again and the next waiter must know at once.
-		gaveBack: func() { gaveBack = true },
-		refused: func(err error) error {
-			if err == nil && fq.ticket == 0 && req.Wait > 0 && e.since(t0) < req.Wait {
-				// Refused: take a place in the queue before waiting.
-				return e.enqueue(ctx, fq)
-			}
-			return err
-		}}
+		gaveBack: func() { gaveBack = true }}
 	return e.acquireLoop(ctx, req, w, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {
 		return e.attempt(ctx, ls, fl, token, req.TTL, tainted, fixed)
 	})

@@ -409,3 +409,103 @@ func TestWakeupsHandOff(t *testing.T) {
 		t.Fatalf("heard %d after the try started", c.heard)
 	}
 }
+
+// laggingNode is a master as seen by a proxy whose requests leave late
+// (a proxy starved of CPU): each Send is issued lag after it was made, in
+// the order made.
+type laggingNode struct {
+	Node
+	lag  time.Duration
+	reqs chan func()
+}
+
+func newLaggingNode(t *testing.T, n Node, lag time.Duration) *laggingNode {
+	l := &laggingNode{Node: n, lag: lag, reqs: make(chan func(), 1024)}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case f := <-l.reqs:
+				f()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return l
+}
+
+func (l *laggingNode) Send(name string, keys, args []string, done func(any, error)) {
+	at := time.Now().Add(l.lag)
+	l.reqs <- func() {
+		time.Sleep(time.Until(at))
+		l.Node.Send(name, keys, args, done)
+	}
+}
+
+// TestFairOrderFromArrival: a waiter's place is when its proxy took the
+// command, not when its requests reached the masters. Waiter A arrives
+// first at a proxy whose requests leave 80 ms late (a loaded proxy);
+// waiter B arrives 30 ms later at a quick one, and is queued on the
+// masters first. A is granted first. (When a waiter's place was a ticket
+// taken once its first try had been refused, B's came first and B was
+// granted first: the inversion the fault runs saw under load.)
+func TestFairOrderFromArrival(t *testing.T) {
+	c := newCluster(t, 5, Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 5 * time.Millisecond})
+	ctx := context.Background()
+	holder, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second})
+	if err != nil || holder == nil {
+		t.Fatalf("holder: %v %v", holder, err)
+	}
+	nodes := make([]Node, len(c.nodes))
+	for i, f := range c.nodes {
+		nodes[i] = newLaggingNode(t, f, 80*time.Millisecond)
+	}
+	slow, err := New(nodes, Options{MasterTimeout: 400 * time.Millisecond, Wakeups: c.wake, RetryDelay: 20 * time.Millisecond, RetryJitter: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(slow.Close)
+	type result struct {
+		who string
+		l   *Lease
+		err error
+	}
+	got := make(chan result, 2)
+	wait := func(e *Engine, who string) {
+		l, err := e.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second, Wait: 10 * time.Second, Token: who})
+		got <- result{who, l, err}
+	}
+	go wait(slow, "A")
+	time.Sleep(30 * time.Millisecond)
+	go wait(c.eng, "B")
+	// Both queued on every master, then the holder lets go.
+	if !eventually(2*time.Second, func() bool {
+		q := c.eng.fairKeys("f")[0]
+		for _, f := range c.nodes {
+			if m, _ := f.m.ZMembers(q); !slices.Contains(m, "A") || !slices.Contains(m, "B") {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the waiters never queued on every master")
+	}
+	if held, err := c.eng.Release(ctx, holder); !held || err != nil {
+		t.Fatalf("unlock: %v %v", held, err)
+	}
+	first := <-got
+	if first.err != nil || first.l == nil || first.who != "A" {
+		t.Fatalf("granted first: %s (%v, %v); want A, which arrived 30 ms before B", first.who, first.l, first.err)
+	}
+	eng := slow
+	if _, err := eng.Release(ctx, first.l); err != nil {
+		t.Fatal(err)
+	}
+	second := <-got
+	if second.err != nil || second.l == nil {
+		t.Fatalf("B: %v %v", second.l, second.err)
+	}
+	c.eng.Release(ctx, second.l)
+}

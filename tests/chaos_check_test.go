@@ -242,6 +242,12 @@ func checkFences(grants []chaosGrant) []string {
 // grant comes first: its fence is lower.
 func checkFairOrder(grants []chaosGrant, queued map[string]time.Duration) []string {
 	var bad []string
+	for _, inv := range fairInversions(grants, queued) {
+		if inv.lead > fairOrderBound {
+			bad = append(bad, fmt.Sprintf("%s: fair order: %v was sent %v before %v and granted after it (the bound is %v)",
+				inv.a.resources[0], inv.a, inv.lead, inv.b, fairOrderBound))
+		}
+	}
 	for r, holds := range byResource(grants, func(g chaosGrant) bool { return g.kind == "RFAIRLOCK" }) {
 		first := newEarlierFences(func(h holdOf) (time.Duration, bool) { t, ok := queued[h.g.token]; return t, ok }, holds)
 		for _, h := range holds {
@@ -252,6 +258,42 @@ func checkFairOrder(grants []chaosGrant, queued map[string]time.Duration) []stri
 		}
 	}
 	return bad
+}
+
+// fairOrderBound is the contract's bound on fair order
+// (docs/design/fair-locks.md, "Arrival"): of two RFAIRLOCK waiters, the
+// one whose command reached its proxy more than this before the other's
+// is granted first. The checker applies it to when the clients sent
+// their commands, which on this machine is when the proxies read them
+// but for the scheduling of a loaded machine.
+const fairOrderBound = 50 * time.Millisecond
+
+// fairInversion is a pair of fair grants of one resource granted against
+// the order of their requests: a was sent lead before b, queued, and
+// granted after b.
+type fairInversion struct {
+	a, b chaosGrant
+	lead time.Duration
+}
+
+// fairInversions lists every pair of RFAIRLOCK grants of one resource
+// where the earlier request, seen queued, was granted after the later
+// one (a higher fence).
+func fairInversions(grants []chaosGrant, queued map[string]time.Duration) []fairInversion {
+	var out []fairInversion
+	for _, holds := range byResource(grants, func(g chaosGrant) bool { return g.kind == "RFAIRLOCK" }) {
+		for _, a := range holds {
+			if _, ok := queued[a.g.token]; !ok {
+				continue
+			}
+			for _, b := range holds {
+				if b.g.sent > a.g.sent && b.g.fences[b.i] < a.g.fences[a.i] {
+					out = append(out, fairInversion{a.g, b.g, b.g.sent - a.g.sent})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // TestChaosChecker runs the checker on hand-made histories: clean ones,
@@ -318,6 +360,10 @@ func TestChaosChecker(t *testing.T) {
 		{name: "fence lower than one held before", grants: []chaosGrant{
 			lock("a", 5, 1, 2, 10), lock("b", 4, 0, 12, 20),
 		}, want: []string{"r: fence 4 after fence 5, held before it: RLOCK a"}},
+		{name: "fair order past the bound", grants: []chaosGrant{
+			fair("early", 5, 0, 80, 90), fair("late", 4, 60, 61, 70),
+		}, queued: map[string]time.Duration{"early": at(70), "late": at(62)},
+			want: []string{"r: fair order: RFAIRLOCK early token early fences [5] (sent 0s, held 80ms-90ms) was sent 60ms before RFAIRLOCK late"}},
 		{name: "fair order", grants: []chaosGrant{
 			fair("early", 5, 0, 20, 30), fair("late", 4, 5, 10, 19),
 		}, queued: map[string]time.Duration{"early": at(3), "late": at(6)},

@@ -680,6 +680,12 @@ func (r *chaosRun) logCounts(avail map[string]chaosAvail) {
 		}
 	}
 	r.t.Logf("%d fair waiters seen queued on a quorum; %d of %d fair grants came after one of them (their order checked)", len(r.queued), judged, fair)
+	var lead time.Duration
+	inv := fairInversions(r.grants, r.queued)
+	for _, i := range inv {
+		lead = max(lead, i.lead)
+	}
+	r.t.Logf("fair order: %d pairs granted against the order sent, the largest lead %v (bound %v)", len(inv), lead, fairOrderBound)
 }
 
 // availabilityTable prints the availability per row and scenario as a
