@@ -143,8 +143,10 @@ soak:
 # real masters, workers on every primitive, one fault schedule per
 # scenario (2 of 5 paused, one slowed 300 ms, killed and restarted empty,
 # a proxy killed, clients hanging up mid-wait), a checker over the recorded
-# grants, and the availability table; then AUTOEXTEND leases kept through
-# the same faults (TestChaosLeases). About 2 minutes; CHAOS=10 runs each
+# grants, and the availability table, once with each primitive on its own
+# resources and once with every primitive on shared ones (TestChaosShared);
+# then AUTOEXTEND leases kept through the
+# same faults (TestChaosLeases). About 3 minutes; CHAOS=10 runs each
 # scenario 10 times longer, and the leases 10 runs of 2 minutes. Not part
 # of `make test` (CI runs it after). REDLOCK_CHAOS_GAPS=1 lists every
 # interval without a grant, with the faults' spans around it.

@@ -37,8 +37,28 @@ const (
 	fairQueue   = "redlock-proxy:fairq:"
 )
 
-// chaosRows are the availability table's rows, in order.
-var chaosRows = []string{"RLOCK", "RMULTILOCK", "RFAIRLOCK", "RSEMACQUIRE", "RRLOCK/RLOCK"}
+// chaosLoad is a workload: the availability table's rows, in order, and
+// what each worker asks for.
+type chaosLoad struct {
+	rows    []string
+	workers func() []func(w string, i int) chaosAsk
+}
+
+// chaosOwnResources: every primitive at once, each on resources of its
+// own (the writers of the read-write lock on the readers' resource).
+var chaosOwnResources = chaosLoad{
+	rows:    []string{"RLOCK", "RMULTILOCK", "RFAIRLOCK", "RSEMACQUIRE", "RRLOCK/RLOCK"},
+	workers: chaosWorkers,
+}
+
+// chaosShared: every primitive at once on shared resources. Plain, fair,
+// multi-resource and read locks of chaos:s:a and chaos:s:b (a multi
+// takes both); a row is a resource, held when any of them holds it. The
+// semaphore keeps its own name (its permits are not a lock's).
+var chaosShared = chaosLoad{
+	rows:    []string{"chaos:s:a", "chaos:s:b", "RSEMACQUIRE"},
+	workers: chaosSharedWorkers,
+}
 
 // chaosScale is REDLOCK_CHAOS (make chaos CHAOS=n): each scenario runs n
 // times longer. Unset, the run is skipped.
@@ -90,7 +110,31 @@ func TestChaos(t *testing.T) {
 			r.logCounts(avail[sc.name])
 		})
 	}
-	fmt.Println(availabilityTable(names, avail))
+	fmt.Println(availabilityTable(chaosOwnResources.rows, names, avail))
+}
+
+// TestChaosShared runs every scenario with every primitive at once on
+// shared resources (chaosShared), checks each history and prints its
+// availability table.
+func TestChaosShared(t *testing.T) {
+	scale := chaosScale(t)
+	d := time.Duration(scale) * 8 * time.Second
+	avail := map[string]map[string]chaosAvail{}
+	var names []string
+	for _, sc := range chaosScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			r := newChaosRunOf(t, true, chaosShared)
+			r.run(d, sc.fault)
+			for _, v := range r.check() {
+				t.Error(v)
+			}
+			avail[sc.name] = r.availability(d)
+			names = append(names, sc.name)
+			r.logCounts(avail[sc.name])
+		})
+	}
+	fmt.Println("every primitive at once on shared resources:")
+	fmt.Println(availabilityTable(chaosShared.rows, names, avail))
 }
 
 // TestChaosWithoutQuarantine: the checker catches a real violation. A
@@ -122,7 +166,9 @@ func TestChaosWithoutQuarantine(t *testing.T) {
 
 // chaosRun is one scenario's masters, proxies and record.
 type chaosRun struct {
-	t       *testing.T
+	t *testing.T
+	// load is the workload: its rows and workers.
+	load    chaosLoad
 	cl      *cluster
 	slow    *delayProxy // in front of master 4: the slowed master
 	proxies []*Proxy
@@ -167,9 +213,14 @@ type chaosCounts struct {
 }
 
 func newChaosRun(t *testing.T, quarantine bool) *chaosRun {
+	return newChaosRunOf(t, quarantine, chaosOwnResources)
+}
+
+// newChaosRunOf is newChaosRun with another workload.
+func newChaosRunOf(t *testing.T, quarantine bool, load chaosLoad) *chaosRun {
 	cl := newCluster(t, 5)
-	r := &chaosRun{t: t, cl: cl, queued: map[string]time.Duration{}, counts: map[string]*chaosCounts{}}
-	for _, row := range chaosRows {
+	r := &chaosRun{t: t, load: load, cl: cl, queued: map[string]time.Duration{}, counts: map[string]*chaosCounts{}}
+	for _, row := range load.rows {
 		r.counts[row] = &chaosCounts{}
 	}
 	r.slow = startDelayProxy(t, cl.servers[4].Addr)
@@ -225,7 +276,7 @@ func (r *chaosRun) run(d time.Duration, fault func(context.Context, *chaosRun)) 
 	defer cancel()
 	r.start = time.Now()
 	var wg sync.WaitGroup
-	for i, next := range chaosWorkers() {
+	for i, next := range r.load.workers() {
 		wg.Go(func() {
 			r.work(ctx, chaosWorker{name: fmt.Sprintf("w%d", i), home: i % 2, clients: r.clients, next: next})
 		})
@@ -313,6 +364,51 @@ func chaosWorkers() []func(w string, i int) chaosAsk {
 	add(1, sem(2))
 	add(4, read)
 	add(2, lock("RRLOCK/RLOCK", "chaos:rw")) // the writers
+	return ws
+}
+
+// chaosSharedWorkers is the shared workload (chaosShared): 26 workers,
+// alternating between the two proxies.
+func chaosSharedWorkers() []func(w string, i int) chaosAsk {
+	const a, b = "chaos:s:a", "chaos:s:b"
+	lock := func(res string) func(string, int) chaosAsk {
+		return func(string, int) chaosAsk {
+			return chaosAsk{kind: "RLOCK", row: res, resources: []string{res}, args: []any{"RLOCK", res, chaosTTL, "WAIT", chaosWait}}
+		}
+	}
+	read := func(res string) func(string, int) chaosAsk {
+		return func(string, int) chaosAsk {
+			return chaosAsk{kind: "RRLOCK", row: res, resources: []string{res}, args: []any{"RRLOCK", res, chaosTTL, "WAIT", chaosWait}}
+		}
+	}
+	fair := func(w string, i int) chaosAsk {
+		tok := fmt.Sprintf("%s-%d", w, i)
+		return chaosAsk{kind: "RFAIRLOCK", row: a, resources: []string{a},
+			args: []any{"RFAIRLOCK", a, chaosTTL, "WAIT", chaosWait, "TOKEN", tok}}
+	}
+	multi := func(string, int) chaosAsk {
+		return chaosAsk{kind: "RMULTILOCK", row: a, resources: []string{a, b}, args: []any{"RMULTILOCK", chaosTTL, 2, a, b, "WAIT", chaosWait}}
+	}
+	sem := func(n int) func(string, int) chaosAsk {
+		return func(string, int) chaosAsk {
+			return chaosAsk{kind: "RSEMACQUIRE", row: "RSEMACQUIRE", resources: []string{"chaos:sem"}, permits: n,
+				args: []any{"RSEMACQUIRE", "chaos:sem", chaosSemMax, chaosTTL, "COUNT", n, "WAIT", chaosWait}}
+		}
+	}
+	var ws []func(string, int) chaosAsk
+	add := func(n int, f func(string, int) chaosAsk) {
+		for range n {
+			ws = append(ws, f)
+		}
+	}
+	add(4, lock(a))
+	add(2, lock(b))
+	add(4, fair)
+	add(3, multi)
+	add(4, read(a))
+	add(3, read(b))
+	add(5, sem(1))
+	add(1, sem(2))
 	return ws
 }
 
@@ -606,12 +702,22 @@ func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
 		}
 	}
 	held := map[string][]bool{}
-	for _, row := range chaosRows {
+	for _, row := range r.load.rows {
 		held[row] = make([]bool, n)
 	}
 	for _, g := range r.grants {
-		for k := int(g.got / chaosPeriod); k < n && time.Duration(k)*chaosPeriod <= max(g.got, g.end); k++ {
-			held[g.row][k] = true
+		// A grant holds its row, and every resource of it that is a row
+		// (the shared workload's rows are resources).
+		rows := []string{g.row}
+		for _, res := range g.resources {
+			if res != g.row && held[res] != nil {
+				rows = append(rows, res)
+			}
+		}
+		for _, row := range rows {
+			for k := int(g.got / chaosPeriod); k < n && time.Duration(k)*chaosPeriod <= max(g.got, g.end); k++ {
+				held[row][k] = true
+			}
 		}
 	}
 	// A grant whose client hung up as it was made still held the
@@ -622,7 +728,7 @@ func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
 		}
 	}
 	out := map[string]chaosAvail{}
-	for _, row := range chaosRows {
+	for _, row := range r.load.rows {
 		var a chaosAvail
 		counted, ok, gap := 0, 0, 0
 		for k := range n {
@@ -662,7 +768,7 @@ func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
 
 // logCounts logs each row's outcomes.
 func (r *chaosRun) logCounts(avail map[string]chaosAvail) {
-	for _, row := range chaosRows {
+	for _, row := range r.load.rows {
 		c := r.counts[row]
 		r.t.Logf("%-13s %s; %d grants, %d WAIT ran out, %d NOQUORUM, %d broken connections, %d hang-ups (%d granted all the same); releases: %d ok, %d lost (0), %d NOQUORUM",
 			row, avail[row], c.grants, c.waitRanOut, c.noQuorum, c.connErr, c.hangUps, c.orphans, c.released, c.releaseLost, c.releaseNoQuorum)
@@ -690,14 +796,14 @@ func (r *chaosRun) logCounts(avail map[string]chaosAvail) {
 
 // availabilityTable prints the availability per row and scenario as a
 // markdown table.
-func availabilityTable(scenarios []string, avail map[string]map[string]chaosAvail) string {
+func availabilityTable(rows, scenarios []string, avail map[string]map[string]chaosAvail) string {
 	var b strings.Builder
 	b.WriteString("\navailability (% of 100 ms intervals with at most 2 of 5 masters faulty in which the resource was held)\n\n| primitive |")
 	for _, s := range scenarios {
 		fmt.Fprintf(&b, " %s |", s)
 	}
 	b.WriteString("\n| --- |" + strings.Repeat(" ---: |", len(scenarios)) + "\n")
-	for _, row := range chaosRows {
+	for _, row := range rows {
 		fmt.Fprintf(&b, "| %s |", row)
 		for _, s := range scenarios {
 			fmt.Fprintf(&b, " %.1f |", avail[s][row].pct)
@@ -770,7 +876,7 @@ func killProxy(ctx context.Context, r *chaosRun) {
 // wait, over and over. A grant that arrives before the hang-up is held and
 // released as any other.
 func hangUps(ctx context.Context, r *chaosRun) {
-	ws := chaosWorkers()
+	ws := r.load.workers()
 	var wg sync.WaitGroup
 	for h := range 6 {
 		var clients []*redis.Client
