@@ -276,20 +276,26 @@ type fairInversion struct {
 	lead time.Duration
 }
 
-// fairInversions lists every pair of RFAIRLOCK grants of one resource
-// where the earlier request, seen queued, was granted after the later
-// one (a higher fence).
+// fairInversions lists the RFAIRLOCK grants of one resource granted
+// before a request sent earlier and seen queued (a higher fence): for
+// each such grant b, the earliest such request a (the largest lead). In
+// O(n log n): going through the grants in the order sent, the earliest
+// queued request with a fence above f is the first of the running fence
+// maxima above f.
 func fairInversions(grants []chaosGrant, queued map[string]time.Duration) []fairInversion {
 	var out []fairInversion
 	for _, holds := range byResource(grants, func(g chaosGrant) bool { return g.kind == "RFAIRLOCK" }) {
-		for _, a := range holds {
-			if _, ok := queued[a.g.token]; !ok {
-				continue
+		sort.SliceStable(holds, func(i, j int) bool { return holds[i].g.sent < holds[j].g.sent })
+		var maxima []holdOf // queued, fences rising, in the order sent
+		for _, b := range holds {
+			f := b.g.fences[b.i]
+			k := sort.Search(len(maxima), func(k int) bool { return maxima[k].g.fences[maxima[k].i] > f })
+			if k < len(maxima) && maxima[k].g.sent < b.g.sent {
+				a := maxima[k]
+				out = append(out, fairInversion{a.g, b.g, b.g.sent - a.g.sent})
 			}
-			for _, b := range holds {
-				if b.g.sent > a.g.sent && b.g.fences[b.i] < a.g.fences[a.i] {
-					out = append(out, fairInversion{a.g, b.g, b.g.sent - a.g.sent})
-				}
+			if _, ok := queued[b.g.token]; ok && (len(maxima) == 0 || f > maxima[len(maxima)-1].g.fences[maxima[len(maxima)-1].i]) {
+				maxima = append(maxima, b)
 			}
 		}
 	}
