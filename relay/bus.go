@@ -137,6 +137,7 @@ type stream struct {
 	done  uint64
 	held  []chained // by sequence
 	timer *time.Timer
+	gen   uint64 // counts the timers, so that a stopped one that fired late does nothing
 	used  time.Time
 }
 
@@ -471,7 +472,9 @@ func (b *Bus) chain(k streamKey, m chained, now time.Time) []string {
 		i, _ := slices.BinarySearchFunc(st.held, m.seq, func(h chained, seq uint64) int { return cmp.Compare(h.seq, seq) })
 		st.held = slices.Insert(st.held, i, m)
 		if st.timer == nil {
-			st.timer = time.AfterFunc(b.holdBack(), func() { b.gap(k) })
+			st.gen++
+			gen := st.gen
+			st.timer = time.AfterFunc(b.holdBack(), func() { b.gap(k, gen) })
 		}
 		return nil
 	}
@@ -502,12 +505,12 @@ func (st *stream) release(skip bool) []string {
 
 // gap hands on a stream's held messages once holdBack ran out: the
 // message before them is lost, or later than a message may be.
-func (b *Bus) gap(k streamKey) {
+func (b *Bus) gap(k streamKey, gen uint64) {
 	b.mu.Lock()
 	st := b.streams[k]
-	if st == nil {
+	if st == nil || st.timer == nil || st.gen != gen {
 		b.mu.Unlock()
-		return
+		return // its messages went on meanwhile
 	}
 	st.timer = nil
 	b.handOn(k.channel, st.release(true)) // unlocks b.mu
