@@ -412,7 +412,15 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, fl flavour, token str
 		// Write back to the others, stragglers included; wait only while
 		// fewer than a quorum hold the fences (the usual case: masters
 		// agreed, no wait).
-		ft, _ := e.spread(ctx, r, t.counted, holds, mayHold, trusted, wb)
+		// The taints as this try saw them: the write-back's choices run
+		// on the masters' readers, possibly after the call returned, while
+		// the call's goroutine refreshes its taints (a data race, found in
+		// CI, when read live).
+		seen := make([]bool, len(e.nodes))
+		for i := range seen {
+			seen[i] = trusted(i)
+		}
+		ft, _ := e.spread(ctx, r, t.counted, holds, mayHold, func(i int) bool { return seen[i] }, wb)
 		if holders < e.quorum && ft.verdict != decidedYes {
 			rollback()
 			return nil, nil, ft.err(e, "lock")
