@@ -130,8 +130,7 @@ type Fair struct {
 	// StaleAfter is accepted and not used: a waiter whose proxy died
 	// leaves its queue within about a second whatever it says (its place
 	// lives one second past the proxy's latest try, and a waiting proxy
-	// tries at least every 250 ms; docs/design/waiters.md). It was how
-	// long a dead proxy's waiter stayed queued, 10s by default.
+	// tries at least every 250 ms; docs/design/waiters.md). Default 10s.
 	StaleAfter time.Duration `yaml:"stale_after"`
 }
 
