@@ -127,6 +127,112 @@ func chaosScenariosWith(t *testing.T, load chaosLoad, title string) {
 	fmt.Println(availabilityTable(load.rows, names, avail))
 }
 
+// TestChaosSoak is `make soak SOAK=n`: n minutes of every primitive
+// under every fault in turn, on one pair of proxies and five masters. The
+// run is cut into segments of 90 s (a quarter of a short run), each one scenario of TestChaos (the
+// proxy kill last, as it leaves one proxy), alternating between the two
+// workloads (each primitive on its own resources; all of them on shared
+// ones). After each segment the workers stop, its history is checked
+// (exclusion, permits, fences, fair order) and forgotten, every key the
+// run wrote must be gone once its ttl passed, and each live proxy's
+// resident memory (/proc/<pid>/status VmRSS) and goroutines (go_goroutines
+// on /metrics) are sampled at that quiet moment. Flat means: the sample
+// before the proxy kill is at most the largest of the second and third
+// plus 25% and 16 MiB (memory), plus 20 (goroutines).
+func TestChaosSoak(t *testing.T) {
+	v := os.Getenv("REDLOCK_SOAK")
+	if v == "" {
+		t.Skip("!!! SKIPPED: the soak needs REDLOCK_SOAK=minutes: `make soak SOAK=30`")
+	}
+	minutes, err := strconv.Atoi(v)
+	if err != nil || minutes < 1 {
+		t.Fatalf("REDLOCK_SOAK=%q: want a positive number of minutes", v)
+	}
+	redistest.RequireReal(t, "the soak pauses, kills and restarts real masters")
+	total := time.Duration(minutes) * time.Minute
+	seg := min(90*time.Second, total/4) // at least four segments
+	r := newChaosRunOf(t, true, chaosOwnResources)
+	type sample struct {
+		at         time.Duration
+		rss        [2]int64
+		goroutines [2]int
+	}
+	var samples []sample
+	goroutines := func(p *Proxy) int {
+		for _, l := range strings.Split(metricsBody(t, p), "\n") {
+			if n, ok := strings.CutPrefix(l, "go_goroutines "); ok {
+				g, _ := strconv.ParseFloat(n, 64)
+				return int(g)
+			}
+		}
+		t.Fatal("no go_goroutines in /metrics")
+		return 0
+	}
+	began := time.Now()
+	var faults []chaosScenario
+	for _, sc := range chaosScenarios {
+		if sc.name != "kill a proxy" && sc.name != "no fault" {
+			faults = append(faults, sc)
+		}
+	}
+	loads := []chaosLoad{chaosOwnResources, chaosShared}
+	grants := 0
+	for k := 0; ; k++ {
+		last := time.Since(began)+seg >= total
+		sc := faults[k%len(faults)]
+		if last {
+			sc = chaosScenario{"kill a proxy", killProxy}
+		}
+		load := loads[k%len(loads)]
+		r.reset(load)
+		r.run(seg, sc.fault)
+		bad := r.check()
+		for _, b := range bad[:min(len(bad), 20)] {
+			t.Errorf("segment %d (%s, %s): %s", k, sc.name, load.rows[0], b)
+		}
+		grants += len(r.grants)
+		r.logCounts(r.availability(seg))
+		var sm sample
+		sm.at = time.Since(began)
+		for i, p := range r.proxies {
+			if int(r.killed.Load()) == i+1 {
+				continue
+			}
+			sm.rss[i], err = p.RSS()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sm.goroutines[i] = goroutines(p)
+		}
+		samples = append(samples, sm)
+		t.Logf("segment %d at %v: %s, %s: %d grants, %d violations; proxies' RSS %d / %d MiB, goroutines %d / %d",
+			k, sm.at.Round(time.Second), sc.name, load.rows[0], len(r.grants), len(bad), sm.rss[0]>>20, sm.rss[1]>>20, sm.goroutines[0], sm.goroutines[1])
+		if last || t.Failed() {
+			break
+		}
+	}
+	t.Logf("%v, %d segments, %d grants checked", time.Since(began).Round(time.Second), len(samples), grants)
+	if len(samples) < 4 {
+		return // too short to speak of a trend
+	}
+	for i := range r.proxies {
+		base := samples[1]
+		if samples[2].rss[i] > base.rss[i] {
+			base.rss[i] = samples[2].rss[i]
+		}
+		base.goroutines[i] = max(base.goroutines[i], samples[2].goroutines[i])
+		// The last segment kills proxy 1 and moves its clients to proxy
+		// 0: the trend is read up to the segment before it.
+		end := samples[len(samples)-2]
+		if end.rss[i] > base.rss[i]+base.rss[i]/4+16<<20 {
+			t.Errorf("proxy %d: resident memory grew from %d MiB to %d MiB", i, base.rss[i]>>20, end.rss[i]>>20)
+		}
+		if end.goroutines[i] > base.goroutines[i]+20 {
+			t.Errorf("proxy %d: goroutines grew from %d to %d", i, base.goroutines[i], end.goroutines[i])
+		}
+	}
+}
+
 // TestChaosWithoutQuarantine: the checker catches a real violation. A
 // lock is held while 3 of 5 masters restart empty under contention. With
 // restart quarantine the run is clean; without it, other clients are
