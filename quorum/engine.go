@@ -260,8 +260,8 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 	}
 	for i, n := range nodes {
 		if sn, ok := n.(ShardedNode); ok {
-			sn.AttachFloors(func(ctx context.Context, slots []int) error {
-				_, err := e.raiseFloors(ctx, i, slots)
+			sn.AttachFloors(func(ctx context.Context, slots []int, raised func(int)) error {
+				_, err := e.raiseFloors(ctx, i, slots, raised)
 				return err
 			})
 		}

@@ -653,7 +653,7 @@ func (e *Engine) rejoin(ctx context.Context, i int) error {
 	var floor uint64
 	var err error
 	if !e.off.floor {
-		floor, err = e.raiseFloors(ctx, i, nil)
+		floor, err = e.raiseFloors(ctx, i, nil, nil)
 	}
 	if err != nil {
 		h.mu.Lock()
@@ -763,9 +763,12 @@ func (f *fewIntactError) Error() string {
 // raiseFloors raises the fence floor of master i: from a quorum of the
 // other masters (floorFromOthers), written to i's sequence. With the
 // slotted layout there is one sequence per hash slot, and it does so for
-// each of slots (every slot when slots is nil), some at a time; else
-// slots is ignored. It returns the highest floor written.
-func (e *Engine) raiseFloors(ctx context.Context, i int, slots []int) (uint64, error) {
+// each of slots (every slot when slots is nil), some at a time, and calls
+// raised (when not nil) for each slot whose floor it wrote: the first
+// slot that fails stops the others, and what was written stays written.
+// Without the slotted layout slots and raised are ignored. It returns the
+// highest floor written.
+func (e *Engine) raiseFloors(ctx context.Context, i int, slots []int, raised func(slot int)) (uint64, error) {
 	one := func(ctx context.Context, seq, lag, old string) (uint64, bool, error) {
 		floor, err := e.floorFromOthers(ctx, i, seq, old)
 		var few *fewIntactError
@@ -806,7 +809,7 @@ func (e *Engine) raiseFloors(ctx context.Context, i int, slots []int) (uint64, e
 		few         bool
 		next        int
 		wg          sync.WaitGroup
-		parallelism = 128
+		parallelism = floorParallelism
 	)
 	for range min(parallelism, len(slots)) {
 		wg.Go(func() {
@@ -824,6 +827,9 @@ func (e *Engine) raiseFloors(ctx context.Context, i int, slots []int) (uint64, e
 					cancel(fmt.Errorf("slot %d: %w", s, err))
 					return
 				}
+				if raised != nil {
+					raised(s)
+				}
 				mu.Lock()
 				top, few = max(top, floor), few || f
 				mu.Unlock()
@@ -840,6 +846,16 @@ func (e *Engine) raiseFloors(ctx context.Context, i int, slots []int) (uint64, e
 	}
 	return top, nil
 }
+
+// floorParallelism is how many slots' floors one raise has in flight.
+// Each slot is three requests (the high-water mark on two other masters,
+// the floor on the restarted one) on the connections that also carry the
+// lock traffic and the health pings: with more in flight, a raise of
+// thousands of slots on a loaded proxy queues them past master_timeout,
+// the masters look slow, and the raise and the service fail together.
+// At 16, two proxies each raising a restarted shard's 5461 slots in two
+// clusters at once took about a second on an idle 2-core machine.
+const floorParallelism = 16
 
 // warnings is a set of the restart path's once-per-restart warnings.
 type warnings uint8

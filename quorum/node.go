@@ -16,8 +16,11 @@ type ShardedNode interface {
 	// AttachFloors gives the node the engine's function that raises the
 	// fence floors of some slots on it from the other masters. The node
 	// calls it from its own goroutine; the floor writes it makes are the
-	// only requests a shard out of the vote must run.
-	AttachFloors(raise func(ctx context.Context, slots []int) error)
+	// only requests a shard out of the vote must run. The function calls
+	// raised (from its own goroutines) for each slot whose floor it
+	// wrote, also when it then fails for another slot: a raise cut short
+	// keeps what it did.
+	AttachFloors(raise func(ctx context.Context, slots []int, raised func(slot int)) error)
 	// Shards reports the shards serving slots now.
 	Shards() []ShardStatus
 	// EndQuarantine ends the quarantine of every slot out of the vote now

@@ -25,12 +25,22 @@ type clusterDeployment struct {
 	c1, c2   *redis.Client
 }
 
+// clusterTurns bounds how many cluster deployments run at once. Each is
+// nine or more redis-server processes in cluster mode and two proxies
+// built with -race, and the scenarios that restart a shard have each
+// proxy raise thousands of slots' fence floors: more than two at once
+// on 2 cores starve the proxies' 50 ms health pings, every master looks
+// down and the scenarios stop testing what they name.
+var clusterTurns = make(chan struct{}, 2)
+
 // startClusterDeployment starts n clusters of shards masters each (the
 // first with replicas0 replicas per master, the others with none) and two
 // proxies; tweak may change their config.
 func startClusterDeployment(t *testing.T, n, shards, replicas0 int, tweak func(*proxyConfig)) *clusterDeployment {
 	t.Helper()
 	redistest.RequireReal(t, "cluster masters are real Redis Clusters")
+	clusterTurns <- struct{}{}
+	t.Cleanup(func() { <-clusterTurns }) // registered first, so it runs last
 	d := &clusterDeployment{}
 	cfg := defaults(nil)
 	for i := range n {
@@ -556,6 +566,7 @@ func TestClusterResharding(t *testing.T) {
 	d := startClusterDeployment(t, 3, 3, 0, nil)
 	rs := resourcesOnEveryShard(t, d.clusters[0], "res-", 24)
 	grants, stopLoad := lockLoad(d, rs, 2000)
+	waitFor(t, 10*time.Second, "the load's first grants", func() bool { return grants.Load() > 0 })
 	time.Sleep(500 * time.Millisecond)
 	before := grants.Load()
 	for _, cl := range d.clusters[:2] {
@@ -694,6 +705,7 @@ func TestClusterShardRestartUnderLoad(t *testing.T) {
 	d := startClusterDeployment(t, 3, 3, 0, func(c *proxyConfig) { c.maxTTL = 3 * time.Second })
 	rs := resourcesOnEveryShard(t, d.clusters[0], "load-", 24)
 	grants, stopLoad := lockLoad(d, rs, 2000)
+	waitFor(t, 10*time.Second, "the load's first grants", func() bool { return grants.Load() > 0 })
 	time.Sleep(500 * time.Millisecond)
 	before := grants.Load()
 	slot := quorum.KeySlot(rs[0])

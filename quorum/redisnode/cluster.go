@@ -97,7 +97,7 @@ type Cluster struct {
 	sub    *Node             // subscriptions
 
 	table atomic.Pointer[slotTable]
-	raise atomic.Pointer[func(ctx context.Context, slots []int) error]
+	raise atomic.Pointer[raiseFunc]
 
 	// q is each slot's quarantine; qmu orders its changes (out is read
 	// without it).
@@ -123,6 +123,9 @@ type slotQuarantine struct {
 	out   atomic.Bool
 	until atomic.Int64 // unix nanoseconds
 	gen   uint32
+	// wanted is set when a request asked for the slot after its
+	// quarantine ended, while its floor was not raised yet (rejoin).
+	wanted atomic.Bool
 }
 
 // slotTable is one reading of the slot map.
@@ -230,8 +233,12 @@ func (c *Cluster) NodeIDs() []string {
 // Addr implements quorum.Node: the cluster's seeds.
 func (c *Cluster) Addr() string { return c.name }
 
+// raiseFunc is the engine's function that raises the fence floors of
+// slots (quorum.ShardedNode.AttachFloors).
+type raiseFunc = func(ctx context.Context, slots []int, raised func(slot int)) error
+
 // AttachFloors implements quorum.ShardedNode.
-func (c *Cluster) AttachFloors(raise func(ctx context.Context, slots []int) error) {
+func (c *Cluster) AttachFloors(raise raiseFunc) {
 	c.raise.Store(&raise)
 }
 
@@ -320,6 +327,7 @@ func (c *Cluster) sendTo(s *shard, name string, keys, args []string, done func(a
 	// vote (the engine's, as it raises floors; see ShardedNode).
 	floor := name == scripts.FenceFloor.Name || name == scripts.FenceHighwater.Name
 	if c.out(slot) && !floor {
+		c.want(slot)
 		done(nil, c.outErr(s, slot))
 		return
 	}
@@ -475,6 +483,7 @@ func (c *Cluster) quarantine(s *shard, why string, slots []int) {
 		q.gen++
 		q.until.Store(max(q.until.Load(), until))
 		q.out.Store(true)
+		q.wanted.Store(false)
 	}
 	c.qmu.Unlock()
 	s.why = why
@@ -561,59 +570,115 @@ func (c *Cluster) EndQuarantine() int {
 	return n
 }
 
-// rejoinChunk is how many slots one raise of fence floors covers: a slot
-// that cannot be raised keeps only its chunk out.
-const rejoinChunk = 1024
+// rejoinChunk is how many slots one raise of fence floors covers: the
+// slots of a chunk raised rejoin before the next chunk starts, and the
+// slots requests asked for meanwhile go first in the next.
+const rejoinChunk = 256
 
 // rejoin raises the floors of the slots whose quarantine is over, a chunk
-// at a time, and lets each chunk raised vote again (unless it was
-// quarantined again meanwhile).
+// at a time, and lets each slot raised vote again (unless it was
+// quarantined again meanwhile). The slots that requests asked for since
+// their quarantine ended (wanted, see sendTo) go first: after a shard
+// restarts, the resources in use vote again within a chunk's raise
+// rather than after every slot of the shard, which takes seconds under
+// load. A raise cut short by a slot that fails (a timeout under load, a
+// master that does not answer) still lets in the slots it raised, and the
+// next chunk starts; a chunk that raises nothing ends the pass (the next
+// is a RefreshInterval later, or at the next kick).
 func (c *Cluster) rejoin() {
 	raise := c.raise.Load()
 	if raise == nil {
 		return
 	}
-	now := time.Now().UnixNano()
-	var slots []int
-	var gens []uint32
-	c.qmu.Lock()
-	for slot := range c.q {
-		q := &c.q[slot]
-		if q.out.Load() && q.until.Load() <= now {
-			slots = append(slots, slot)
-			gens = append(gens, q.gen)
-		}
-	}
-	c.qmu.Unlock()
-	raised := 0
+	raised, left := 0, 0
 	var lastErr error
-	for lo := 0; lo < len(slots); lo += rejoinChunk {
-		hi := min(lo+rejoinChunk, len(slots))
+	for c.ctx.Err() == nil {
+		slots, gens, due := c.dueSlots(rejoinChunk)
+		left = due
+		if len(slots) == 0 {
+			break
+		}
+		var mu sync.Mutex
+		done := make(map[int]bool, len(slots))
 		ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
-		err := (*raise)(ctx, slots[lo:hi])
+		err := (*raise)(ctx, slots, func(slot int) {
+			mu.Lock()
+			done[slot] = true
+			mu.Unlock()
+		})
 		cancel()
 		if err != nil {
 			lastErr = err
-			continue
+		}
+		mu.Lock()
+		n := len(done)
+		mu.Unlock()
+		if n == 0 {
+			break
 		}
 		for _, s := range c.shardList() {
 			c.check(s, -1) // a restart during the raise quarantines its slots again
 		}
+		mu.Lock()
 		c.qmu.Lock()
-		for i := lo; i < hi; i++ {
-			q := &c.q[slots[i]]
-			if q.gen == gens[i] && q.until.Load() <= time.Now().UnixNano() {
+		for i, slot := range slots {
+			q := &c.q[slot]
+			if done[slot] && q.gen == gens[i] && q.until.Load() <= time.Now().UnixNano() {
 				q.out.Store(false)
+				q.wanted.Store(false)
 				raised++
+				left--
 			}
 		}
 		c.qmu.Unlock()
+		mu.Unlock()
 	}
-	if lastErr != nil {
-		c.log.Warn("cluster slots cannot rejoin yet: their fence floors cannot be raised", "slots", len(slots)-raised, "err", lastErr)
+	if lastErr != nil && left > 0 {
+		c.log.Warn("cluster slots cannot rejoin yet: their fence floors cannot be raised", "slots", left, "err", lastErr)
 	}
 	if raised > 0 {
 		c.log.Info("cluster slots rejoin: their fence floors are raised", "slots", raised)
+	}
+}
+
+// dueSlots returns up to limit slots whose quarantine is over and that
+// are still out of the vote, wanted ones first, with their quarantine
+// generations, and how many such slots there are in all.
+func (c *Cluster) dueSlots(limit int) (slots []int, gens []uint32, due int) {
+	now := time.Now().UnixNano()
+	var rest []int
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	for slot := range c.q {
+		q := &c.q[slot]
+		if !q.out.Load() || q.until.Load() > now {
+			continue
+		}
+		due++
+		if q.wanted.Load() && len(slots) < limit {
+			slots = append(slots, slot)
+		} else if len(rest) < limit {
+			rest = append(rest, slot)
+		}
+	}
+	slots = append(slots, rest[:min(len(rest), limit-len(slots))]...)
+	for _, slot := range slots {
+		gens = append(gens, c.q[slot].gen)
+	}
+	return slots, gens, due
+}
+
+// want marks slot, out of the vote, as asked for by a request: once its
+// quarantine is over it goes first in the next raise of fence floors,
+// which it kicks.
+func (c *Cluster) want(slot int) {
+	q := &c.q[slot]
+	if q.until.Load() > time.Now().UnixNano() || q.wanted.Swap(true) {
+		return
+	}
+	select {
+	case c.rejoinKick <- struct{}{}:
+	default:
 	}
 }
 
