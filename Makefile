@@ -22,9 +22,10 @@ run:
 # tests/ runs last, on its own, with -parallel 6: its tests marked parallel
 # (Redis Cluster scenarios, expiries, quarantines, rolling restarts) mostly
 # wait, and run after its serial ones.
-# The second step is the deterministic simulation's fixed seeds and its
-# negative controls, without the race detector (ten times faster; the
-# first step runs a few seeds with it).
+# The third step is the deterministic simulation's fixed seeds and its
+# negative controls, and TestEverySubset with its 5-master rows, without
+# the race detector (ten times faster; the first step runs a few seeds,
+# and the 3-master rows, with it).
 # GORACE=atexit_sleep_ms=0: a -race binary sleeps 1 s at exit by default
 # (for reports from goroutines still running); every test binary and
 # every proxy the tests start would pay it (about 15 s of make test).
@@ -36,7 +37,7 @@ test:
 	  echo "!!! Install redis-server (apt-get install -y redis-server) for the real test."; }
 	$(GO) test -race -count=1 -p 1 -parallel 4 -timeout 9m $$($(GO) list $(PKGS) | grep -v '/tests$$')
 	$(GO) test -race -count=1 -parallel 6 -timeout 9m ./tests
-	$(GO) test -count=1 -run '^TestSimulate' ./quorum
+	$(GO) test -count=1 -run '^(TestSimulate.*|TestEverySubset)$$' ./quorum
 
 # The deterministic simulation on random seeds for SIM (default 60s): it
 # says how many runs, operations and faults it covered, and a failure
