@@ -112,7 +112,7 @@ dropin:
 	cd tests/dropin/go/loop && $(GO) mod download
 	cd tests/dropin/go && $(GO) mod download
 	cd tests/dropin/go/redsync411 && $(GO) mod download
-	REDLOCK_DROPIN=1 $(GO) test -count=1 -v -timeout 20m -parallel $(DROPIN_PARALLEL) \
+	REDLOCK_DROPIN=1 $(GO) test -count=1 -v -timeout 60m -parallel $(DROPIN_PARALLEL) \
 		-run 'TestDropinCorpus/$(DROPIN_RUN)' ./tests
 
 # The proxy beside go-redsync, Redlock written directly on rueidis and
