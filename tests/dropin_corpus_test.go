@@ -342,7 +342,7 @@ func runDropinRow(t *testing.T, progs *dropinPrograms, r dropinRow, workers, cyc
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.extra = "dropin: true\n"
-	cfg.plain = true      // the corpus measures the libraries, not the race detector: ~10x the throughput
+	cfg.plain = true // the corpus measures the libraries, not the race detector: ~10x the throughput
 	// Three rows at once on 2 cores (five masters, two proxies and the
 	// workers each): with the harness's 50 ms, live masters missed votes
 	// on a slower machine (NOQUORUM with every master up). The corpus
