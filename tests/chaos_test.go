@@ -335,10 +335,21 @@ func newChaosRunOf(t *testing.T, quarantine bool, load chaosLoad) *chaosRun {
 		// A connection for each worker, whatever proxy it uses: a holder
 		// never waits for a connection to release (go-redis's default pool
 		// of 20 would make it wait behind blocked WAITs).
-		c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 30 * time.Second, PoolSize: 64})
+		// Every connection open before the run (MinIdleConns): a request
+		// that dials its connection first is read by the proxy the dial
+		// and handshake later than the client sent it (about 90 ms at the
+		// start of a run on a loaded 2-core machine), and the fair-order
+		// check, which takes the time sent for the time read, saw a
+		// worker's first RFAIRLOCK overtaken.
+		c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 30 * time.Second, PoolSize: 64, MinIdleConns: 64})
 		t.Cleanup(func() { c.Close() })
 		r.proxies = append(r.proxies, p)
 		r.clients = append(r.clients, c)
+	}
+	for _, c := range r.clients {
+		waitFor(t, 10*time.Second, "every worker's connection to be open", func() bool {
+			return c.PoolStats().TotalConns >= 64
+		})
 	}
 	for _, c := range r.clients {
 		waitFor(t, 5*time.Second, "every master to be up", func() bool {
