@@ -837,12 +837,14 @@ func (e *Engine) raiseFloors(ctx context.Context, i int, slots []int, raised fun
 		})
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return 0, err
-	}
-	if few {
+	// Said also when a later slot failed, if the slots raised rejoin
+	// (reported to raised) with these floors.
+	if few && (raised != nil || context.Cause(ctx) == nil) {
 		e.log.Error("fewer than a quorum of masters kept their data: fences may repeat; rejoining with the best floors known",
 			"master", e.nodes[i].Addr(), "quorum", e.quorum, "slots", len(slots), "highest_fence_floor", top)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return 0, err
 	}
 	return top, nil
 }
