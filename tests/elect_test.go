@@ -52,8 +52,8 @@ func TestElectionTwoProxies(t *testing.T) {
 		// bound is how late a push may be. A change whose announcement
 		// the proxy missed would be pushed only at the leader's ttl end
 		// (the next read), 480 ms after a resignation; 200 ms leaves
-		// room for a 2-core machine loaded by the parallel tests (pushes
-		// 60-90 ms late were seen at 50 ms).
+		// room for a 2-core machine loaded by the parallel tests, where
+		// pushes arrive up to 90 ms late.
 		bound = 200 * time.Millisecond
 	)
 	cl := newCluster(t, 5)

@@ -12,9 +12,8 @@ import (
 // TestClusterRejoinKeepsProgress: a raise of fence floors that fails
 // part-way (a timeout under load, a master that stops answering) still
 // lets the slots it raised vote again, and the next pass raises only the
-// rest, the slots requests asked for first. Before, one slot's failure
-// kept its whole chunk of 1024 out, and a loaded proxy started the chunk
-// over on every pass without end.
+// rest, the slots requests asked for first: a loaded proxy whose raises
+// time out now and then still brings the whole shard back.
 func TestClusterRejoinKeepsProgress(t *testing.T) {
 	redistest.RequireReal(t, "cluster masters are real Redis Clusters")
 	cl := redistest.StartCluster(t, 3, 0)
