@@ -47,6 +47,3 @@ func (e *Engine) since(t time.Time) time.Duration { return e.clock.Now().Sub(t) 
 
 // until is the time left until t on the engine's clock.
 func (e *Engine) until(t time.Time) time.Duration { return t.Sub(e.clock.Now()) }
-
-// timerBox holds a Timer for an atomic.Pointer.
-type timerBox struct{ Timer }

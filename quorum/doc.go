@@ -18,12 +18,14 @@
 //   - An op is one request for every master: script, keys, args, timeout.
 //   - Engine.send issues an op to every master at once and returns a
 //     round; each reply completes its master's part of the round where it
-//     arrives, one timer per round answers for the silent ones at the
-//     deadline, and nothing the caller does cancels it (no goroutine per
-//     master call). Engine.follow issues a follow-up to each master only
+//     arrives, the round's deadline alarm answers for the silent ones
+//     (every deadline is an alarm on one engine-wide timer, alarms.go: a
+//     round answered in time creates no timer), and nothing the caller
+//     does cancels it (no goroutine per master call). Engine.follow issues a follow-up to each master only
 //     once that master's request in an earlier round returned, so that it
 //     can never overtake it on the master's ordered connection.
-//   - round.count reads the answers as they arrive and stops as soon as a
+//   - round.count counts the answers where they arrive (on the masters'
+//     readers) and wakes the caller once, with the verdict, as soon as a
 //     rule decides: grantRule for acquisitions (yes at quorum; no once a
 //     quorum answered and yes can no longer reach it; else no quorum),
 //     strictRule for releases and extensions (no only when N - quorum + 1

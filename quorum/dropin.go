@@ -114,7 +114,7 @@ func (e *Engine) deleteHeld(ctx context.Context, resource, value string) (held b
 		d.count(strictRule, func(i int, v any) bool {
 			read(k, i, v)
 			return v == int64(1)
-		}, -1)
+		})
 		for k, r := range sent {
 			for i := range n {
 				if r.answered(i) && r.ans[i].err == nil {
@@ -159,7 +159,7 @@ func (e *Engine) owners(ctx context.Context, ls *lockSet, owner, value string) (
 			return decidedYes
 		}
 		return undecided
-	}, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) == 2 }, -1)
+	}, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) == 2 })
 	seen := map[grantID]*holding{}
 	silent := 0
 	for i, c := range t.counted {

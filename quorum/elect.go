@@ -107,7 +107,7 @@ func (e *Engine) electAcquire(ctx context.Context, req Request) (*Lease, error) 
 		// reader then reports this very term.
 		r := e.send(ctx, &op{name: "campaign", script: scripts.ElectTerm, keys: []string{ls.keys[0], ls.advert},
 			args: []string{token, strconv.FormatUint(l.Fences[0], 10)}}, nil)
-		t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
+		t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) })
 		if t.verdict != decidedYes {
 			rollback()
 			return nil, nil, t.err(e, "campaign")
@@ -149,7 +149,7 @@ func (e *Engine) electRelease(ctx context.Context, l *Lease) (bool, error) {
 	o := ls.resign(l.Token, true)
 	o.timeout, o.keepLate = e.releaseTimeout(), true
 	r := e.send(ctx, o, nil)
-	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, e.straggleGrace())
+	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) })
 	if t.verdict == noQuorum && e.retryReleases() {
 		return e.confirm(ctx, r, lockGroup(1), true, "resign", t0.Add(e.opts.ReleaseRetry), nil)
 	}
@@ -254,7 +254,7 @@ func (e *Engine) readLeader(ctx context.Context, name string, patience time.Dura
 	}
 	var t *tally
 	if patience < 0 {
-		t = r.count(rule, yes, -1)
+		t = r.count(rule, yes)
 	} else {
 		t = r.countPatient(rule, yes, patience)
 	}
@@ -298,7 +298,7 @@ func (el Elections) Proclaim(ctx context.Context, election, token, value string)
 	}
 	e.awaitAcquires(token)
 	r := e.send(ctx, &op{name: "proclaim", script: scripts.ElectProclaim, keys: []string{ls.keys[0], ls.advert}, args: []string{token, value}}, nil)
-	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) }, -1)
+	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) })
 	if t.verdict == decidedYes {
 		e.announce(ctx, ls)
 	}

@@ -151,6 +151,8 @@ type Engine struct {
 	wake   *Wakeups
 	log    *slog.Logger
 	clock  Clock
+	// alarms holds the rounds' and counts' deadlines, on one timer.
+	alarms *alarms
 	// off switches safety mechanisms off, for the simulation's negative
 	// controls only (TestSimulateCatches): it is never set outside tests.
 	off safetyOff
@@ -254,6 +256,7 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		wake:   wake,
 		log:    opts.Logger,
 		clock:  opts.Clock,
+		alarms: newAlarms(opts.Clock),
 		kick:   make(chan struct{}, 1),
 		prims:  primitives(),
 		off:    opts.off,

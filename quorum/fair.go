@@ -157,7 +157,7 @@ func (e *Engine) enqueue(ctx context.Context, fq *fairQueue) error {
 		e.fences.learn(uint64(seq))
 		ticket = max(ticket, uint64(tk))
 		return true
-	}, -1)
+	})
 	if t.verdict != decidedYes {
 		return t.err(e, fq.name)
 	}
@@ -165,7 +165,7 @@ func (e *Engine) enqueue(ctx context.Context, fq *fairQueue) error {
 	wr := e.follow(ctx, r, &op{name: fq.name, script: scripts.FairTicket, keys: keys,
 		args: []string{fq.id, strconv.FormatUint(ticket, 10), ms(fq.stale)}}, nil, nil)
 	fq.last = wr
-	wt := wr.count(grantRule, func(_ int, v any) bool { return v == int64(1) }, -1)
+	wt := wr.count(grantRule, func(_ int, v any) bool { return v == int64(1) })
 	if wt.verdict != decidedYes {
 		return wt.err(e, fq.name)
 	}

@@ -59,5 +59,5 @@ func (e *Engine) spread(ctx context.Context, r *round, counted []bool, holds, ma
 		}
 		return answer{}, false
 	})
-	return fr.count(grantRule, func(i int, v any) bool { return v == int64(1) && trusted(i) }, -1), fr
+	return fr.count(grantRule, func(i int, v any) bool { return v == int64(1) && trusted(i) }), fr
 }

@@ -52,7 +52,7 @@ func (e *Engine) lockInfo(ctx context.Context, resource string) (info *Info, err
 	k := e.rwKeys(resource)
 	r := e.send(ctx, &op{name: "lock_info", script: scripts.LockInfo, keys: []string{ls.keys[0], ls.keys[1], k.readers, e.holdsKey(resource)}}, nil)
 	// Every answer counts: wait (at most MasterTimeout) for all of them.
-	t := r.count(everyAnswer, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) >= 3 }, -1)
+	t := r.count(everyAnswer, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) >= 3 })
 	if t.verdict != decidedYes {
 		return nil, t.err(e, "lock_info")
 	}
@@ -167,7 +167,7 @@ func (o Operator) Break(ctx context.Context, resource, by string) (held bool, er
 			holders[h]++
 		}
 		return ok
-	}, -1)
+	})
 	if t.verdict != decidedYes {
 		return false, t.err(e, "lock_break")
 	}
@@ -224,7 +224,7 @@ func (o Operator) Delete(ctx context.Context, resources []string) (n int, err er
 				counts[j]++
 			}
 			return ok
-		}, -1)
+		})
 		if t.verdict != decidedYes {
 			return 0, t.err(e, "delete")
 		}

@@ -84,7 +84,7 @@ func (e *Engine) latchCreate(ctx context.Context, name string, count int, ttl ti
 			return false
 		}
 		return true
-	}, -1)
+	})
 	if other > 0 {
 		return false, &LatchCountError{Name: name, Count: other}
 	}
@@ -127,7 +127,7 @@ func (e *Engine) latchRound(r *round, opName string) (int, error) {
 		}
 		left = append(left, int(n))
 		return true
-	}, -1)
+	})
 	switch t.verdict {
 	case decidedYes:
 		slices.Sort(left)

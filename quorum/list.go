@@ -161,7 +161,7 @@ func (o Operator) List(ctx context.Context, cursor uint64, count int, match func
 			keys[j] = f.key
 		}
 		r := e.send(ctx, &op{name: "list", script: scripts.ListPresent, keys: keys}, nil)
-		t := r.count(everyAnswer, func(_ int, v any) bool { a, ok := v.([]any); return ok && len(a) == len(keys) }, -1)
+		t := r.count(everyAnswer, func(_ int, v any) bool { a, ok := v.([]any); return ok && len(a) == len(keys) })
 		seen := make([]bool, len(page))
 		for j, c := range t.counted {
 			if !c || lc.scanned&(1<<j) == 0 {

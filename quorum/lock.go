@@ -361,7 +361,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, fl flavour, token str
 	t := r.count(grantRule, func(i int, _ any) bool {
 		a, ok := reply(i)
 		return ok && a.ok && trusted(i)
-	}, -1)
+	})
 	if t.verdict != decidedYes {
 		rollback()
 		full := 0
@@ -534,11 +534,11 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 		keys = append(keys[:len(keys):len(keys)], e.fairKeys(ls.given[0])[0])
 	}
 	r := e.send(ctx, &op{name: "unlock", script: scripts.LockRelease, keys: keys, args: args, timeout: e.releaseTimeout(), keepLate: true}, nil)
-	// Once decided, give the other masters a short grace: a caller that
-	// locks again right after a release should not meet a straggler, but a
-	// paused master is not worth a whole MasterTimeout on every release.
+	// It answers once decided: a lock sent through this proxy after the
+	// answer follows the release on every master's connection, and one
+	// through another proxy needs only the quorum that released.
 	all := func(h any) bool { return h == int64(ls.n) }
-	t := r.count(strictRule, func(_ int, v any) bool { h, _, _ := releaseReply(v); return all(h) || holdsOf(v) != nil }, e.straggleGrace())
+	t := r.count(strictRule, func(_ int, v any) bool { h, _, _ := releaseReply(v); return all(h) || holdsOf(v) != nil })
 	for i, c := range t.counted {
 		if c && holdsOf(r.ans[i].val) != nil {
 			// Re-entrant: nothing was released where holds are recorded.
@@ -637,7 +637,7 @@ func (e *Engine) extendWith(ctx context.Context, ls *lockSet, token string, ttl 
 	re = e.track4reenrol(re)
 	r := e.send(ctx, &op{name: "extend", script: script, keys: keys,
 		args: []string{token, ms(ttl), ms(e.opts.FenceLag)}, keepLate: true}, nil)
-	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) }, -1)
+	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(ls.n) })
 	return e.extendVerdict(ctx, r, t, t.yes, re, end, t0, ttl, lockGroup(int64(ls.n)), "extend")
 }
 
@@ -734,7 +734,7 @@ func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *
 	u := e.unhold(ls, token, hold, last)
 	u.timeout = e.releaseTimeout()
 	ur := e.follow(ctx, r, u, nil, nil)
-	ut := ur.count(strictRule, func(_ int, v any) bool { h, _, _ := releaseReply(v); return h == int64(1) }, e.straggleGrace())
+	ut := ur.count(strictRule, func(_ int, v any) bool { h, _, _ := releaseReply(v); return h == int64(1) })
 	if ut.verdict == noQuorum {
 		return false, ut.err(e, "unlock")
 	}

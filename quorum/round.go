@@ -69,17 +69,22 @@ type round struct {
 
 	claimed []atomic.Bool // claimed[i]: master i's answer is being recorded
 	left    atomic.Int32  // masters whose answer is not recorded yet
-	timer   atomic.Pointer[timerBox]
-	fl      *flight
+	// expiry is the round's deadline alarm (see arm): cancelled once every
+	// master answered.
+	expiry atomic.Pointer[alarm]
+	fl     *flight
 	// late[i] is master i's real answer when it came after the round's
 	// timer answered for it (only with op.keepLate; nil otherwise).
 	late []atomic.Pointer[answer]
 
-	// mu guards settled and then: what runs once master i's answer is
-	// recorded (follow-ups waiting for it).
+	// mu guards settled, then (what runs once master i's answer is
+	// recorded: follow-ups waiting for it) and ctr, the round's count
+	// while it reads answers (see count): an answer recorded then is
+	// counted on the goroutine that records it, not sent on in.
 	mu      sync.Mutex
 	settled []bool
 	then    [][]func()
+	ctr     *counter
 }
 
 func (e *Engine) newRound(o *op, fl *flight) *round {
@@ -97,12 +102,9 @@ func (e *Engine) newRound(o *op, fl *flight) *round {
 // round's timer or a skip) calls it, once.
 func (r *round) settle(i int, a answer) {
 	r.ans[i] = a
-	r.in <- i
 	if r.left.Add(-1) == 0 {
 		defer close(r.all)
-		if t := r.timer.Load(); t != nil {
-			t.Stop()
-		}
+		r.e.alarms.cancel(r.expiry.Load())
 		if r.fl != nil {
 			close(r.fl.returned)
 			r.e.inflight.CompareAndDelete(r.fl.token, r.fl)
@@ -110,6 +112,15 @@ func (r *round) settle(i int, a answer) {
 	}
 	r.mu.Lock()
 	r.settled[i] = true
+	if r.ctr != nil {
+		r.ctr.add(i)
+		if r.ctr.over() {
+			r.ctr.finish()
+			r.ctr = nil
+		}
+	} else {
+		r.in <- i
+	}
 	var fs []func()
 	if r.then != nil {
 		fs, r.then[i] = r.then[i], nil
@@ -136,20 +147,14 @@ func (r *round) onSettled(i int, f func()) {
 	r.mu.Unlock()
 }
 
-// arm starts the round's timer: at the deadline it answers for every
-// master still silent with a timeout. In a follow-up of prev, it answers
-// for master i only once prev has answered there: timers run in any order
-// (each on its own goroutine), and whoever reads a follow-up's answer at i
-// may read prev's (a rollback asks whether the try reached i).
+// arm sets the round's deadline alarm: at the deadline it answers for
+// every master still silent with a timeout. In a follow-up of prev, it
+// answers for master i only once prev has answered there (prev's answer
+// may be on its way, recorded on another goroutine), since whoever reads
+// a follow-up's answer at i may read prev's (a rollback asks whether the
+// try reached i).
 func (r *round) arm(timeout time.Duration, prev *round) {
 	e := r.e
-	defer func() {
-		// Every answer may be in already (inline answers, skips): then
-		// settle found no timer to stop.
-		if r.left.Load() == 0 {
-			r.timer.Load().Stop()
-		}
-	}()
 	expire := func(i int) {
 		if r.claimed[i].CompareAndSwap(false, true) {
 			err := fmt.Errorf("no answer in %v: %w", timeout, context.DeadlineExceeded)
@@ -157,7 +162,7 @@ func (r *round) arm(timeout time.Duration, prev *round) {
 			r.settle(i, answer{err: err})
 		}
 	}
-	r.timer.Store(&timerBox{e.clock.AfterFunc(e.until(r.deadline), func() {
+	r.expiry.Store(e.alarms.set(r.deadline, func() {
 		for i := range r.claimed {
 			if prev != nil {
 				prev.onSettled(i, func() { expire(i) })
@@ -165,7 +170,12 @@ func (r *round) arm(timeout time.Duration, prev *round) {
 				expire(i)
 			}
 		}
-	})})
+	}))
+	// Every answer may be in already (inline answers, skips): then
+	// settle found no alarm to cancel.
+	if r.left.Load() == 0 {
+		e.alarms.cancel(r.expiry.Load())
+	}
 }
 
 // issue sends the round's op to master i. The answer of a master whose
@@ -411,65 +421,101 @@ func strictRule(q, n int, t *tally, final bool) verdict {
 	return undecided
 }
 
-// count reads the round's answers until rule decides or the round's
-// deadline (MasterTimeout + roundGrace) passes; yes says whether an answer
-// counts for the operation. With settle >= 0 it then waits up to settle
-// more for the other answers (a release that should reach every master),
-// which do not change the verdict.
-func (r *round) count(rl rule, yes func(i int, v any) bool, settle time.Duration) *tally {
+// count reads the round's answers until rule decides or the count's
+// deadline (MasterTimeout + roundGrace from now) passes; yes says whether
+// an answer counts for the operation. The answers recorded before the
+// call are read at once; each one after is counted on the goroutine that
+// records it (a master's reader, or the round's deadline), which wakes the
+// caller once, with the verdict: one wake-up per decision, not one per
+// answer. So yes and rl run under the round's lock, on any goroutine,
+// until the verdict, and must not block or touch the round; after it,
+// the answers still coming are not counted, and are left on r.in. A
+// decided release returns at once: its other requests go on, recorded
+// for health and metrics as they answer.
+func (r *round) count(rl rule, yes func(i int, v any) bool) *tally {
 	e := r.e
 	n := len(e.nodes)
 	t := &tally{pending: n, counted: make([]bool, n)}
-	down := e.downAt()
-	for _, d := range down {
+	c := &counter{r: r, rl: rl, yes: yes, t: t, down: e.downAt(), done: make(chan struct{})}
+	for _, d := range c.down {
 		if d {
 			t.stalled++
 		}
 	}
-	deadline := e.clock.NewTimer(e.opts.MasterTimeout + roundGrace)
-	defer deadline.Stop()
-	for t.pending > 0 {
-		var i int
+	r.mu.Lock()
+	for !c.over() {
 		select {
-		case i = <-r.in:
-		case <-deadline.C():
-			if t.verdict == undecided {
-				t.errs = append(t.errs, timedOut(t.pending))
-			}
-			t.pending, t.stalled = 0, 0
+		case i := <-r.in:
+			c.add(i)
 			continue
-		}
-		t.pending--
-		if down[i] {
-			t.stalled--
-		}
-		a := r.ans[i]
-		switch {
-		case a.err != nil:
-			t.failed++
-			if t.verdict == undecided {
-				t.errs = append(t.errs, fmt.Errorf("%s: %w", e.nodes[i].Addr(), a.err))
-			}
-		case yes(i, a.val):
-			t.yes++
-			t.counted[i] = true
 		default:
-			t.no++
 		}
-		if t.verdict != undecided {
-			continue // settling: the verdict stands
-		}
-		if t.verdict = rl(e.quorum, n, t, false); t.verdict != undecided {
-			if settle < 0 {
-				return t
-			}
-			deadline.Reset(settle)
-		}
+		break
 	}
-	if t.verdict == undecided {
-		t.verdict = rl(e.quorum, n, t, true)
+	if c.over() {
+		r.mu.Unlock()
+		c.finish()
+		return t
 	}
+	r.ctr = c
+	r.mu.Unlock()
+	deadline := e.alarms.set(e.now().Add(e.opts.MasterTimeout+roundGrace), func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.ctr != c {
+			return
+		}
+		t.errs = append(t.errs, timedOut(t.pending))
+		t.pending, t.stalled = 0, 0
+		c.finish()
+		r.ctr = nil
+	})
+	<-c.done
+	e.alarms.cancel(deadline)
 	return t
+}
+
+// counter is a round's count in progress (see count).
+type counter struct {
+	r    *round
+	rl   rule
+	yes  func(i int, v any) bool
+	t    *tally
+	down []bool        // the masters down when the count began
+	done chan struct{} // closed by finish
+}
+
+// add counts master i's recorded answer.
+func (c *counter) add(i int) {
+	t, r := c.t, c.r
+	t.pending--
+	if c.down[i] {
+		t.stalled--
+	}
+	a := r.ans[i]
+	switch {
+	case a.err != nil:
+		t.failed++
+		t.errs = append(t.errs, fmt.Errorf("%s: %w", r.e.nodes[i].Addr(), a.err))
+	case c.yes(i, a.val):
+		t.yes++
+		t.counted[i] = true
+	default:
+		t.no++
+	}
+	t.verdict = c.rl(r.e.quorum, len(r.e.nodes), t, false)
+}
+
+// over reports whether the count is over: decided, or every answer read.
+func (c *counter) over() bool { return c.t.verdict != undecided || c.t.pending == 0 }
+
+// finish ends the count: the final verdict if the rule has not decided,
+// and the caller woken.
+func (c *counter) finish() {
+	if c.t.verdict == undecided {
+		c.t.verdict = c.rl(c.r.e.quorum, len(c.r.e.nodes), c.t, true)
+	}
+	close(c.done)
 }
 
 // err is the tally's error: a *QuorumError when the verdict is noQuorum.
@@ -770,6 +816,11 @@ func (e *Engine) awaitForRelease(token string) {
 		return
 	}
 	e.releaseFlight(token)
+	select {
+	case <-v.(*flight).returned:
+		return // the usual case: no timer
+	default:
+	}
 	t := e.clock.NewTimer(e.straggleGrace())
 	defer t.Stop()
 	select {
@@ -790,6 +841,11 @@ func (e *Engine) awaitAcquires(token string) {
 		return
 	}
 	fl := v.(*flight)
+	select {
+	case <-fl.returned:
+		return // the usual case: no timer
+	default:
+	}
 	t := e.clock.NewTimer(e.opts.MasterTimeout)
 	defer t.Stop()
 	select {

@@ -120,7 +120,7 @@ func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []stri
 		e.undo(ctx, r, &op{name: "read_lock", script: scripts.RWRelease, keys: []string{k.lock, k.readers}, args: []string{token, k.channel}},
 			mayHold, fixed, tainted)
 	}
-	t := r.count(grantRule, func(i int, _ any) bool { return granted(i) && !tainted.has(i) }, -1)
+	t := r.count(grantRule, func(i int, _ any) bool { return granted(i) && !tainted.has(i) })
 	if t.verdict != decidedYes {
 		rollback()
 		return nil, nil, t.err(e, "read_lock")
@@ -167,7 +167,7 @@ func (e *Engine) readReleaseUntil(ctx context.Context, resource, token string, k
 	r := e.send(ctx, &op{name: "read_unlock", script: scripts.RWRelease, keys: []string{k.lock, k.readers},
 		args: []string{token, k.channel}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	one := func(h any) bool { return h == int64(1) }
-	t := r.count(strictRule, func(_ int, v any) bool { h, _, _ := releaseReply(v); return one(h) }, e.straggleGrace())
+	t := r.count(strictRule, func(_ int, v any) bool { h, _, _ := releaseReply(v); return one(h) })
 	if t.verdict == noQuorum && e.retryReleases() {
 		return e.confirm(ctx, r, releaseGroup(lockGroup(1)), true, "read_unlock", e.releaseUntil(ctx, t0, r, one, known), nil)
 	}
@@ -198,6 +198,6 @@ func (e *Engine) readExtend(ctx context.Context, l *Lease, ttl time.Duration) (v
 		taken: func(v any) bool { return v == int64(1) },
 	})
 	r := e.send(ctx, &op{name: "read_extend", script: scripts.RWExtend, keys: []string{k.lock, k.readers, k.lease}, args: []string{token, ms(ttl)}, keepLate: true}, nil)
-	t := r.count(strictRule, one, -1)
+	t := r.count(strictRule, one)
 	return e.extendVerdict(ctx, r, t, t.yes, re, l.knownEnd(), t0, ttl, lockGroup(1), "read_extend")
 }

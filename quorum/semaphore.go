@@ -245,7 +245,7 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 // It decides as soon as a quorum name one limit, or none can.
 func (e *Engine) semLimit(ctx context.Context, k semKeys) (int, error) {
 	r := e.send(ctx, &op{name: "sem_count", script: scripts.SemCount, keys: []string{k.base}}, nil)
-	t, best, top := e.recordCount(r, -1, func(_ int, v any) (string, bool) {
+	t, best, top := e.recordCount(r, func(_ int, v any) (string, bool) {
 		arr, ok := v.([]any)
 		if !ok || len(arr) == 0 {
 			return "", ok // not in use here: answers, names no limit
@@ -312,7 +312,7 @@ func (s Semaphores) Set(ctx context.Context, name string, limit int, keep time.D
 			}
 			return ok && len(arr) >= 2 && arr[0] == int64(1)
 		}
-		t := r.count(strictRule, func(_ int, v any) bool { return set(v) }, -1)
+		t := r.count(strictRule, func(_ int, v any) bool { return set(v) })
 		if t.verdict == decidedYes {
 			e.semSetRepair(r, o)
 			return nil
@@ -416,7 +416,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 			return ok && a.status == 1 && trusted(i)
 		}
 	}
-	t := r.count(grantRule, holds(r), -1)
+	t := r.count(grantRule, holds(r))
 	// A master that stores another limit refuses; once a quorum that store
 	// the limit used granted, it does not matter (docs/design/semaphores.md,
 	// Resizing).
@@ -485,7 +485,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 			func(i int) (answer, bool) { return answer{err: errSkippedDown}, !sent(i) })
 		last = r2
 		q.last = r2
-		t2 := r2.count(grantRule, holds(r2), -1)
+		t2 := r2.count(grantRule, holds(r2))
 		if le := limitError(r2, k.name, reply); le != nil && t2.verdict != decidedYes {
 			rollback()
 			return nil, nil, le
@@ -574,12 +574,12 @@ func (e *Engine) semAbandon(ctx context.Context, l *Lease) {
 //
 // With until set, a round the answers within MasterTimeout left undecided
 // asks again (confirm) until until() then.
-func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settle time.Duration, until func() time.Time) (bool, error) {
+func (e *Engine) recordRound(ctx context.Context, r *round, opName string, until func() time.Time) (bool, error) {
 	group := semGroup
 	if opName == "sem_release" {
 		group = releaseGroup(semGroup)
 	}
-	t, _, _ := e.recordCount(r, settle, group)
+	t, _, _ := e.recordCount(r, group)
 	if t.verdict == noQuorum && until != nil && e.retryReleases() {
 		return e.confirm(ctx, r, group, opName == "sem_release", opName, until(), nil)
 	}
@@ -589,7 +589,7 @@ func (e *Engine) recordRound(ctx context.Context, r *round, opName string, settl
 // recordCount is recordRound's count, reading each answer's slot list
 // with group: the tally, how many masters name the most named slot list,
 // and that list.
-func (e *Engine) recordCount(r *round, settle time.Duration, group func(int, any) (string, bool)) (t *tally, best int, top string) {
+func (e *Engine) recordCount(r *round, group func(int, any) (string, bool)) (t *tally, best int, top string) {
 	groups := map[string]int{}
 	yes := func(i int, v any) bool {
 		s, ok := group(i, v)
@@ -619,7 +619,7 @@ func (e *Engine) recordCount(r *round, settle time.Duration, group func(int, any
 		}
 		return undecided
 	}
-	return r.count(rule, yes, settle), best, top
+	return r.count(rule, yes), best, top
 }
 
 // semRelease releases the permits held with token. It reports true when
@@ -646,7 +646,7 @@ func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known 
 	r := e.send(ctx, &op{name: "sem_release", script: scripts.SemRelease, keys: k.releaseKeys(token),
 		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	hasRecord := func(h any) bool { s, ok := h.(string); return ok && s != "" }
-	return e.recordRound(ctx, r, "sem_release", e.straggleGrace(), func() time.Time { return e.releaseUntil(ctx, t0, r, hasRecord, known) })
+	return e.recordRound(ctx, r, "sem_release", func() time.Time { return e.releaseUntil(ctx, t0, r, hasRecord, known) })
 }
 
 // semExtend resets the ttl of the permits of lease l; see Extend. Its
@@ -687,7 +687,7 @@ func (e *Engine) semExtend(ctx context.Context, l *Lease, ttl time.Duration) (va
 		taken: func(v any) bool { a, ok := decodeSem(v); return ok && a.status == 1 },
 	})
 	r := e.send(ctx, &op{name: "sem_extend", script: scripts.SemExtend, keys: k.keys(token), args: []string{token, ms(ttl)}, keepLate: true}, nil)
-	t, best, named := e.recordCount(r, -1, semSlots)
+	t, best, named := e.recordCount(r, semSlots)
 	top = named
 	limits := map[string]int{}
 	for i := range r.ans {
@@ -725,7 +725,7 @@ func (e *Engine) semCount(ctx context.Context, name string) (n int, err error) {
 	r := e.send(ctx, &op{name: "sem_count", script: scripts.SemCount, keys: []string{k.base}}, nil)
 	// Every answer counts; wait (briefly) for all of them, as a slot held
 	// by exactly a quorum is seen only if all of its holders answer.
-	t := r.count(everyAnswer, func(i int, v any) bool { _, ok := v.([]any); return ok }, -1)
+	t := r.count(everyAnswer, func(i int, v any) bool { _, ok := v.([]any); return ok })
 	if t.verdict != decidedYes {
 		return 0, t.err(e, "sem_count")
 	}

@@ -85,7 +85,7 @@ func (e *Engine) waiters(ctx context.Context, channel string, queue [2]string, i
 		keys = append(keys, queue[0], queue[1])
 	}
 	r := e.send(ctx, &op{name: "wait_info", script: scripts.WaitInfo, keys: keys, args: []string{id}}, nil)
-	t := r.count(everyAnswer, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) >= 2 }, -1)
+	t := r.count(everyAnswer, func(_ int, v any) bool { arr, ok := v.([]any); return ok && len(arr) >= 2 })
 	if t.verdict != decidedYes {
 		return 0, 0, t.err(e, "wait_info")
 	}
