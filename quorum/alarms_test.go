@@ -11,6 +11,7 @@ import (
 // the order they were set), never when cancelled, and the one timer is
 // re-armed for what is left after each firing.
 func TestAlarms(t *testing.T) {
+	t.Parallel()
 	type set struct {
 		name   string
 		at     time.Duration // from the start
@@ -101,6 +102,7 @@ func TestAlarms(t *testing.T) {
 // TestAlarmInThePast: an alarm set for a time that has passed runs at
 // once.
 func TestAlarmInThePast(t *testing.T) {
+	t.Parallel()
 	clk := newTestClock()
 	a := newAlarms(clk)
 	done := make(chan struct{})

@@ -16,6 +16,7 @@ import (
 // with a top-level heading, listed in the package doc's index), and a row
 // of TestEverySubset.
 func TestPrimitiveChecklist(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +68,7 @@ func TestPrimitiveChecklist(t *testing.T) {
 // own script or try: a primitive brings those in its flavour (shape), in
 // its own file, so that adding one never edits the shared loop.
 func TestSharedTryKnowsNoFlavour(t *testing.T) {
+	t.Parallel()
 	fset := token.NewFileSet()
 	names, err := filepath.Glob("*.go")
 	if err != nil {
@@ -162,6 +164,7 @@ func checkDesignFile(t *testing.T, p Primitive, file, doc string) {
 // TestValueOptions: a pointer to a primitive's options is taken as what
 // it points to (the accessors read values), a nil one is a bad request.
 func TestValueOptions(t *testing.T) {
+	t.Parallel()
 	var nilLock *LockOptions
 	for _, tc := range []struct {
 		in      PrimitiveOptions

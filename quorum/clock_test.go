@@ -116,6 +116,7 @@ func (t *testTimer) Reset(d time.Duration) bool {
 // still does not vote, and it rejoins when the clock reaches the end,
 // with no health tick in between (the interval is an hour).
 func TestQuarantineEndsOnTheClock(t *testing.T) {
+	t.Parallel()
 	clk := newTestClock()
 	c := newCluster(t, 3, Options{HealthInterval: time.Hour, Quarantine: 10 * time.Second, Clock: clk})
 	c.nodes[1].restart()

@@ -27,6 +27,7 @@ func (f *fakeNode) queuedLen() int {
 // answer decides), or down the first time and back for the resend. Only
 // when they stay silent past ReleaseRetry is it NOQUORUM.
 func TestReleaseRetry(t *testing.T) {
+	t.Parallel()
 	type prim struct {
 		name    string
 		acquire func(t *testing.T, c *cluster, ttl time.Duration) string // returns the token
@@ -162,6 +163,7 @@ func TestReleaseRetry(t *testing.T) {
 // gone (as if the failed requests had run), the answers decide nothing:
 // NOQUORUM, never "not held".
 func TestResentReleaseNotHeldIsNoAnswer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, gone := range []bool{false, true} {
 		c := newCluster(t, 5, Options{ReleaseRetry: time.Second, RetryDelay: 20 * time.Millisecond})

@@ -14,6 +14,7 @@ import (
 // (or none) would leave Y's lock on 3 of 5 masters, and two more such
 // stragglers on fewer than a quorum.
 func TestDeleteHeldIgnoresLateDeleteOfSameValue(t *testing.T) {
+	t.Parallel()
 	// Room for every master to answer on a loaded machine: the subject
 	// needs Y's keys on masters 3 and 4.
 	c := newCluster(t, 5, Options{MasterTimeout: 500 * time.Millisecond})
@@ -67,6 +68,7 @@ func TestDeleteHeldIgnoresLateDeleteOfSameValue(t *testing.T) {
 // and touches nothing, so that it can never cut a grant that completes
 // right after to fewer than a quorum.
 func TestDeleteHeldLeavesPartialGrants(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	c.nodes[0].set("r", "v", time.Minute)
 	c.nodes[1].set("r", "v", time.Minute)
@@ -86,6 +88,7 @@ func TestDeleteHeldLeavesPartialGrants(t *testing.T) {
 // the holder's grant only: the other attempt's keys (its own owner nonce)
 // are left, so that if it is granted it holds every master it counted.
 func TestDeleteHeldSparesAttemptWithSameValue(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{MasterTimeout: 500 * time.Millisecond})
 	ctx := context.Background()
 	c.nodes[3].setDown(true)
@@ -121,6 +124,7 @@ func TestDeleteHeldSparesAttemptWithSameValue(t *testing.T) {
 // answers held once the first answers are read, never "not held" (a
 // drop-in client told its held lock had expired).
 func TestDeleteHeldReadsLateFirstAnswers(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{MasterTimeout: 50 * time.Millisecond})
 	for _, f := range c.nodes {
 		f.set("r", "v", time.Minute)

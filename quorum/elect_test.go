@@ -14,6 +14,7 @@ import (
 // three) reads as no quorum rather than as either value; a watch is told
 // of every change, each as a quorum agrees.
 func TestElection(t *testing.T) {
+	t.Parallel()
 	c := buildCluster(t, 3, Options{})
 	defer c.close()
 	ctx := context.Background()

@@ -97,6 +97,7 @@ func (c *cluster) settle() {
 }
 
 func TestUnlockAndExtend(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	lease, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"a"}, TTL: time.Second})
@@ -148,6 +149,7 @@ func TestUnlockAndExtend(t *testing.T) {
 }
 
 func TestUnlockNoQuorum(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	lease, _ := c.eng.lockAcquire(ctx, Request{Resources: []string{"a"}, TTL: time.Second})
@@ -163,6 +165,7 @@ func TestUnlockNoQuorum(t *testing.T) {
 // when N - quorum + 1 masters said so; when the answers in time decide
 // neither way (a holder is slow), it is a *QuorumError, never "lost".
 func TestReleaseReplyRule(t *testing.T) {
+	t.Parallel()
 	// Each case: which of 5 masters hold the lock, which are slow (their
 	// answers come after the round), which are down.
 	const (
@@ -244,6 +247,7 @@ func TestReleaseReplyRule(t *testing.T) {
 // validity left: the caller sees "not granted", never a quorum error (the
 // per-master timeout does not shrink to the ttl).
 func TestTinyTTLIsNotGranted(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	for _, ttl := range []time.Duration{time.Millisecond, 2 * time.Millisecond} {
 		lease, err := c.eng.lockAcquire(context.Background(), Request{Resources: []string{"tiny"}, TTL: ttl})
@@ -256,6 +260,7 @@ func TestTinyTTLIsNotGranted(t *testing.T) {
 // TestFencesIncrease grants one resource many times while random minorities
 // of masters are down, and checks that fences strictly increase.
 func TestFencesIncrease(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -287,6 +292,7 @@ func TestFencesIncrease(t *testing.T) {
 }
 
 func TestMultiResource(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	a, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"y", "x", "y"}, TTL: time.Second})
@@ -310,6 +316,7 @@ func TestMultiResource(t *testing.T) {
 }
 
 func TestReservedAndBadRequests(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{MetaPrefix: "meta:"})
 	ctx := context.Background()
 	tests := []struct {
@@ -334,6 +341,7 @@ func TestReservedAndBadRequests(t *testing.T) {
 }
 
 func TestQuorumOption(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{newFake(t, "a", nil), newFake(t, "b", nil), newFake(t, "c", nil)}
 	for _, q := range []int{1, 4} {
 		if _, err := New(nodes, Options{Quorum: q}); err == nil {
@@ -353,6 +361,7 @@ func TestQuorumOption(t *testing.T) {
 // TestWaitWokenByRelease: a waiter with a long retry delay is woken by the
 // release notification, not by its timer.
 func TestWaitWokenByRelease(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
 	a, _ := c.eng.lockAcquire(ctx, Request{Resources: []string{"w"}, TTL: 10 * time.Second})
@@ -397,6 +406,7 @@ func TestWaitWokenByRelease(t *testing.T) {
 // TestWaitCanceled: a waiter whose context ends stops waiting, holds
 // nothing and unsubscribes.
 func TestWaitCanceled(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{RetryDelay: 5 * time.Millisecond})
 	a, _ := c.eng.lockAcquire(context.Background(), Request{Resources: []string{"w"}, TTL: 10 * time.Second})
 	// The grant is decided at a quorum; let the third master's acquire land
@@ -425,6 +435,7 @@ func TestWaitCanceled(t *testing.T) {
 // TestValidityRefusesLateGrant: when the round takes longer than the ttl
 // allows, the grant is refused and rolled back.
 func TestValidityRefusesLateGrant(t *testing.T) {
+	t.Parallel()
 	// One 30ms round, then 40*0.4+2 = 18ms of drift: nothing left of 40ms.
 	c := newCluster(t, 3, Options{MasterTimeout: 200 * time.Millisecond, DriftFactor: 0.4})
 	for _, f := range c.nodes {
@@ -450,6 +461,7 @@ func TestValidityRefusesLateGrant(t *testing.T) {
 // it makes a grant with m1 that the late rollback then leaves on one
 // master of three.
 func TestFixedTokenRetryIgnoresUnacknowledgedRollback(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{MasterTimeout: testTimeout, RetryDelay: 5 * time.Millisecond, RetryJitter: 1})
 	c.nodes[1].set("r", "other", time.Minute)
 	c.nodes[2].set("r", "other", time.Minute)
@@ -486,6 +498,7 @@ func TestFixedTokenRetryIgnoresUnacknowledgedRollback(t *testing.T) {
 // harmless (token-checked), a dropped one leaves the key on that master
 // until its ttl.
 func TestReleaseReachesSlowSender(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{})
 	lease, err := c.eng.lockAcquire(context.Background(), Request{Resources: []string{"s"}, TTL: time.Minute})
 	if err != nil || lease == nil {
@@ -510,6 +523,7 @@ func TestReleaseReachesSlowSender(t *testing.T) {
 // it (m2 is held by another token): tainted for the rest of the call, the
 // call would wait out its WAIT.
 func TestFixedTokenTaintLifted(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{MasterTimeout: testTimeout, RetryDelay: 5 * time.Millisecond, RetryJitter: 1})
 	c.nodes[2].set("r", "other", time.Minute)
 	c.nodes[0].hold()
@@ -537,6 +551,7 @@ func TestFixedTokenTaintLifted(t *testing.T) {
 // must not count until the rollback is acknowledged, or the rollback
 // deletes the new call's key there after the grant.
 func TestFixedTokenTaintOutlivesTheCall(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{MasterTimeout: testTimeout})
 	ctx := context.Background()
 	c.nodes[1].set("r", "other", time.Minute)
@@ -595,6 +610,7 @@ func TestFixedTokenTaintOutlivesTheCall(t *testing.T) {
 // leaves none) never loses it: the token's next call inherits it as long
 // as the undo is not acknowledged.
 func TestCarriedTaintsSurviveSweeps(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{})
 	pending := c.eng.newRound(&op{name: "lock"}, nil) // never answered
 	for k := range 500 {
@@ -623,6 +639,7 @@ func TestCarriedTaintsSurviveSweeps(t *testing.T) {
 // an older proxy's lagging fence bound (docs/design/fencing.md, Upgrading
 // from a proxy with fence keys), and starts once it has expired.
 func TestRefusesOlderProxy(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{})
 	lag, _ := c.eng.fenceKeys("")
 	c.nodes[1].set(lag, "7", time.Minute)

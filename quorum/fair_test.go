@@ -67,6 +67,7 @@ type fairResult struct {
 // order, each woken by the release alone (the retry delay is far longer
 // than the test), and nothing is left once the queue is empty.
 func TestFairLockOrder(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
 	holder, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second})
@@ -215,6 +216,7 @@ func mapsEqual(a, b map[string]float64) bool {
 // leaves, are out of the queue at once; the next release goes to the one
 // still waiting, promptly.
 func TestFairLockLeaves(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
 	holder, _ := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second})
@@ -267,6 +269,7 @@ func TestFairLockLeaves(t *testing.T) {
 // died) leaves the queue once its place's life ran out; the waiter
 // behind it is granted then, not blocked for good.
 func TestFairLockStaleHead(t *testing.T) {
+	t.Parallel()
 	stale := 400 * time.Millisecond
 	c := newCluster(t, 3, Options{RetryDelay: 50 * time.Millisecond, RetryJitter: 1})
 	ctx := context.Background()
@@ -299,6 +302,7 @@ func TestFairLockStaleHead(t *testing.T) {
 // by a quorum before waiting: every master holds the same order, and
 // every waiter is granted, one at a time, in ticket order.
 func TestFairLockOneOrder(t *testing.T) {
+	t.Parallel()
 	for round := range 5 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			c := newCluster(t, 5, Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond})
@@ -368,6 +372,7 @@ func TestFairLockOneOrder(t *testing.T) {
 // TestWakeupsHandOff: a hand-off wakes the plain waiters and only the
 // fair waiter it names.
 func TestWakeupsHandOff(t *testing.T) {
+	t.Parallel()
 	w := NewWakeups()
 	plain := w.watch([]string{"ch"}, nil, "", 1, systemClock{})
 	a := w.watch([]string{"ch"}, nil, "a", 1, systemClock{})
@@ -452,6 +457,7 @@ func (l *laggingNode) Send(name string, keys, args []string, done func(any, erro
 // taken once its first try had been refused, B's came first and B was
 // granted first: the inversion the fault runs saw under load.)
 func TestFairOrderFromArrival(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 5 * time.Millisecond})
 	ctx := context.Background()
 	holder, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second})

@@ -25,6 +25,7 @@ const intactMark = "redlock-proxy:intact"
 // empty, 3 and 4 back: a proxy that counted master 0 at once would grant
 // the held lock to a second client with masters 0, 3 and 4.
 func TestIntactMarkUnseenRestart(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	for i, f := range c.nodes {
@@ -75,6 +76,7 @@ func TestIntactMarkUnseenRestart(t *testing.T) {
 // (a master down while the others were marked lacks the mark too); once
 // it answers, all are marked and vote.
 func TestIntactMarkNewMasters(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	c.eng.Close()
@@ -115,6 +117,7 @@ func TestIntactMarkNewMasters(t *testing.T) {
 // is quarantined as restarted (sized by the live grants: none) and then
 // rejoins, marked.
 func TestIntactMarkEndedByOperator(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	c.eng.Close()
 	for _, f := range c.nodes {

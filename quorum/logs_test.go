@@ -37,6 +37,7 @@ func (l *logBuffer) count(s string) int {
 // answering, the health loop logs "quorum lost" once, however many ticks
 // it lasts, and "quorum regained" once when they are back.
 func TestQuorumLostAndRegainedLoggedOnce(t *testing.T) {
+	t.Parallel()
 	const tick = 10 * time.Millisecond
 	buf := &logBuffer{}
 	c := newCluster(t, 3, Options{HealthInterval: tick, Logger: slog.New(slog.NewTextHandler(buf, nil))})
@@ -80,6 +81,7 @@ func TestQuorumLostAndRegainedLoggedOnce(t *testing.T) {
 // answer, the health loop tries again at every tick but warns once per
 // restart; a second restart warns again.
 func TestRestartWarningsOncePerRestart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		quarantine time.Duration

@@ -17,6 +17,7 @@ import (
 // rejoin (its fence floor raised from the others first), the service
 // grants again, and the end is logged with who did it.
 func TestMajorityRestartEndQuarantine(t *testing.T) {
+	t.Parallel()
 	logs := &logBuffer{}
 	c := newCluster(t, 3, Options{HealthInterval: 5 * time.Millisecond, Quarantine: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -81,6 +82,7 @@ func TestMajorityRestartEndQuarantine(t *testing.T) {
 // TestMasterByName: a master is named by its index in the configuration
 // or its address, nothing else.
 func TestMasterByName(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{})
 	for _, tc := range []struct {
 		name string
@@ -97,6 +99,7 @@ func TestMasterByName(t *testing.T) {
 // TestMaxGrantedTTL: the longest ttl granted or extended, across
 // primitives; a refused request does not count.
 func TestMaxGrantedTTL(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	if d := c.eng.maxGrantedTTL(); d != 0 {

@@ -13,6 +13,7 @@ import (
 // the verdict when the caller knows the lease is valid; never where
 // another token holds it, and never for a lease whose validity ended.
 func TestExtendReenrols(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const other = "someone-else"
 	type prim struct {
@@ -218,6 +219,7 @@ func TestExtendReenrols(t *testing.T) {
 // greater fence than the lease's, even on a quorum made of masters that
 // were re-enrolled and masters that lost their sequence.
 func TestReenrolFences(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := newCluster(t, 5, Options{})
 	l, err := c.eng.Acquire(ctx, Request{Primitive: Lock, Resources: []string{"a"}, TTL: 5 * time.Second})
@@ -261,6 +263,7 @@ func TestReenrolFences(t *testing.T) {
 // the first round's last answer, held back here on m4): the master that
 // lost the lock must not get it back once it was released.
 func TestReleaseStopsReenrolment(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := newCluster(t, 5, Options{})
 	l, err := c.eng.Acquire(ctx, Request{Primitive: Lock, Resources: []string{"a"}, TTL: 5 * time.Second})

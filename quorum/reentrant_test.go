@@ -13,6 +13,7 @@ import (
 // try and an abandoned grant take away only their own hold; the count is
 // bounded; and nothing is left once the lock is free.
 func TestReentrant(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{MaxHolds: 4})
 	ctx := context.Background()
 	hold := func(tok string) *Lease {
@@ -143,6 +144,7 @@ func TestReentrant(t *testing.T) {
 // count: each extension that takes the lock again on a restarted master
 // takes its holds there too, so they never fall below a quorum.
 func TestReentrantReenrols(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	const ttl = 600 * time.Millisecond
@@ -199,6 +201,7 @@ func TestReentrantReenrols(t *testing.T) {
 // read lock with its token keeps it when its last hold is released, as a
 // plain lock's downgrade does: no writer gets in beside the reader.
 func TestReentrantDowngrade(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	for range 2 {
@@ -231,6 +234,7 @@ func TestReentrantDowngrade(t *testing.T) {
 // would let one release free it on that master while the holder still
 // has a hold (the re-enrolment waits for the next extension).
 func TestReentrantReenrolNeedsHolds(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	const ttl = 5 * time.Second
@@ -285,6 +289,7 @@ func TestReentrantReenrolNeedsHolds(t *testing.T) {
 // stall), where the second hold shows once: it may still be on a quorum,
 // so one hold is taken away and the lock stays held.
 func TestReentrantReleaseSeesFewMasters(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{MaxHolds: 4})
 	ctx := context.Background()
 	hold := func() {

@@ -22,6 +22,7 @@ func (r *recordingRelay) Attach(nodes []Node, quorum int, metaPrefix string, tim
 // TestNewAttachesBus: New hands Options.Relay (the pub/sub bus) the
 // masters once, with the quorum and the defaults applied.
 func TestNewAttachesBus(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{newFake(t, "m0", nil), newFake(t, "m1", nil), newFake(t, "m2", nil), newFake(t, "m3", nil), newFake(t, "m4", nil)}
 	r := &recordingRelay{}
 	eng, err := New(nodes, Options{Relay: r})

@@ -46,6 +46,7 @@ func backwardsFenceSetup(t *testing.T) *cluster {
 // while C has one: that proxy quarantines B and grants nothing. With the
 // mark unread (off.intact), it issues fence 4 after fence 10.
 func TestBackwardsFenceOnSilentDataLoss(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		off    safetyOff
@@ -86,6 +87,7 @@ func TestBackwardsFenceOnSilentDataLoss(t *testing.T) {
 // quarantined, its fence floor is raised from a quorum of the others before
 // it votes again, and the grant on {B, C} issues 11.
 func TestBackwardsFenceFixed(t *testing.T) {
+	t.Parallel()
 	c := backwardsFenceSetup(t)
 	c.nodes[1].restart()
 	waitRejoined(t, c, 1)
@@ -116,6 +118,7 @@ func waitRejoined(t *testing.T, c *cluster, i int) {
 // lock is held; until their quarantine (here longer than the ttl) ends,
 // their votes do not count, so nobody else can be granted the lock.
 func TestQuarantineBlocksVotes(t *testing.T) {
+	t.Parallel()
 	const quarantine = 400 * time.Millisecond
 	c := newCluster(t, 3, Options{HealthInterval: 5 * time.Millisecond, Quarantine: quarantine})
 	ctx := context.Background()
@@ -152,6 +155,7 @@ func TestQuarantineBlocksVotes(t *testing.T) {
 // TestSeedingNeedsQuorumOfOthers: a restarted master cannot rejoin while
 // fewer than a quorum of the others answer.
 func TestSeedingNeedsQuorumOfOthers(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{HealthInterval: 5 * time.Millisecond})
 	grantN(t, c, 2)
 	c.nodes[2].setDown(true)
@@ -176,6 +180,7 @@ func TestSeedingNeedsQuorumOfOthers(t *testing.T) {
 // TestRejoinAtQuarantineEnd: a restarted master rejoins when its quarantine
 // ends, not at the next health tick.
 func TestRejoinAtQuarantineEnd(t *testing.T) {
+	t.Parallel()
 	const quarantine = 100 * time.Millisecond
 	c := newCluster(t, 3, Options{HealthInterval: time.Hour, Quarantine: quarantine})
 	grantN(t, c, 1)
@@ -202,6 +207,7 @@ func TestRejoinAtQuarantineEnd(t *testing.T) {
 // extension made it 1.5 s), not Options.Quarantine; with nothing live it
 // rejoins at once.
 func TestQuarantineSizedByLeases(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{HealthInterval: 5 * time.Millisecond, Quarantine: time.Minute})
 	ctx := context.Background()
 	a, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"short"}, TTL: 300 * time.Millisecond})

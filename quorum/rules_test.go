@@ -13,6 +13,7 @@ import (
 // of answers and waits for every master that could still make the yes a
 // quorum, except those that were down when the count began (stalled).
 func TestGrantRule(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name                              string
 		yes, no, failed, pending, stalled int
@@ -44,6 +45,7 @@ func TestGrantRule(t *testing.T) {
 // failure that came at once; an answer in time brings it back; a caller
 // that left says nothing about the master.
 func TestDownAfterSlowOrFailed(t *testing.T) {
+	t.Parallel()
 	timeout := fmt.Errorf("no answer in 50ms: %w", context.DeadlineExceeded)
 	for _, tc := range []struct {
 		name string
@@ -81,6 +83,7 @@ func TestDownAfterSlowOrFailed(t *testing.T) {
 // probe per master_timeout goes through and the others are skipped; once
 // it answers in time, every request goes again.
 func TestSkipDownProbes(t *testing.T) {
+	t.Parallel()
 	e := &Engine{clock: systemClock{}, nodes: make([]Node, 1), health: make([]nodeHealth, 1), opts: Options{MasterTimeout: 50 * time.Millisecond}}
 	h := &e.health[0]
 	if e.skipDown(0) {
@@ -116,6 +119,7 @@ func TestSkipDownProbes(t *testing.T) {
 // fresh round skips at most N - quorum of them, those with the longest
 // late runs, so that skipping alone never loses the quorum.
 func TestSkipSetAsksAQuorum(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		late []int // each master's late run; >= skipAfter with a probe just sent: skipDown skips it
@@ -146,6 +150,7 @@ func TestSkipSetAsksAQuorum(t *testing.T) {
 // together and count as one late answer; late answers in separate
 // master_timeout windows count one each.
 func TestLateRunCountsWindows(t *testing.T) {
+	t.Parallel()
 	const window = 50 * time.Millisecond
 	var h nodeHealth
 	timeout := fmt.Errorf("no answer: %w", context.DeadlineExceeded)
@@ -173,6 +178,7 @@ func TestLateRunCountsWindows(t *testing.T) {
 // proxy that stalled under load): a new lock is still asked of a quorum
 // and granted, not answered NOQUORUM.
 func TestStalledProxyKeepsQuorum(t *testing.T) {
+	t.Parallel()
 	c := buildCluster(t, 5, Options{MasterTimeout: 50 * time.Millisecond})
 	defer c.close()
 	for i := range c.eng.health {

@@ -17,6 +17,7 @@ import (
 // release (the retry delay is far longer than the test), an expired reader
 // stops blocking writers, and nothing is left.
 func TestReadWriteLock(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
 	req := func(ttl, wait time.Duration) Request {
@@ -207,6 +208,7 @@ func (c *cluster) waitSubscribed(t *testing.T, ch string) {
 // a writer is never granted while anyone holds, nor a reader while a
 // writer holds.
 func TestReadersNeverBesideWriter(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 5 * time.Millisecond, RetryJitter: 2 * time.Millisecond})
 	for _, f := range c.nodes {
 		f.setSendDelay(time.Duration(rand.IntN(2000)) * time.Microsecond)
@@ -265,6 +267,7 @@ func TestReadersNeverBesideWriter(t *testing.T) {
 // first send), a waiter is woken by the opening arrival, and nothing is
 // left after the latch expires.
 func TestLatch(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
 	if _, err := c.eng.latchLeft(ctx, "go"); !errors.Is(err, ErrNoLatch) {
@@ -397,6 +400,7 @@ func async(f func() (*Lease, error)) chan rwResult {
 // late answer makes the engine stop waiting for, and then skip, that
 // master: see docs/design/faults.md).
 func TestReadWritePhases(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1, MasterTimeout: 250 * time.Millisecond})
 	ctx := context.Background()
 	req := func(ttl, wait time.Duration) Request {
@@ -557,6 +561,7 @@ func TestReadWritePhases(t *testing.T) {
 // at its deadline, or at once when the reader leaves (the leave announces
 // it: the retry delay is far longer).
 func TestReadersNextBlockWaitingWriters(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		life  time.Duration // the entry's deadline, from now
@@ -630,6 +635,7 @@ func TestReadersNextBlockWaitingWriters(t *testing.T) {
 // the key to the reader, whom other readers then join and no writer does;
 // upgrade stays refused; the last release leaves nothing behind.
 func TestDowngrade(t *testing.T) {
+	t.Parallel()
 	// Every master is up and answers: a master timeout far above a busy
 	// machine's scheduling delays keeps a late answer from reading as a
 	// master down (NOQUORUM under load); nothing here waits it out.
@@ -712,6 +718,7 @@ func TestDowngrade(t *testing.T) {
 // the key) is rolled back without touching the write lock where the token
 // still holds it.
 func TestDowngradeRefusedKeepsWriter(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
 	for i, f := range c.nodes {
@@ -743,6 +750,7 @@ func TestDowngradeRefusedKeepsWriter(t *testing.T) {
 // is above the broken one; a free resource answers not held; the break
 // marks expire with what they broke.
 func TestBreak(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	for _, f := range c.nodes {
 		f.mu.Lock()
@@ -829,6 +837,7 @@ func TestBreak(t *testing.T) {
 // the place lost with the rolled-back grant, the reader would be put in
 // readers after and refused by the mark until it lapsed.
 func TestReaderRolledBackKeepsPlace(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 50 * time.Millisecond, RetryJitter: 1})
 	ctx := context.Background()
 	w1, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"doc"}, TTL: time.Minute})

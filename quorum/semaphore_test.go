@@ -24,6 +24,7 @@ func semReqOn(name string, limit, count int, ttl time.Duration) Request {
 }
 
 func TestSemaphoreBasics(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	var leases []*Lease
@@ -95,6 +96,7 @@ func TestSemaphoreBasics(t *testing.T) {
 // holder sets of at most 2 would grant all three; slots taken like locks
 // grant at most 2.
 func TestSemaphoreCounterexample(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	granted := 0
@@ -132,6 +134,7 @@ func TestSemaphoreCounterexample(t *testing.T) {
 // in round 1; a grant still comes (in round 1 or 2) and holds its slots on
 // a quorum.
 func TestSemaphoreRoundTwo(t *testing.T) {
+	t.Parallel()
 	for range 20 {
 		// Every master answers: a master timeout far above a busy
 		// machine's scheduling delays keeps a late answer from
@@ -157,6 +160,7 @@ func TestSemaphoreRoundTwo(t *testing.T) {
 // limit-3 semaphore on 5 masters while random minorities of masters go
 // down or slow; at no instant may more than 3 grants be valid.
 func TestSemaphoreNeverOversubscribes(t *testing.T) {
+	t.Parallel()
 	const limit = 3
 	const timeout = 50 * time.Millisecond
 	c := newCluster(t, 5, Options{MasterTimeout: timeout, RetryDelay: 5 * time.Millisecond, RetryJitter: 2 * time.Millisecond})
@@ -239,6 +243,7 @@ func TestSemaphoreNeverOversubscribes(t *testing.T) {
 // TestWakeupsCounted: a counted release wakes as many local waiters as it
 // freed permits, oldest first, once however many masters announce it.
 func TestWakeupsCounted(t *testing.T) {
+	t.Parallel()
 	w := NewWakeups()
 	var ws []*watch
 	for range 4 {
@@ -280,6 +285,7 @@ func TestWakeupsCounted(t *testing.T) {
 // lowest rank (a semaphore waiter's ticket) first, whatever order they
 // began waiting in; equal ranks go oldest first.
 func TestWakeupsRanked(t *testing.T) {
+	t.Parallel()
 	w := NewWakeups()
 	ranks := []uint64{5, 3, math.MaxUint64, 4, 3}
 	var ws []*watch
@@ -315,6 +321,7 @@ func TestWakeupsRanked(t *testing.T) {
 // before the release did), and no others; one announced before any
 // waiter registered wakes, at a later announcement, as many as it freed.
 func TestWakeupsCountedAgain(t *testing.T) {
+	t.Parallel()
 	w := NewWakeups()
 	a := w.watch([]string{"ch"}, nil, "", 1, systemClock{})
 	b := w.watch([]string{"ch"}, nil, "", 1, systemClock{})
@@ -347,6 +354,7 @@ func TestWakeupsCountedAgain(t *testing.T) {
 // wait out its retry timer. Here the release is held back on three of
 // five masters until the woken waiter's try was refused there.
 func TestSemaphoreWokenBeforeReleaseEverywhere(t *testing.T) {
+	t.Parallel()
 	const name = "woken early"
 	// The waiter tries again only when told (or in 10 s); masters answer
 	// late for a second before they count as down, so that the release
@@ -482,6 +490,7 @@ func (c *cluster) semQueued(f *fakeNode, name string) []string {
 // COUNT n waiter keeps its place while permits are freed one by one.
 // Once told, the waiter is granted, and nothing is left on the masters.
 func TestSemaphoreWaitersFirst(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		limit, count int
@@ -576,6 +585,7 @@ func TestSemaphoreWaitersFirst(t *testing.T) {
 // when the waiter's count leaves too few permits; once it passed, the
 // next try removes it, is granted, and leaves no queue behind.
 func TestSemaphoreQueueLapses(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	k, _ := c.eng.semKeys("lapse")
@@ -621,6 +631,7 @@ func TestSemaphoreQueueLapses(t *testing.T) {
 // when the round's deadline had zeroed its count of silent masters).
 // With three "not held" it is 0.
 func TestSemaphoreSilentHolders(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ops := []struct {
 		name string
@@ -676,6 +687,7 @@ func TestSemaphoreSilentHolders(t *testing.T) {
 // retry delay is far longer than the test); the stored limit outlives
 // its permits for its keep, then nothing is left.
 func TestSemSet(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
 	if _, err := c.eng.Acquire(ctx, semStored("s", 0, 1, time.Second)); !errors.Is(err, ErrNoSemLimit) {
@@ -791,6 +803,7 @@ func (c *cluster) mustSemKeys(t *testing.T, name string) semKeys {
 // of a limit of 1. Then, once SemSet's repair made 3 and 4 store the new
 // limit too, masters 2-4 refuse for the slot held above it.
 func TestSemSetLoweredQuorums(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: 1})
 	ctx := context.Background()
 	k := c.mustSemKeys(t, "s")
@@ -845,6 +858,7 @@ func semStored(name string, limit, count int, ttl time.Duration) Request {
 // a master that was down when SemSet returned is sent the limit until it
 // stores it.
 func TestSemSetRepairAndVersions(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	k := c.mustSemKeys(t, "s")
@@ -883,6 +897,7 @@ func TestSemSetRepairAndVersions(t *testing.T) {
 // limit) with the fifth down is extended all the same: its holders count
 // by its slots, not by the limit they name.
 func TestSemExtendAcrossLimits(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	l, err := c.eng.Acquire(ctx, semStored("s", 3, 1, 10*time.Second))
@@ -908,6 +923,7 @@ func TestSemExtendAcrossLimits(t *testing.T) {
 // or an engine that let the later request overtake the earlier one leaves
 // the try's slot, record and ticket behind every time.
 func TestSemRollbackAfterLateAcquire(t *testing.T) {
+	t.Parallel()
 	for _, token := range []string{"", "mine"} {
 		t.Run("token="+token, func(t *testing.T) {
 			c := buildCluster(t, 3, Options{MasterTimeout: 50 * time.Millisecond})

@@ -1262,6 +1262,7 @@ var simRegressionSeeds = []uint64{
 // (faults, then operations, dropped while it still fails) and printed
 // with its shortest schedule.
 func TestSimulate(t *testing.T) {
+	t.Parallel() // beside TestSimulateCatches: both run on simulated time
 	masters := newSimMasters(t, 5)
 	seeds := simSeeds()
 	if *simSeed != 0 {
@@ -1354,6 +1355,7 @@ func (p simPlan) String() string {
 // check within the seeds tried (each control stops at its first
 // violation and says which check caught it after how many runs).
 func TestSimulateCatches(t *testing.T) {
+	t.Parallel()
 	if raceOn {
 		t.Skip("the negative controls run without the race detector, ten times faster: make test's second step, make simulate")
 	}

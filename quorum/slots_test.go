@@ -11,6 +11,7 @@ import (
 // TestKeySlot: the slots Redis Cluster computes (CLUSTER KEYSLOT on Redis
 // 7.0), hash tags included.
 func TestKeySlot(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		key  string
 		slot int
@@ -33,6 +34,7 @@ func TestKeySlot(t *testing.T) {
 // TestSlotTags: every slot's tag puts a key in that slot, wherever it
 // stands after text without braces.
 func TestSlotTags(t *testing.T) {
+	t.Parallel()
 	for s := range Slots {
 		tag := SlotTag(s)
 		if KeySlot("{"+tag+"}") != s || KeySlot("redlock-proxy:{"+tag+"}fence:x{y}") != s {
@@ -64,6 +66,7 @@ func inSlots(n int) []string {
 // where the sequence of another slot served them all, a later grant of
 // the resource alone could get a lower fence).
 func TestSlottedLayout(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{Slotted: true})
 	for _, f := range c.nodes {
 		f.mu.Lock()
@@ -159,6 +162,7 @@ func TestSlottedLayout(t *testing.T) {
 // layout over masters that served the other one proposes fences above
 // their old sequences: its first fences are not below ones issued before.
 func TestSlottedLearnsUnslottedSequence(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	l, err := c.eng.Acquire(ctx, Request{Primitive: Lock, Resources: []string{"x"}, TTL: time.Second})

@@ -11,6 +11,7 @@ import (
 // masters must not show a healthy master's old error). pingAll records
 // every master's answer before it returns.
 func TestLastErrorClearedWhenBackUp(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	c.nodes[0].setDown(true)

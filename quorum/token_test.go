@@ -13,6 +13,7 @@ import (
 // grant to another token afterwards still gets higher fences, and so does
 // the same token once its grant was released.
 func TestTokenRetryFence(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	req := Request{Resources: []string{"a", "b"}, TTL: time.Minute, Token: "t"}

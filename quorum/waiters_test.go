@@ -13,6 +13,7 @@ import (
 // waiters queued ahead of it on a quorum; a master restarted empty does
 // not lower the count; and the waiting sets are gone once nobody waits.
 func TestWaiters(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 5, Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond})
 	ctx := context.Background()
 	held, err := c.eng.Acquire(ctx, Request{Primitive: Lock, Resources: []string{"r"}, TTL: 10 * time.Second})
