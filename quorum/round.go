@@ -580,10 +580,10 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 	}
 	// A master found down while it is waited for (another request to it
 	// timed out) is tainted then, as one down at the start: a master
-	// paused just before the try is not down yet, and its rollback,
-	// which follows the call's earlier requests there, each with its own
-	// deadline, was waited for up to their sum (230 ms for a fair waiter
-	// that had just queued, with its hand-off missed meanwhile).
+	// paused just before the try is not down yet, and its rollback
+	// follows the call's earlier requests there, each with its own
+	// deadline; waiting for their sum would cost a fair waiter that has
+	// just queued about 230 ms, and its hand-off.
 	tick := e.clock.NewTimer(e.opts.MasterTimeout / 10)
 	defer tick.Stop()
 	for {
@@ -808,8 +808,8 @@ func (e *Engine) releaseFlight(token string) {
 // request on a paused master) never will be (releaseFlight). It then
 // waits for them to return only for the straggle grace. Unlike
 // awaitAcquires it never waits for a request to be sent: with two
-// masters paused, that wait held every release of a fair lock for
-// master_timeout.
+// masters paused, such a wait would hold every release of a fair lock
+// for master_timeout.
 func (e *Engine) awaitForRelease(token string) {
 	v, ok := e.inflight.Load(token)
 	if !ok {

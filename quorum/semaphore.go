@@ -605,9 +605,10 @@ func (e *Engine) recordCount(r *round, group func(int, any) (string, bool)) (t *
 	// Not held only when the masters that could still name the most
 	// named list (every one that answered neither yes nor no: pending,
 	// failed, or timed out at the round's deadline) cannot make it a
-	// quorum. (The rule read pending and failed only, and a round's
-	// deadline zeroes pending: with two masters paused, a release that
-	// found its permits on the one other master of its quorum answered 0.)
+	// quorum. Pending and failed alone are not enough: a round's
+	// deadline zeroes pending, and with two masters paused a release
+	// that found its permits on the one other master of its quorum would
+	// answer 0.
 	rule := func(q, n int, t *tally, final bool) verdict {
 		switch {
 		case best >= q:
