@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -164,15 +166,60 @@ const clockTicks = 100
 // every master.
 // calls is the number of script calls (EVAL and EVALSHA) the masters ran,
 // from INFO commandstats: the proxy's batches show as fewer calls.
+//
+// io and switches are the proxy's (and proxy B's) read and write system
+// calls (/proc/<pid>/io: syscr + syscw) and its threads' context switches
+// (voluntary and not): what a cycle costs it in calls into the kernel and
+// in sleeps.
 type cpuSample struct {
 	proxy, proxyB, client, masters time.Duration
 	calls                          float64
+	io, ioB, switches, switchesB   float64
+}
+
+// procCounts sums the named counters ("name: value" lines) of
+// /proc/<pid>/<file>.
+func procCounts(pid int, file string, names ...string) float64 {
+	return countsIn("/proc/"+strconv.Itoa(pid)+"/"+file, names)
+}
+
+// switchCount is the context switches of every thread of process pid
+// (each thread's /proc/<pid>/task/<tid>/status: /proc/<pid>/status counts
+// the main thread's only).
+func switchCount(pid int) float64 {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/status")
+	var sum float64
+	for _, t := range tasks {
+		sum += countsIn(t, []string{"voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"})
+	}
+	return sum
+}
+
+func countsIn(path string, names []string) float64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, l := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(l, ":")
+		if ok && slices.Contains(names, name) {
+			n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			sum += n
+		}
+	}
+	return sum
 }
 
 func (e *env) cpu() cpuSample {
-	s := cpuSample{proxy: cpuTime(e.proxy.Process.Pid), client: cpuTime(0)}
+	pid := e.proxy.Process.Pid
+	s := cpuSample{proxy: cpuTime(pid), client: cpuTime(0),
+		io: procCounts(pid, "io", "syscr", "syscw"), switches: switchCount(pid)}
 	if e.proxyB != nil {
-		s.proxyB = cpuTime(e.proxyB.Process.Pid)
+		pb := e.proxyB.Process.Pid
+		s.proxyB = cpuTime(pb)
+		s.ioB = procCounts(pb, "io", "syscr", "syscw")
+		s.switchesB = switchCount(pb)
 	}
 	for i, m := range e.masters {
 		s.masters += cpuTime(m.Process.Pid)
@@ -199,6 +246,8 @@ func (s cpuSample) perK(before cpuSample, cycles float64) cpuSample {
 		return cpuSample{}
 	}
 	f := func(a, b time.Duration) time.Duration { return time.Duration(float64(a-b) * 1000 / cycles) }
+	per := func(a, b float64) float64 { return (a - b) / cycles }
 	return cpuSample{proxy: f(s.proxy, before.proxy), proxyB: f(s.proxyB, before.proxyB), client: f(s.client, before.client), masters: f(s.masters, before.masters),
-		calls: (s.calls - before.calls) * 1000 / cycles}
+		calls: (s.calls - before.calls) * 1000 / cycles,
+		io:    per(s.io, before.io), ioB: per(s.ioB, before.ioB), switches: per(s.switches, before.switches), switchesB: per(s.switchesB, before.switchesB)}
 }
