@@ -377,8 +377,9 @@ func (e *Engine) observe(op string, t0 time.Time, granted func() bool, errp *err
 // load.
 func (e *Engine) releaseTimeout() time.Duration { return 10 * e.opts.MasterTimeout }
 
-// straggleGrace is how long a decided release still waits for the other
-// masters: max(2ms, MasterTimeout/10).
+// straggleGrace is how long a release or extension waits for the
+// acquires of its token's latest try to return (awaitForRelease,
+// awaitAcquires): max(2ms, MasterTimeout/10).
 func (e *Engine) straggleGrace() time.Duration {
 	return max(2*time.Millisecond, e.opts.MasterTimeout/10)
 }
