@@ -428,7 +428,8 @@ func strictRule(q, n int, t *tally, final bool) verdict {
 // records it (a master's reader, or the round's deadline), which wakes the
 // caller once, with the verdict: one wake-up per decision, not one per
 // answer. So yes and rl run under the round's lock, on any goroutine,
-// until the verdict, and must not block or touch the round; after it,
+// until the verdict: they may read r.ans, and must not block or call
+// what takes the round's lock (answered, onSettled); after it,
 // the answers still coming are not counted, and are left on r.in. A
 // decided release returns at once: its other requests go on, recorded
 // for health and metrics as they answer.
