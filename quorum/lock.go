@@ -545,7 +545,7 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 			if t.verdict != decidedYes {
 				return false, t.err(e, "unlock")
 			}
-			return e.releaseHold(ctx, ls, token, r, t)
+			return e.releaseHold(ctx, ls, token, r)
 		}
 	}
 	if t.verdict == noQuorum && e.retryReleases() {
@@ -687,21 +687,29 @@ func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int,
 }
 
 // releaseHold is RUNLOCK of a re-entrant lock, whose release round r
-// (counted in t: a quorum held it) found holds: it takes away the last
+// (a quorum held it) found holds: it takes away the last
 // hold that a quorum of masters may record (the same hold id on every
 // master, so a repeated RUNLOCK after a partial one takes the same away
 // again, never a second), or, when at most one may be left, releases the
 // lock on every master whatever holds a minority records. It reports
 // true when a quorum held the lock up to the release (see
 // docs/design/reentrant.md).
-func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *round, t *tally) (bool, error) {
+func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *round) (bool, error) {
 	type holdAt struct {
 		id    string
 		order float64
 	}
+	// The count decided at a quorum; the holds are read from every
+	// master that answers within the straggle grace, since a master not
+	// heard from counts as holding every hold (below): deciding on the
+	// first quorum alone would keep a hold only a slow master still
+	// records, and the last RUNLOCK would leave the lock held.
+	e.awaitRound(r, e.straggleGrace())
 	count := map[holdAt]int{}
-	for i, c := range t.counted {
-		if !c {
+	missing := 0
+	for i := range e.nodes {
+		if !r.answered(i) || r.ans[i].err != nil {
+			missing++
 			continue
 		}
 		for id, o := range holdsOf(r.ans[i].val) {
@@ -714,7 +722,6 @@ func (e *Engine) releaseHold(ctx context.Context, ls *lockSet, token string, r *
 	// some masters silent, a hold seen on fewer than a quorum may still
 	// be on one, and counts as held. Releasing the lock while a second
 	// hold may be held would take the lock from under its holder.
-	missing := len(e.nodes) - t.yes - t.no
 	var agreed []holdAt
 	for h, c := range count {
 		if c+missing >= e.quorum {

@@ -830,6 +830,21 @@ func (e *Engine) awaitForRelease(token string) {
 	}
 }
 
+// awaitRound waits until every master answered in r, or for d at most.
+func (e *Engine) awaitRound(r *round, d time.Duration) {
+	select {
+	case <-r.all:
+		return
+	default:
+	}
+	t := e.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.all:
+	case <-t.C():
+	}
+}
+
 // awaitAcquires makes a release or extension through this engine come
 // after the acquires of the latest try with the same token: it waits until
 // they were all issued (at most MasterTimeout), then until they returned,
