@@ -7,6 +7,8 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // luaProtos are the real scripts, compiled once for every fake.
@@ -37,6 +39,12 @@ func compileScripts() map[string]*lua.FunctionProto {
 type luaVM struct {
 	L    *lua.LState
 	exec func(cmd []string) (raw string, v any, err error)
+	// luaOnly runs every script in Lua, plain forms left aside.
+	luaOnly bool
+	// plainMarkOff drops a plain form's follow-up step (the plain
+	// acquire's raise of the lease mark) as if it had run: the
+	// simulation's negative control for it.
+	plainMarkOff bool
 }
 
 func newLuaVM(exec func(cmd []string) (string, any, error)) *luaVM {
@@ -97,7 +105,64 @@ func toLua(L *lua.LState, v any) lua.LValue {
 
 // run runs script name with keys and args and returns its reply as
 // Node.Eval does (Lua numbers become integers, truncated, as in Redis).
+// run runs the script called name as quorum/redisnode sends it: its
+// plain form when it has one for these keys and arguments (unless luaOnly),
+// else the script.
 func (vm *luaVM) run(name string, keys, args []string) (any, error) {
+	if s, ok := luaScripts[name]; ok && !vm.luaOnly {
+		if st := s.Plain(keys, args); st != nil {
+			return vm.runPlain(name, st, keys, args)
+		}
+	}
+	return vm.runLua(name, keys, args)
+}
+
+// runPlain runs a plain form's steps, each command as its own call (an
+// error reply is that command's reply, as on the wire), integers as
+// int64 as quorum/redisnode reads them.
+func (vm *luaVM) runPlain(name string, st *scripts.Step, keys, args []string) (any, error) {
+	for {
+		replies := make([]any, len(st.Commands))
+		for i, cmd := range st.Commands {
+			_, v, err := vm.exec(cmd)
+			if err != nil {
+				replies[i] = err
+			} else {
+				replies[i] = wireInts(v)
+			}
+		}
+		o := st.Then(replies)
+		switch {
+		case o.Next != nil && vm.plainMarkOff:
+			o = o.Next.Then(make([]any, len(o.Next.Commands)))
+			return o.Reply, o.Err
+		case o.Next != nil:
+			st = o.Next
+		case o.Lua:
+			return vm.runLua(name, keys, args)
+		case o.Err != nil:
+			return nil, o.Err
+		default:
+			return o.Reply, nil
+		}
+	}
+}
+
+// wireInts turns miniredis's parsed integers (int) into int64.
+func wireInts(v any) any {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case []any:
+		for i := range x {
+			x[i] = wireInts(x[i])
+		}
+	}
+	return v
+}
+
+// runLua runs the script called name in Lua.
+func (vm *luaVM) runLua(name string, keys, args []string) (any, error) {
 	proto, ok := luaProtos[name]
 	if !ok {
 		return nil, fmt.Errorf("fake: no script %q", name)

@@ -114,6 +114,9 @@ type Node struct {
 type script struct {
 	name, src, sha string
 	batch          *script
+	// desc is the script's descriptor (for its plain form; nil for a
+	// batch wrapper).
+	desc *scripts.Script
 }
 
 func newScript(name, src string) *script {
@@ -146,6 +149,7 @@ func New(opts Options) (*Node, error) {
 	for _, d := range scripts.All() {
 		s := newScript(d.Name, d.Source())
 		s.batch = newScript(d.Name+" (batch)", batchSource(d.Source()))
+		s.desc = d
 		n.scripts[d.Name] = s
 	}
 	n.identity.Store(&quorum.Identity{})
@@ -309,6 +313,12 @@ func (n *Node) Addr() string { return n.opts.Addr }
 // reader goroutine, or at once on the caller's if there is no connection.
 func (n *Node) Send(name string, keys, args []string, done func(v any, err error)) {
 	if s, p := n.ready(name, done); p != nil {
+		if !n.opts.Sharded {
+			if st := s.desc.Plain(keys, args); st != nil {
+				p.plain(st, s, keys, args, done)
+				return
+			}
+		}
 		p.evalScript(s, keys, args, done, n.slotOf(keys))
 	}
 }

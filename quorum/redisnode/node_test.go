@@ -320,6 +320,58 @@ func TestUnreachableAtStart(t *testing.T) {
 	}
 }
 
+// TestPlainAcquire runs lock_acquire's plain form (one resource) on a
+// real master: a free key is granted with the next sequence and no script
+// call, the lease mark is created and pushed out, never pulled in; a
+// taken key is refused (the sequence still grows); a key the token holds
+// is granted by the script, with the longer ttl kept.
+func TestPlainAcquire(t *testing.T) {
+	n, rc, _ := setup(t, nil)
+	ctx := context.Background()
+	if err := rc.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pttl := func(k string) time.Duration {
+		t.Helper()
+		d, err := rc.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if v := acquire(t, n, "t1", 8*time.Second, 100, "a"); !reflect.DeepEqual(v, []any{int64(1), int64(1), int64(1)}) {
+		t.Fatalf("free key: %v", v)
+	}
+	if d := pttl("meta:lease-hwm"); d < 8*time.Second || d > 9*time.Second {
+		t.Fatalf("lease mark lives %v after an 8s grant", d)
+	}
+	stats, err := rc.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stats, "cmdstat_eval") {
+		t.Fatalf("the plain acquire ran a script:\n%s", stats)
+	}
+	// A shorter grant leaves the mark as it is; a longer one pushes it out.
+	acquire(t, n, "t2", time.Second, 0, "b")
+	if d := pttl("meta:lease-hwm"); d < 8*time.Second {
+		t.Fatalf("a 1s grant pulled the lease mark in to %v", d)
+	}
+	acquire(t, n, "t3", 20*time.Second, 0, "c")
+	if d := pttl("meta:lease-hwm"); d < 20*time.Second {
+		t.Fatalf("lease mark lives %v after a 20s grant", d)
+	}
+	if v := acquire(t, n, "other", time.Second, 0, "a"); !reflect.DeepEqual(v, []any{int64(0), int64(4)}) {
+		t.Fatalf("taken key: %v", v)
+	}
+	if v := acquire(t, n, "t1", time.Second, 0, "a"); len(v) != 3 || v[0] != int64(1) || v[1].(int64) <= 4 {
+		t.Fatalf("key the token holds: %v", v)
+	}
+	if d := pttl("a"); d < 7*time.Second {
+		t.Fatalf("a TOKEN retry with a shorter ttl cut the key's life to %v", d)
+	}
+}
+
 func TestFloorAndHighWater(t *testing.T) {
 	n, rc, _ := setup(t, nil)
 	ctx := context.Background()
@@ -332,6 +384,7 @@ func TestFloorAndHighWater(t *testing.T) {
 		return v.(int64)
 	}
 	acquire(t, n, "t", time.Minute, 5, "a")
+	acquire(t, n, "t2", time.Minute, 5, "x", "y") // two resources: Lua, the proposal applied
 	if v := high(); v != 5 {
 		t.Fatalf("high water = %d", v)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // Error is an error reply from the master (a script error, NOSCRIPT,
@@ -243,6 +245,80 @@ func (p *pipe) asking(s *script, keys, args []string, done func(any, error)) {
 	p.queue = append(p.queue, request{done: func(any, error) {}})
 	p.encodeOne(request{script: s, keys: keys, args: args, done: done, slot: -1})
 	p.flushLocked()
+}
+
+// plain sends a script's plain form (scripts.Step): the step's commands,
+// adjacent on the wire, then, on this connection, what their replies lead
+// to: another step, or the script s itself with keys and args. done gets
+// the script's reply once. A step's commands join the current write like
+// any request; a follow-up is sent from the reader, once the step's last
+// reply is in, and joins the next write.
+func (p *pipe) plain(st *scripts.Step, s *script, keys, args []string, done func(any, error)) {
+	if !p.lockOpen(done) {
+		return
+	}
+	p.closeOpen()
+	g := &gather{replies: make([]any, len(st.Commands))}
+	for i, cmd := range st.Commands {
+		p.out = appendCommand(p.out, cmd...)
+		p.queue = append(p.queue, request{done: func(v any, err error) {
+			if !g.add(i, v, err) {
+				return
+			}
+			if g.err != nil {
+				done(nil, g.err)
+				return
+			}
+			switch o := st.Then(g.replies); {
+			case o.Next != nil:
+				p.plain(o.Next, s, keys, args, done)
+			case o.Lua:
+				p.evalScript(s, keys, args, done, -1)
+			case o.Err != nil:
+				done(nil, o.Err)
+			default:
+				done(o.Reply, nil)
+			}
+		}})
+	}
+	p.flushLocked()
+}
+
+// gather collects the replies of one plain step. A reply may come from
+// the reader while the connection's failure completes the step's later
+// commands on another goroutine, hence the lock.
+type gather struct {
+	mu      sync.Mutex
+	replies []any
+	got     int
+	err     error // the connection's failure, if it failed first
+	settled bool
+}
+
+// add records reply i (a Redis error reply is the reply; any other error
+// is the connection's failure) and reports whether the step is now
+// settled: every reply in, or the connection failed. It reports true
+// once.
+func (g *gather) add(i int, v any, err error) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.settled {
+		return false
+	}
+	var e Error
+	switch {
+	case err == nil:
+		g.replies[i] = v
+	case errors.As(err, &e):
+		g.replies[i] = e
+	default:
+		g.err = err
+		g.settled = true
+		return true
+	}
+	g.got++
+	g.settled = g.got == len(g.replies)
+	return g.settled
 }
 
 // command sends a plain command (PING, SCRIPT...).

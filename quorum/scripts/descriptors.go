@@ -72,7 +72,8 @@ var (
 
 	// LockAcquire is the plain (and multi-resource) lock's acquire, for a
 	// writer that does not wait: no fair queue, no reader, no mark.
-	LockAcquire = define("lock_acquire", lockKeys, lockArgs).splits(MergeGrant)
+	// One resource is sent as plain commands (lockAcquirePlain).
+	LockAcquire = define("lock_acquire", lockKeys, lockArgs).splits(MergeGrant).plainForm(lockAcquirePlain)
 	// LockAcquireWait is the acquire of a writer that waits: it marks the
 	// resources that refuse it and lets the readers who waited go first.
 	LockAcquireWait = define("lock_acquire_wait", waitKeys, waitArgs).splits(MergeGrant)

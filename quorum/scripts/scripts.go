@@ -86,6 +86,8 @@ type Script struct {
 	// slots runs on a Redis Cluster (see Split); NoSplit for most.
 	Merge Merge
 	src   string
+	// plain is the script's plain form, if it has one (see Plain).
+	plain func(keys, args []string) *Step
 }
 
 // Source is the assembled script: the prelude functions it calls, then
