@@ -6,21 +6,14 @@ import (
 	"strings"
 )
 
-// # Plain forms
-//
-// A script may also have a plain form: the same operation as plain
-// commands, no Lua, for the calls it covers. Entering and leaving Lua is
-// most of what a short script costs a master (a cold EVALSHA of three
-// commands costs it about five times the commands), so the commonest call,
-// a plain lock's acquire of one resource, is sent as three commands in one
-// write instead (lockAcquirePlain). quorum/redisnode uses a plain form on a
-// master that is not a cluster shard; the engine's unit tests and the
-// simulation run it on their embedded masters too.
-//
-// A plain form is not atomic: other clients' commands may run between its
-// commands. Each form says why what it answers is still what its script
-// would answer, or why the difference is safe; the commands of one form
-// run in order, on one connection.
+// A plain form (see the package doc) is not atomic: other clients'
+// commands may run between its commands. Entering and leaving Lua is most
+// of what a short script costs a master (a cold EVALSHA of three commands
+// costs it about five times the commands), so the commonest call, a plain
+// lock's acquire of one resource, is sent as three commands in one write
+// (lockAcquirePlain). The commands of one form run in order, on one
+// connection; the engine's unit tests and the simulation run the plain
+// forms on their embedded masters too.
 
 // Step is one write of a script's plain form: its commands, and what to
 // make of their replies.

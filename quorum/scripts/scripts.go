@@ -8,6 +8,11 @@
 //
 // Every script is atomic on its master, idempotent and token-checked: a
 // resend can never report a false "taken" nor touch another owner's keys.
+// A script may also have a plain form (Script.Plain, plain.go): the same
+// operation as plain commands for the calls it covers, which redisnode
+// sends instead of the script where it can (not to a cluster shard). A
+// plain form is not atomic; each says why its answers keep the script's
+// guarantees. lock_acquire of one resource has one.
 //
 // # Layout of a script
 //
