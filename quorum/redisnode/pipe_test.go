@@ -1,6 +1,7 @@
 package redisnode
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/internal/testcert"
+	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
 )
 
 // stepConn lets the test run each write: Write announces itself on
@@ -391,5 +393,71 @@ func TestPausedMasterDoesNotBlockCallers(t *testing.T) {
 				t.Fatalf("a request after resuming: %v", err)
 			}
 		})
+	}
+}
+
+// TestPlainStepConnectionLost: a plain form's step whose connection fails
+// after the first of its replies answers its caller once, with the
+// connection's error, and sends no follow-up.
+func TestPlainStepConnectionLost(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for range 3 {
+			if _, err := readReply(br, 0); err != nil {
+				served <- err
+				return
+			}
+		}
+		// The first command's reply (the key was free), then hang up.
+		_, err = c.Write([]byte("$-1\r\n"))
+		served <- err
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPipe(nc, 0, nil)
+	defer p.close()
+	keys := []string{"r", "meta:fence:r", "meta:fence-lag", "meta:fence-hwm", "meta:lease-hwm"}
+	args := []string{"tok", "1000", "1", "1000"}
+	st := scripts.LockAcquire.Plain(keys, args)
+	if st == nil {
+		t.Fatal("no plain form")
+	}
+	type result struct {
+		v   any
+		err error
+	}
+	got := make(chan result, 4)
+	p.plain(st, newScript("lock_acquire", scripts.LockAcquire.Source()), keys, args, func(v any, err error) { got <- result{v, err} })
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		var e Error
+		if r.err == nil || errors.As(r.err, &e) {
+			t.Fatalf("answered %v, %v; want the connection's failure", r.v, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer after the connection failed")
+	}
+	<-p.readerDone
+	select {
+	case r := <-got:
+		t.Fatalf("answered twice: %v, %v", r.v, r.err)
+	default:
 	}
 }

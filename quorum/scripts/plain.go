@@ -72,7 +72,14 @@ var errReply = errors.New("scripts: unexpected reply")
 // holds another value is refused: {0, c}. A key that holds the token
 // already (a TOKEN retry, a try after a rollback that did not reach this
 // master) is handed to the Lua form, which keeps the longer ttl and
-// grants it atomically. A grant whose lease mark would expire before the
+// grants it atomically. That Lua form is a second request: it runs after
+// whatever was sent on the connection meanwhile. If that was the try's
+// own rollback (the master answered after the engine's master timeout
+// and the try failed), the key is taken again for the token and lives out
+// its ttl: on that one master it refuses other tokens until it expires,
+// as any key left by a try that failed does. Only a key that held
+// the token already can take that path (a fresh random token never
+// meets itself). A grant whose lease mark would expire before the
 // grant's key writes the mark first (SET NX PX and PEXPIRE GT of
 // ttl + ttl/8: it is created, or its expiry pushed out, never pulled in)
 // and answers only then, so that no grant is counted before the mark
