@@ -401,9 +401,9 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, fl flavour, token str
 		}
 	}
 	// With a quorum of holders nothing is written back: the others answered
-	// less because they saw other tries first (or missed some), and a write
-	// -back there would find their sequence past the fence already, most of
-	// the time (about half of all grants at 64 clients). A master that
+	// less because they ran other tries first (or missed some), and most
+	// of the time a write-back would find their sequence past the fence
+	// already (about half of all grants at 64 clients). A master that
 	// missed tries catches up at the next write-back a grant needs, which
 	// goes to every master that did not answer that grant's fence.
 	if holders < e.quorum && !e.off.writeBack {

@@ -311,6 +311,8 @@ func (n *Node) Addr() string { return n.opts.Addr }
 // and args and returns; done gets the reply as plain Go values (int64,
 // string, nil, []any; an error reply is an Error), on the connection's
 // reader goroutine, or at once on the caller's if there is no connection.
+// A call the script has a plain form for (scripts.Script.Plain) is sent as
+// that form's commands instead, except to a cluster shard.
 func (n *Node) Send(name string, keys, args []string, done func(v any, err error)) {
 	if s, p := n.ready(name, done); p != nil {
 		if !n.opts.Sharded {
