@@ -470,8 +470,24 @@ func TestSemSetTwoProxies(t *testing.T) {
 		}
 	}
 	resizes = append(resizes, set(proxies[0], "pool", 3))
-	runCtx, cancel := context.WithTimeout(ctx, time.Duration(soak(t))*4*time.Second)
+	// The run lasts its span, and on past it (up to five spans) until it
+	// has the grants and resizes the check needs: on a loaded machine
+	// fewer permits fit in one span.
+	span := time.Duration(soak(t)) * 4 * time.Second
+	runCtx, cancel := context.WithTimeout(ctx, 5*span)
 	defer cancel()
+	wg.Go(func() {
+		minEnd := time.Now().Add(span)
+		for sleepCtx(runCtx, 50*time.Millisecond) {
+			mu.Lock()
+			enough := len(windows) >= 100 && len(resizes) >= 15
+			mu.Unlock()
+			if enough && time.Now().After(minEnd) {
+				cancel()
+				return
+			}
+		}
+	})
 	wg.Go(func() {
 		time.Sleep(500 * time.Millisecond)
 		cl.servers[1].Pause()
