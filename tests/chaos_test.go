@@ -880,7 +880,14 @@ func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
 					for _, f := range r.faults {
 						spans = append(spans, fmt.Sprintf("[%v,%v]", (f.from-at).Round(time.Millisecond), (f.to-at).Round(time.Millisecond)))
 					}
-					r.t.Logf("gap: %s at %v; faults relative to it: %v", row, at, spans)
+					r.t.Logf("gap: %s at %v (%s); faults relative to it: %v", row, at, r.start.Add(at).Format("15:04:05.000000"), spans)
+					// The row's grants around it: asked, answered, ended,
+					// relative to the gap's start.
+					for _, g := range r.grants {
+						if g.row == row && g.got > at-300*time.Millisecond && g.sent < at+400*time.Millisecond {
+							r.t.Logf("  %s %s: sent %v, granted %v, ended %v", g.worker, g.kind, (g.sent - at).Round(time.Millisecond), (g.got - at).Round(time.Millisecond), (g.end - at).Round(time.Millisecond))
+						}
+					}
 				}
 			}
 		}
