@@ -339,6 +339,13 @@ func (e *Engine) retryDelay() time.Duration {
 	return max(d, time.Millisecond)
 }
 
+// splitDelay is the wait after a try refused by a split vote: random in
+// [1 ms, RetryDelay/4], so that the contenders whose tries split the
+// masters try again soon and one at a time.
+func (e *Engine) splitDelay() time.Duration {
+	return time.Millisecond + time.Duration(randv2.Int64N(int64(e.opts.RetryDelay/4)+1))
+}
+
 // validity is what is left of ttl for a grant whose attempt started at
 // start: ttl - elapsed - (ttl*DriftFactor + 2ms). It is asked once per
 // grant or extension a quorum of masters made, so it also records ttl for

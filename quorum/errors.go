@@ -60,6 +60,11 @@ var ErrNoSemLimit = errors.New("quorum: no limit stored for the semaphore on a q
 // errSkippedDown answers for a fresh request not sent to a master that is down.
 var errSkippedDown = errors.New("not sent: the master is down")
 
+// errSplitVote is a refused try that some masters granted: the acquire
+// loop retries it after a short random delay (retry.go, stepSplit) and
+// never returns it.
+var errSplitVote = errors.New("refused by a split vote")
+
 // errReleasedFirst answers for a request of a flight that was not sent
 // because a release with its token came first.
 var errReleasedFirst = errors.New("not sent: released first")

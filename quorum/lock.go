@@ -376,7 +376,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, fl flavour, token str
 		if full >= e.quorum {
 			return nil, nil, ErrTooManyHolds
 		}
-		return nil, nil, t.err(e, "lock")
+		return nil, nil, t.refusal(e, "lock")
 	}
 
 	// Each acquiring master gave every resource a fence; the lease's fence

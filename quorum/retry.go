@@ -16,13 +16,24 @@ const (
 	// stepWait: held by others, or no quorum; wait for a release or the
 	// retry delay.
 	stepWait
+	// stepSplit: refused by a quorum while some masters granted (a split
+	// vote: contenders' tries met each other, and each rolls back what it
+	// holds). Nobody may hold the lock now and no release will announce
+	// it, so the next try comes after a short random delay (splitDelay),
+	// not the retry delay; at most maxSplitRetries in a row.
+	stepSplit
 )
+
+// maxSplitRetries is how many split votes in a row retry after
+// splitDelay; the next one waits the retry delay, so that contenders
+// that keep splitting do not flood the masters.
+const maxSplitRetries = 3
 
 // retry runs try until it reports a final outcome or wait runs out, and
 // returns the last outcome. Between tries it sleeps for the retry delay
-// (RetryDelay +- RetryJitter), woken early by a release notification on
-// any of channels through any proxy. Every blocking primitive waits
-// through it.
+// (RetryDelay +- RetryJitter), or splitDelay after a split vote
+// (stepSplit), woken early by a release notification on any of channels
+// through any proxy. Every blocking primitive waits through it.
 //
 // A try that is not final and runs out of wait is returned as it is (not
 // granted, or no quorum on the last try). Tries are never more than
@@ -45,6 +56,7 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 			counted.leave(ctx)
 		}
 	}()
+	splits := 0
 	for {
 		v, st, err := try()
 		if st == stepFinal {
@@ -78,7 +90,14 @@ func retry[T any](e *Engine, ctx context.Context, wait time.Duration, channels [
 		if rank != nil {
 			w.setRank(rank())
 		}
-		if err := w.sleep(ctx, min(e.retryDelay(), e.maxSleep(), e.until(deadline))); err != nil {
+		delay := e.retryDelay()
+		if st == stepSplit && splits < maxSplitRetries {
+			splits++
+			delay = e.splitDelay()
+		} else {
+			splits = 0
+		}
+		if err := w.sleep(ctx, min(delay, e.maxSleep(), e.until(deadline))); err != nil {
 			var zero T
 			return zero, err
 		}
@@ -132,6 +151,13 @@ func (e *Engine) acquireLoop(ctx context.Context, req Request, w waiting, try at
 				w.gaveBack()
 			}
 			return nil, stepFinal, ctx.Err()
+		case errors.Is(err, errSplitVote):
+			if w.refused != nil {
+				if err := w.refused(nil); err != nil {
+					return nil, stepWait, err
+				}
+			}
+			return nil, stepSplit, nil
 		case lease != nil, err != nil && !errors.Is(err, ErrNoQuorum):
 			return lease, stepFinal, err
 		}

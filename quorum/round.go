@@ -527,6 +527,18 @@ func (t *tally) err(e *Engine, opName string) error {
 	return &QuorumError{Op: opName, Got: t.answered(), Need: e.quorum, Total: len(e.nodes), Yes: t.yes, No: t.no, Errs: slices.Clone(t.errs)}
 }
 
+// refusal is the error of an acquisition's try whose tally did not
+// grant: err's, or errSplitVote when a quorum refused while some masters
+// granted (the try held there until its rollback; a contender's try may
+// have met it and been refused the same way), so that the caller retries
+// soon rather than after the retry delay.
+func (t *tally) refusal(e *Engine, opName string) error {
+	if t.verdict == decidedNo && t.yes > 0 {
+		return errSplitVote
+	}
+	return t.err(e, opName)
+}
+
 // roundGrace is how long after MasterTimeout a round still waits for
 // answers before it counts the silent masters as timed out itself.
 const roundGrace = 5 * time.Millisecond

@@ -98,6 +98,15 @@ type readCall struct {
 	id string
 	// last is the call's latest try, which its exit follows.
 	last *round
+	// join is true when the latest try found the reader next on some
+	// master (rw_acquire answered 2): the next try asks the masters where
+	// it is only after a waiting writer to put it next there too.
+	// Masters see the tries in different orders, so a writer's grant may
+	// have left the readers of its phase next on some masters and after
+	// on others; with a minority of masters down, each reader could then
+	// be refused by the one live master that has it after, every waiting
+	// writer by the readers next, until their entries lapse.
+	join bool
 }
 
 // readAttempt is one try: a quorum of masters record the reader within
@@ -105,10 +114,16 @@ type readCall struct {
 func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []string, token string, ttl time.Duration, tainted *taints, fixed bool) (*Lease, func(), error) {
 	start := e.now()
 	k := rc.k
+	args := []string{token, ms(ttl), rc.id, ms(e.writerMark())}
+	if rc.join {
+		args = append(args, "1")
+	}
 	r := e.send(ctx, &op{name: "read_lock", script: scripts.RWAcquire, keys: []string{k.lock, k.readers, k.mark, k.lease, k.next, k.after, k.owner},
-		args: []string{token, ms(ttl), rc.id, ms(e.writerMark())}, fresh: true}, e.track(token))
+		args: args, fresh: true}, e.track(token))
 	rc.last = r
-	granted := func(i int) bool { return r.ans[i].err == nil && r.ans[i].val == int64(1) }
+	granted := func(i int) bool {
+		return r.ans[i].err == nil && (r.ans[i].val == int64(1) || r.ans[i].val == int64(2))
+	}
 	mayHold := func(i int) bool {
 		return !errors.Is(r.ans[i].err, errSkippedDown) && (r.ans[i].err != nil || granted(i) || fixed)
 	}
@@ -123,7 +138,13 @@ func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []stri
 	t := r.count(grantRule, func(i int, _ any) bool { return granted(i) && !tainted.has(i) })
 	if t.verdict != decidedYes {
 		rollback()
-		return nil, nil, t.err(e, "read_lock")
+		rc.join = false
+		for i := range e.nodes {
+			if r.answered(i) && r.ans[i].err == nil && r.ans[i].val == int64(2) {
+				rc.join = true
+			}
+		}
+		return nil, nil, t.refusal(e, "read_lock")
 	}
 	decided := e.now()
 	validity := e.validity(ttl, start, decided)

@@ -906,3 +906,42 @@ func TestReaderRolledBackKeepsPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderJoinsItsPhase: a waiting writer marks the resource, and the
+// reader of the phase before it is next on two masters and after on the
+// third live one (masters see the tries in different orders), with the
+// other two masters down. Each try of the reader is then refused by the
+// master that has it after, and every writer by the readers next, until
+// the entries lapse. The reader's next try joins its phase there: it is
+// granted on the three live masters. Without joining (the try's "join"
+// argument left off), the reader is never granted here, as its entries
+// outlive the test.
+func TestReaderJoinsItsPhase(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 5, Options{RetryDelay: 50 * time.Millisecond, RetryJitter: 1, MasterTimeout: 250 * time.Millisecond})
+	const id = "reader-of-the-phase"
+	until := float64(time.Now().Add(time.Minute).UnixMilli())
+	for i, f := range c.nodes[:3] {
+		f.set("redlock-proxy:rw-w:doc", "a-waiting-writer", time.Minute)
+		set := "redlock-proxy:rw-ra:doc" // next
+		if i == 2 {
+			set = "redlock-proxy:rw-rb:doc" // after
+		}
+		if _, err := f.m.ZAdd(set, until, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.nodes[3].setDown(true)
+	c.nodes[4].setDown(true)
+	l, err := c.eng.readAcquire(context.Background(), Request{Resources: []string{"doc"}, TTL: 10 * time.Second, Wait: 3 * time.Second, Token: id})
+	if err != nil || l == nil {
+		t.Fatalf("the reader next on two of the three live masters was not granted: %v %v", l, err)
+	}
+	if got := c.inSet("rw-ra", "doc", 1); got != 0 {
+		// It left both sets on returning.
+		t.Errorf("the reader is still next on %d masters after its grant", got)
+	}
+	if _, err := c.eng.readRelease(context.Background(), "doc", id); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -401,7 +401,13 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	// r's answer there is in (the rollback and the follow-up follow r).
 	sent := func(i int) bool { return !errors.Is(r.ans[i].err, errSkippedDown) }
 	rollback := func() {
-		rel := &op{name: "sem_release", script: scripts.SemRelease, keys: keys[:2], args: []string{token}}
+		// Announced as a release is, with an id of its own: where it frees
+		// slots (a split try: some masters granted it), the waiters they
+		// refused meanwhile try at once, not after their retry delay (at
+		// a pause of masters, every try in flight held its slots on the
+		// live ones for master_timeout). Counted, it wakes only as many
+		// waiters as it freed permits.
+		rel := &op{name: "sem_release", script: scripts.SemRelease, keys: keys[:2], args: []string{token, k.channel, NewToken()}}
 		e.undo(ctx, last, rel, sent, fixed, tainted)
 	}
 	reply := func(r *round, i int) (semReply, bool) {
@@ -426,7 +432,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	}
 	if t.verdict != decidedYes {
 		rollback()
-		return nil, nil, t.err(e, "sem_acquire")
+		return nil, nil, t.refusal(e, "sem_acquire")
 	}
 	// The slots each held by the token on a quorum of the counted masters.
 	votes := make([]int, so.Limit)
@@ -492,7 +498,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 		}
 		if t2.verdict != decidedYes {
 			rollback()
-			return nil, nil, t2.err(e, "sem_acquire")
+			return nil, nil, t2.refusal(e, "sem_acquire")
 		}
 	}
 	decided := e.now()

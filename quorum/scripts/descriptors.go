@@ -140,7 +140,7 @@ var (
 	// RWAcquire takes a read lock.
 	RWAcquire = define("rw_acquire",
 		[]Field{One("lock"), One("readers"), One("mark"), One("lease"), One("rnext"), One("rafter"), One("owner")},
-		[]Field{One("token"), One("ttl"), One("id"), One("life")})
+		[]Field{One("token"), One("ttl"), One("id"), One("life"), Opt("join")})
 	// RWExtend extends a read lock.
 	RWExtend = define("rw_extend",
 		[]Field{One("lock"), One("readers"), One("lease")},

@@ -5,7 +5,8 @@
 -- ids by deadline, see quorum/doc.go, "Read-write locks"), owner the
 -- resource's drop-in owner key; token, ttl in
 -- ms, id the call's id if the reader waits ("" if it does not), life how
--- long a waiting reader's entry lives after its try (ms).
+-- long a waiting reader's entry lives after its try (ms), and optionally
+-- join "1" when the call's previous try found it next on another master.
 -- Granted when no writer holds the lock key, and no writer waits or the
 -- reader is next (a reader that holds already may renew); or when the
 -- writer that holds it is the token itself (a downgrade: the key keeps
@@ -14,10 +15,12 @@
 -- waiting reader keeps its place in the sets until its call returns
 -- (rw_leave), so that a try rolled back does not lose it. A waiting
 -- reader refused by a writer's hold is put in readers next, one refused by
--- a writer mark in readers after (unless it is next). Returns 1 if
--- granted, else 0.
+-- a writer mark in readers after (unless it is next, or joins: then it is
+-- put in readers next here too, as the masters where it is next already
+-- placed it). Returns 2 if granted while a writer waits (the reader is
+-- next here), 1 if granted otherwise, else 0.
 local lock, readers, mark, lease, rnext, rafter, owner = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local token, ttl, id, life = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local token, ttl, id, life, join = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 local now = time_ms()
 -- wait puts the reader in set (out of other), its entry living life ms;
@@ -39,15 +42,24 @@ if v and v ~= '' and not writer then
   return 0
 end
 local mine = redis.call('ZSCORE', readers, token)
+local asNext = false
 if not writer and not (mine and tonumber(mine) > now) and redis.call('EXISTS', mark) == 1 then
   local nx = id ~= '' and redis.call('ZSCORE', rnext, id)
   if not (nx and tonumber(nx) > now) then
-    if id ~= '' then
-      wait(rafter, rnext)
+    if id == '' then
+      return 0
     end
-    return 0
+    if join ~= '1' then
+      wait(rafter, rnext)
+      return 0
+    end
+    wait(rnext, rafter)
   end
+  asNext = true
 end
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 read_hold(lock, readers, lease, token, ttl, now, writer)
+if asNext then
+  return 2
+end
 return 1

@@ -2,8 +2,8 @@
 -- record the token's record; token, then optionally channel the release
 -- channel and id a release id: a release announces how many permits it
 -- freed as "<count>:<id>", so that each proxy wakes only that many
--- waiters, once whichever masters tell it; rollbacks of failed tries do
--- not announce.
+-- waiters, once whichever masters tell it. Rollbacks of failed tries
+-- announce the same way, with an id of their own, where they free slots.
 -- Deletes the limit key once no slot is held, unless RSEMSET set it (it
 -- then lives its keep: see sem_set). Slots up to the span (sem_span) are
 -- the semaphore's. Returns {the record (the
