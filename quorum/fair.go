@@ -35,6 +35,14 @@ type fairQueue struct {
 	// quorum (enqueue); 0 until it is to be queued.
 	ticket uint64
 	last   *round
+	// placed is the round that wrote the ticket (enqueue's second), nil
+	// before it. A semaphore's tries do not follow it (a fair lock's
+	// do, through last): on a master known down, its ticket waits for
+	// the enqueue's answer while a try skips the master, so the
+	// waiter's departure, which follows its latest try, may reach the
+	// master first, and the ticket then queues a waiter that left.
+	// Leaving therefore follows this round too (semAcquire).
+	placed *round
 	// name is the operation its rounds report: "fairlock", or
 	// "sem_acquire" for a semaphore's waiter (which queues the same way).
 	name string
@@ -164,7 +172,7 @@ func (e *Engine) enqueue(ctx context.Context, fq *fairQueue) error {
 	e.fences.learn(ticket)
 	wr := e.follow(ctx, r, &op{name: fq.name, script: scripts.FairTicket, keys: keys,
 		args: []string{fq.id, strconv.FormatUint(ticket, 10), ms(fq.stale)}}, nil, nil)
-	fq.last = wr
+	fq.last, fq.placed = wr, wr
 	wt := wr.count(grantRule, func(_ int, v any) bool { return v == int64(1) })
 	if wt.verdict != decidedYes {
 		return wt.err(e, fq.name)

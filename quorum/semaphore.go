@@ -190,8 +190,17 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 		case gaveBack:
 			mode = "2" // our grant was rolled back: permits are free
 		}
-		e.follow(ctx, q.last, &op{name: "sem_acquire", script: scripts.FairDequeue, keys: []string{q.queue, q.deadlines},
-			args: []string{q.id, q.channel, mode}, timeout: e.releaseTimeout()}, nil, nil)
+		leave := func(after *round) {
+			e.follow(ctx, after, &op{name: "sem_acquire", script: scripts.FairDequeue, keys: []string{q.queue, q.deadlines},
+				args: []string{q.id, q.channel, mode}, timeout: e.releaseTimeout()}, nil, nil)
+		}
+		leave(q.last)
+		if q.placed != nil && q.placed != q.last {
+			// Also after the ticket on every master (fairQueue.placed).
+			// Where it landed before the latest try, this finds the
+			// waiter gone.
+			leave(q.placed)
+		}
 	}()
 	w := waiting{channels: []string{k.channel},
 		// A release wakes this proxy's waiters in their order on the

@@ -964,3 +964,72 @@ func TestSemRollbackAfterLateAcquire(t *testing.T) {
 		})
 	}
 }
+
+// TestSemaphoreLeavesAfterItsTicket: a waiter granted while its ticket is
+// still on its way to a master (held: the master is known down, and its
+// enqueue there waits for an answer) leaves that master's queue after the
+// ticket lands, not before it. Its try skips the master; were its
+// departure sent after the try alone, it would reach the master before
+// the ticket, and the ticket would queue the departed waiter there again:
+// a waiter nobody renews, ahead of every later one, that makes the master
+// refuse every try until it lapses (with two of five masters paused, a
+// master the grants need).
+func TestSemaphoreLeavesAfterItsTicket(t *testing.T) {
+	t.Parallel()
+	// Tries only when told; the held master's requests outlive the test's
+	// steps (they time out after 5 s).
+	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: time.Millisecond, MasterTimeout: 5 * time.Second})
+	ctx := context.Background()
+	const name = "leaves after its ticket"
+	a, err := c.eng.semAcquire(ctx, semReqOn(name, 1, 1, time.Minute))
+	if err != nil || a == nil {
+		t.Fatalf("the first permit: %v %v", a, err)
+	}
+	held := c.nodes[4]
+	held.hold()
+	h := &c.eng.health[4]
+	h.mu.Lock()
+	h.lateRun, h.probed = skipAfter, time.Now().Add(time.Hour) // known down: fresh tries skip it
+	h.mu.Unlock()
+	type result struct {
+		l   *Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		req := semReqOn(name, 1, 1, time.Minute)
+		req.Wait = 20 * time.Second
+		l, err := c.eng.semAcquire(ctx, req)
+		got <- result{l, err}
+	}()
+	if !eventually(5*time.Second, func() bool {
+		for _, f := range c.nodes[:4] {
+			if f.calls("fair_ticket") != 1 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the waiter's ticket did not reach the four live masters")
+	}
+	if ok, err := c.eng.semRelease(ctx, name, a.Token); !ok || err != nil {
+		t.Fatalf("release of the first permit: %v %v", ok, err)
+	}
+	var b *Lease
+	select {
+	case r := <-got:
+		if r.err != nil || r.l == nil {
+			t.Fatalf("the waiter: %+v %v", r.l, r.err)
+		}
+		b = r.l
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter was not granted once the first permit was released")
+	}
+	if ok, err := c.eng.semRelease(ctx, name, b.Token); !ok || err != nil {
+		t.Fatalf("release of the waiter's permit: %v %v", ok, err)
+	}
+	c.settle() // the held master answers, in the order it was sent to
+	if q := c.semQueued(held, name); len(q) != 0 {
+		t.Fatalf("the master that was held queues %v once every request landed: a waiter that left", q)
+	}
+}
