@@ -403,6 +403,89 @@ func TestWaitWokenByRelease(t *testing.T) {
 	}
 }
 
+// TestGivenBackGrantWakesWaiters: a grant nobody will use, given back
+// because its caller left (the rollback attempt returns with a grant) or
+// abandoned (its reply could not be delivered), announces itself as a
+// release does: a waiter it refused is granted at once, not after its
+// retry delay (10 s here), which with clients hanging up mid-wait left
+// the lock free and unheld until the waiters' next tries (at most
+// WaiterLife/4 apart: 250 ms by default).
+func TestGivenBackGrantWakesWaiters(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		give func(c *cluster, ctx context.Context) error
+	}{
+		{"caller left", func(c *cluster, ctx context.Context) error {
+			ls, err := c.eng.lockSet([]string{"w"})
+			if err != nil {
+				return err
+			}
+			l, back, err := c.eng.attempt(ctx, ls, plainLock{}, NewToken(), 10*time.Second, newTaints(len(c.nodes)), false)
+			if err != nil || l == nil {
+				return fmt.Errorf("the grant to give back: %v %v", l, err)
+			}
+			c.waitHeld(t, "w", l.Token)
+			back()
+			return nil
+		}},
+		{"abandoned", func(c *cluster, ctx context.Context) error {
+			l, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"w"}, TTL: 10 * time.Second})
+			if err != nil || l == nil {
+				return fmt.Errorf("the grant to abandon: %v %v", l, err)
+			}
+			c.waitHeld(t, "w", l.Token)
+			c.eng.Abandon(ctx, l)
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// Tries 10 s apart at most (WaiterLife/4), unless told.
+			c := newCluster(t, 3, Options{RetryDelay: 10 * time.Second, RetryJitter: 1, WaiterLife: 40 * time.Second})
+			ctx := context.Background()
+			first, err := c.eng.lockAcquire(ctx, Request{Resources: []string{"w"}, TTL: 10 * time.Second})
+			if err != nil || first == nil {
+				t.Fatalf("the first grant: %v %v", first, err)
+			}
+			got := make(chan *Lease, 1)
+			go func() {
+				l, _ := c.eng.lockAcquire(ctx, Request{Resources: []string{"w"}, TTL: 10 * time.Second, Wait: 8 * time.Second})
+				got <- l
+			}()
+			c.waitSubscribed(t, "redlock-proxy:released:w")
+			// Registered as a waiter, and refused again after that: it
+			// sleeps now.
+			if !eventually(5*time.Second, func() bool {
+				for _, f := range c.nodes {
+					if !f.m.Exists(c.eng.waitingKey("redlock-proxy:released:w")) || f.calls("lock_acquire_wait") < 2 {
+						return false
+					}
+				}
+				return true
+			}) {
+				t.Fatal("the waiter did not try again after registering")
+			}
+			// The first holder leaves unannounced (its key deleted), so
+			// that the waiter is refused only by the grant given back.
+			for _, f := range c.nodes {
+				f.del("w")
+			}
+			if err := tc.give(c, ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case l := <-got:
+				if l == nil {
+					t.Fatal("the waiter was not granted")
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("the waiter was not told of the grant given back: it sleeps its retry delay")
+			}
+		})
+	}
+}
+
 // TestWaitCanceled: a waiter whose context ends stops waiting, holds
 // nothing and unsubscribes.
 func TestWaitCanceled(t *testing.T) {

@@ -351,13 +351,14 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, fl flavour, token str
 		return r.ans[i].err != nil || !ok || a.ok || a.partial || fixed
 	}
 	trusted := func(i int) bool { return !tainted.has(i) }
-	rollback := func() {
-		rel := &op{name: "lock", script: scripts.LockRelease, keys: ls.unlockKeys(e), args: []string{token}}
+	undo := func(announce bool) {
+		rel := ls.giveBack(e, token, announce)
 		if tr.undo != nil {
 			rel = tr.undo()
 		}
 		e.undo(ctx, r, rel, mayHold, fixed, tainted)
 	}
+	rollback := func() { undo(false) }
 	t := r.count(grantRule, func(i int, _ any) bool {
 		a, ok := reply(i)
 		return ok && a.ok && trusted(i)
@@ -454,7 +455,28 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, fl flavour, token str
 	for i, p := range ls.pos {
 		lease.Fences[i] = fences[p]
 	}
-	return lease, rollback, nil
+	// A grant whose caller left is given back announced, as a release
+	// is: the waiters it refused meanwhile sleep until told.
+	return lease, func() { undo(true) }, nil
+}
+
+// giveBack is the plain lock_release of token, the rollback of a try
+// and the release of a lease nobody will use. announce adds the release
+// channels: only for a grant (given back because its caller left), which
+// may have refused waiters that now sleep until a release announces
+// itself; a failed try's rollback is not announced, so that contenders
+// that keep colliding do not wake every waiter, over and over (their
+// split votes retry soon, see retry).
+func (ls *lockSet) giveBack(e *Engine, token string, announce bool) *op {
+	args, keys := []string{token}, ls.unlockKeys(e)
+	if announce {
+		args = append(args, ls.channels...)
+		if ls.n == 1 {
+			// As a release: the head of a fair queue is the one to wake.
+			keys = append(keys, e.fairKeys(ls.given[0])[0])
+		}
+	}
+	return &op{name: "lock", script: scripts.LockRelease, keys: keys, args: args}
 }
 
 // lockAbandon releases a lease the caller will not use, in the background and
@@ -465,9 +487,11 @@ func (e *Engine) lockAbandon(ctx context.Context, l *Lease) {
 		return
 	}
 	e.awaitForRelease(l.Token)
-	// No notification: nobody saw this grant, and waking every waiter for
-	// it would only make them collide.
-	u := &op{name: "unlock", script: scripts.LockRelease, keys: ls.unlockKeys(e), args: []string{l.Token}}
+	// Announced, as a release is: nobody saw this grant, but the waiters
+	// it refused sleep until told (or for their retry delay, a gap in
+	// which nobody holds the lock).
+	u := ls.giveBack(e, l.Token, true)
+	u.name = "unlock"
 	if l.owner != "" {
 		u = ls.unacquireNX(e, l.Token, l.owner)
 	}

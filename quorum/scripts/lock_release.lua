@@ -5,7 +5,8 @@
 -- release channels (one per lock key: a release announces
 -- itself when a waiter may exist, so that waiters on any proxy wake up;
 -- rollbacks of a failed try never do, so that they do not wake every
--- waiter, over and over).
+-- waiter, over and over; a grant given back because nobody will use it
+-- does, see lockSet.giveBack).
 -- A release publishes only where the resource's waiting set or its fair
 -- queue exists: a waiter registers there before the try it sleeps after
 -- (docs/design/fencing.md, "Waiters never miss the release they wait
