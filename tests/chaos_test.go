@@ -274,10 +274,10 @@ type chaosRun struct {
 
 	mu     sync.Mutex
 	grants []chaosGrant
-	// orphaned are grants whose client hung up as they were made: the
-	// resource was granted to someone (a quorum held the token when
-	// looked at) for the availability measure, not checked for exclusion
-	// (when exactly they began is unknown).
+	// orphaned are grants whose client hung up or lost its proxy as they
+	// were made: the resource was granted to someone (a quorum held the
+	// token when looked at) for the availability measure, not checked for
+	// exclusion (when exactly they began is unknown).
 	orphaned []orphanSpan
 	queued   map[string]time.Duration
 	faults   []faultSpan
@@ -304,7 +304,7 @@ type faultSpan struct {
 type chaosCounts struct {
 	grants, waitRanOut, noQuorum, connErr  int
 	hangUps                                int // acquisitions whose client hung up mid-wait
-	orphans                                int // of which granted all the same (locks, not readers or permits)
+	orphans                                int // requests whose client hung up or lost its proxy, granted all the same
 	released, releaseLost, releaseNoQuorum int
 }
 
@@ -575,21 +575,20 @@ func (r *chaosRun) work(ctx context.Context, w chaosWorker) {
 		if w.hangUp && actx.Err() != nil && err != nil && !isReply(err) {
 			// The client closed its connection in the middle of the wait.
 			r.count(a.row, func(n *chaosCounts) { n.hangUps++ })
-			{
-				// Was it granted all the same (its reply crossing the
-				// hang-up)? Then nobody holds the lock until its ttl.
-				time.Sleep(100 * time.Millisecond)
-				if seen := r.since(); r.orphanHolders(a, tok) >= 3 {
-					r.count(a.row, func(n *chaosCounts) { n.orphans++ })
-					r.mu.Lock()
-					r.orphaned = append(r.orphaned, orphanSpan{row: a.row, from: seen, to: sent + chaosTTL*time.Millisecond})
-					r.mu.Unlock()
-					r.t.Logf("%s hung up %v into %v, and its token holds %s on a quorum 100 ms later", w.name, got-sent, a.args[:2], a.resources[0])
-				}
-			}
+			r.orphan(w, a, tok, sent, got, "hung up")
 			continue
 		}
 		if err != nil {
+			if !isReply(err) && int(r.killed.Load()) == via+1 {
+				// Its proxy was killed with the request in flight: the
+				// grant may have been made, its reply lost with the
+				// proxy.
+				if k := slices.Index(args, any("TOKEN")); k >= 0 {
+					r.orphan(w, a, fmt.Sprint(args[k+1]), sent, got, "lost its proxy")
+				} else {
+					r.orphanUnnamed(w, a, got-sent)
+				}
+			}
 			r.failed(a, via, err, "acquire")
 			time.Sleep(10 * time.Millisecond)
 			continue
@@ -629,6 +628,63 @@ func (r *chaosRun) work(ctx context.Context, w chaosWorker) {
 			r.unexpected(fmt.Sprintf("%s %v = %#v", w.name, a.release(g.token), rv))
 		}
 	}
+}
+
+// orphan records a grant made all the same for a request whose reply
+// its client did not get (it hung up, or its proxy was killed; the reply
+// crossed the hang-up or died with the proxy): if the request's token tok
+// holds a on a quorum 100 ms later, nobody holds the lock until its ttl,
+// yet it was granted, to nobody who used it (an orphaned span).
+func (r *chaosRun) orphan(w chaosWorker, a chaosAsk, tok string, sent, got time.Duration, why string) {
+	time.Sleep(100 * time.Millisecond)
+	if seen := r.since(); r.orphanHolders(a, tok) >= 3 {
+		r.count(a.row, func(n *chaosCounts) { n.orphans++ })
+		r.mu.Lock()
+		r.orphaned = append(r.orphaned, orphanSpan{row: a.row, from: seen, to: sent + chaosTTL*time.Millisecond})
+		r.mu.Unlock()
+		r.t.Logf("%s %s %v into %v, and its token holds %s on a quorum 100 ms later", w.name, why, got-sent, a.args[:2], a.resources[0])
+	}
+}
+
+// orphanUnnamed is orphan for a lock request without a TOKEN whose proxy
+// was killed with it in flight: its token is unknown, so 100 ms later it
+// looks for a token that holds the request's first lock key on a quorum
+// of masters and counts the row held while it does, up to the ttl (a
+// grant that died with the proxy; if it was another client's grant
+// instead, the row was held all the same).
+func (r *chaosRun) orphanUnnamed(w chaosWorker, a chaosAsk, waited time.Duration) {
+	if a.kind != "RLOCK" && a.kind != "RMULTILOCK" {
+		return // readers and permits: no single key says who holds them
+	}
+	time.Sleep(100 * time.Millisecond)
+	ctx := context.Background()
+	holder := func() string {
+		on := map[string]int{}
+		for _, rc := range r.cl.direct {
+			if v, err := rc.Get(ctx, a.resources[0]).Result(); err == nil && v != "" {
+				on[v]++
+			}
+		}
+		for v, n := range on {
+			if n >= 3 {
+				return v
+			}
+		}
+		return ""
+	}
+	v := holder()
+	if v == "" {
+		return
+	}
+	from, until := r.since(), r.since()+chaosTTL*time.Millisecond
+	for r.since() < until && holder() == v {
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.count(a.row, func(n *chaosCounts) { n.orphans++ })
+	r.mu.Lock()
+	r.orphaned = append(r.orphaned, orphanSpan{row: a.row, from: from, to: r.since()})
+	r.mu.Unlock()
+	r.t.Logf("%s lost its proxy %v into %v, and a token holds %s on a quorum for %v after", w.name, waited, a.args[:2], a.resources[0], r.since()-from)
 }
 
 // orphanHolders counts the masters on which the grant a asked for with
@@ -899,7 +955,7 @@ func (r *chaosRun) availability(d time.Duration) map[string]chaosAvail {
 func (r *chaosRun) logCounts(avail map[string]chaosAvail) {
 	for _, row := range r.load.rows {
 		c := r.counts[row]
-		r.t.Logf("%-13s %s; %d grants, %d WAIT ran out, %d NOQUORUM, %d broken connections, %d hang-ups (%d granted all the same); releases: %d ok, %d lost (0), %d NOQUORUM",
+		r.t.Logf("%-13s %s; %d grants, %d WAIT ran out, %d NOQUORUM, %d broken connections, %d hang-ups, %d granted all the same (hung up, or lost with a killed proxy); releases: %d ok, %d lost (0), %d NOQUORUM",
 			row, avail[row], c.grants, c.waitRanOut, c.noQuorum, c.connErr, c.hangUps, c.orphans, c.released, c.releaseLost, c.releaseNoQuorum)
 	}
 	// How much the fair-order rule had to judge: fair grants asked for
