@@ -173,6 +173,7 @@ fuzz:
 	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzCommands$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzGlob$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/luashape -run '^$$' -fuzz '^FuzzRecognise$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./quorum/redisnode -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin dist

@@ -2,6 +2,7 @@ package redisnode
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
@@ -469,64 +471,170 @@ func (p *pipe) inFlight() int {
 	return len(p.queue) - p.head + len(p.open)
 }
 
-// readLoop reads replies and completes the requests in order, until the
-// connection fails.
+// readLoop reads the replies until the connection fails, and fails it.
 func (p *pipe) readLoop() {
 	defer close(p.readerDone)
+	var err error
+	if sc, ok := p.nc.(syscall.Conn); ok && !p.tls {
+		if rc, rerr := sc.SyscallConn(); rerr == nil {
+			err = p.readRaw(rc)
+		} else {
+			err = rerr
+		}
+	} else {
+		err = p.readBuffered()
+	}
+	p.fail(err)
+}
+
+// readBuffered reads the replies through the pipe's buffered reader: for
+// connections without a file descriptor of their own (TLS, in-memory).
+func (p *pipe) readBuffered() error {
 	for {
 		v, err := readReply(p.br, 0)
 		if err != nil {
-			p.fail(fmt.Errorf("read: %w", err))
-			return
+			return fmt.Errorf("read: %w", err)
 		}
-		p.replies.Add(1)
-		p.mu.Lock()
-		if p.head == len(p.queue) {
-			p.mu.Unlock()
-			p.fail(fmt.Errorf("unexpected reply %v", v))
-			return
-		}
-		r := p.queue[p.head]
-		p.queue[p.head] = request{}
-		p.head++
-		if p.sent > 0 {
-			p.sent--
-		}
-		answered := p.sent == 0
-		switch {
-		case p.head == len(p.queue):
-			p.queue, p.head = p.queue[:0], 0
-		case p.head >= 1024 && p.head*2 >= len(p.queue):
-			n := copy(p.queue, p.queue[p.head:])
-			clear(p.queue[n:])
-			p.queue, p.head = p.queue[:n], 0
-		}
-		var noscript bool
-		if e, ok := v.(Error); ok && r.script != nil && len(e) >= 8 && e[:8] == "NOSCRIPT" {
-			// The script cache was flushed (SCRIPT FLUSH): send it again
-			// in full, and every script in full once more.
-			clear(p.loaded)
-			noscript = true
-		}
-		p.mu.Unlock()
-		if noscript {
-			// Not on this goroutine: a send may wait for its write.
-			go p.resend(r)
-		} else {
-			complete(r, v)
-		}
-		if !answered {
-			continue
-		}
-		// The outstanding write is answered: write what gathered
-		// meanwhile (a completion above may have written already).
-		p.mu.Lock()
-		if p.sent == 0 && !p.writing && p.err == nil && (len(p.out) > 0 || len(p.open) > 0) {
-			p.flushLocked()
-		} else {
-			p.mu.Unlock()
+		if err := p.deliver(v); err != nil {
+			return err
 		}
 	}
+}
+
+// readRaw reads the replies with the connection's own read calls, inside
+// one RawRead for the connection's life: it parses what each read brought
+// and hands the complete replies over. When a read came back short of its
+// buffer (the socket was drained) and every request is answered, it goes
+// straight to waiting for the next readiness edge instead of reading once
+// more to be told there is nothing: at one request at a time, a reply
+// costs one read system call instead of two.
+//
+// Why nothing is missed: the poller's edge-triggered readiness is kept
+// from one wait to the next within one RawRead (only the start of a
+// RawRead or Read resets it), and any byte that reaches the socket after
+// a read returned raises a new edge, so the wait returns for it. What a
+// short read does not report is a hang-up that arrived before it with
+// the data (the read returns the data; the end of the stream would be the
+// next read's answer, and its edge came before the read). So a short read
+// skips the second read only when no request waits for a reply: then a
+// hang-up is learnt at the next write, whose reset raises an edge, as a
+// library learns it; while requests wait, the reader reads until the
+// socket says it is empty, as before.
+func (p *pipe) readRaw(rc syscall.RawConn) error {
+	buf := make([]byte, 0, rawReadSize)
+	var ferr error
+	err := rc.Read(func(fd uintptr) bool {
+		for {
+			if len(buf) == cap(buf) {
+				buf = slices.Grow(buf, cap(buf))
+			}
+			space := cap(buf) - len(buf)
+			n, err := syscall.Read(int(fd), buf[len(buf):cap(buf)])
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				return false
+			case err != nil:
+				ferr = fmt.Errorf("read: %w", err)
+				return true
+			case n == 0:
+				ferr = fmt.Errorf("read: %w", io.EOF)
+				return true
+			}
+			buf = buf[:len(buf)+n]
+			used := 0
+			for used < len(buf) {
+				v, m, err := parseReply(buf[used:], 0)
+				if err == errIncomplete {
+					break
+				}
+				if err != nil {
+					ferr = fmt.Errorf("read: %w", err)
+					return true
+				}
+				used += m
+				if err := p.deliver(v); err != nil {
+					ferr = err
+					return true
+				}
+			}
+			rest := copy(buf, buf[used:])
+			buf = buf[:rest]
+			if rest == 0 && cap(buf) > 4*rawReadSize {
+				buf = make([]byte, 0, rawReadSize) // a large reply is over
+			}
+			if n < space && p.idle() {
+				return false // drained, nothing asked: wait for the next edge
+			}
+		}
+	})
+	if ferr != nil {
+		return ferr
+	}
+	return fmt.Errorf("read: %w", err)
+}
+
+// idle reports whether no request waits for a reply.
+func (p *pipe) idle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.head == len(p.queue) && len(p.open) == 0
+}
+
+// rawReadSize is readRaw's buffer: it grows for a reply that does not fit.
+const rawReadSize = 16 << 10
+
+// deliver hands one reply to the request at the head of the queue and,
+// once the outstanding write is answered, writes what gathered meanwhile.
+func (p *pipe) deliver(v any) error {
+	p.replies.Add(1)
+	p.mu.Lock()
+	if p.head == len(p.queue) {
+		p.mu.Unlock()
+		return fmt.Errorf("unexpected reply %v", v)
+	}
+	r := p.queue[p.head]
+	p.queue[p.head] = request{}
+	p.head++
+	if p.sent > 0 {
+		p.sent--
+	}
+	answered := p.sent == 0
+	switch {
+	case p.head == len(p.queue):
+		p.queue, p.head = p.queue[:0], 0
+	case p.head >= 1024 && p.head*2 >= len(p.queue):
+		n := copy(p.queue, p.queue[p.head:])
+		clear(p.queue[n:])
+		p.queue, p.head = p.queue[:n], 0
+	}
+	var noscript bool
+	if e, ok := v.(Error); ok && r.script != nil && len(e) >= 8 && e[:8] == "NOSCRIPT" {
+		// The script cache was flushed (SCRIPT FLUSH): send it again
+		// in full, and every script in full once more.
+		clear(p.loaded)
+		noscript = true
+	}
+	p.mu.Unlock()
+	if noscript {
+		// Not on this goroutine: a send may wait for its write.
+		go p.resend(r)
+	} else {
+		complete(r, v)
+	}
+	if !answered {
+		return nil
+	}
+	// The outstanding write is answered: write what gathered
+	// meanwhile (a completion above may have written already).
+	p.mu.Lock()
+	if p.sent == 0 && !p.writing && p.err == nil && (len(p.out) > 0 || len(p.open) > 0) {
+		p.flushLocked()
+	} else {
+		p.mu.Unlock()
+	}
+	return nil
 }
 
 // complete hands a reply to its request, or a batch's replies to its
@@ -654,6 +762,9 @@ const (
 	maxReplyDepth = 8
 	maxBulk       = 64 << 20
 	maxArray      = 1 << 20
+	// maxLine is the longest reply line, as the buffered reader's size
+	// bounds it.
+	maxLine = 16 << 10
 )
 
 // readReply reads one RESP2 reply: int64, string, nil, []any, or Error
@@ -739,4 +850,71 @@ for j = 1, m do
 end
 return out
 `
+}
+
+// errIncomplete is parseReply's answer when b ends before the reply does.
+var errIncomplete = errors.New("redisnode: incomplete reply")
+
+// parseReply parses one RESP2 reply at the start of b, as readReply reads
+// one, and returns it with the number of bytes it took. It returns
+// errIncomplete when b holds only the start of a reply; any other error
+// means the connection is unusable. What it returns does not refer to b.
+func parseReply(b []byte, depth int) (any, int, error) {
+	i := bytes.IndexByte(b[:min(len(b), maxLine)], '\n')
+	if i < 0 {
+		if len(b) >= maxLine {
+			return nil, 0, fmt.Errorf("reply line longer than %d bytes", maxLine)
+		}
+		return nil, 0, errIncomplete
+	}
+	line := b[:i+1]
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return nil, 0, fmt.Errorf("malformed reply line %q", line)
+	}
+	kind, body := line[0], line[1:len(line)-2]
+	n0 := len(line)
+	switch kind {
+	case '+':
+		return string(body), n0, nil
+	case '-':
+		return Error(body), n0, nil
+	case ':':
+		n, err := strconv.ParseInt(string(body), 10, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("malformed integer %q", body)
+		}
+		return n, n0, nil
+	case '$':
+		n, err := strconv.Atoi(string(body))
+		if err != nil || n > maxBulk {
+			return nil, 0, fmt.Errorf("malformed bulk length %q", body)
+		}
+		if n < 0 {
+			return nil, n0, nil
+		}
+		if len(b) < n0+n+2 {
+			return nil, 0, errIncomplete
+		}
+		return string(b[n0 : n0+n]), n0 + n + 2, nil
+	case '*':
+		n, err := strconv.Atoi(string(body))
+		if err != nil || n > maxArray || depth >= maxReplyDepth {
+			return nil, 0, fmt.Errorf("malformed array length %q", body)
+		}
+		if n < 0 {
+			return nil, n0, nil
+		}
+		out := make([]any, n)
+		at := n0
+		for i := range out {
+			v, m, err := parseReply(b[at:], depth+1)
+			if err != nil {
+				return nil, 0, err
+			}
+			out[i] = v
+			at += m
+		}
+		return out, at, nil
+	}
+	return nil, 0, fmt.Errorf("unexpected reply type %q", kind)
 }

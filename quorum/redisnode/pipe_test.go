@@ -2,10 +2,12 @@ package redisnode
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -460,4 +462,153 @@ func TestPlainStepConnectionLost(t *testing.T) {
 		t.Fatalf("answered twice: %v, %v", r.v, r.err)
 	default:
 	}
+}
+
+// TestParseReply checks the raw reader's parser against the buffered one:
+// the same value and length for each whole reply, errIncomplete for each
+// proper prefix of a valid one, and an error for a malformed one.
+func TestParseReply(t *testing.T) {
+	tests := []struct {
+		name, wire string
+		bad        bool
+	}{
+		{name: "status", wire: "+OK\r\n"},
+		{name: "error", wire: "-NOSCRIPT No matching script\r\n"},
+		{name: "integer", wire: ":-42\r\n"},
+		{name: "bulk", wire: "$5\r\nhe\nlo\r\n"},
+		{name: "empty bulk", wire: "$0\r\n\r\n"},
+		{name: "nil bulk", wire: "$-1\r\n"},
+		{name: "nil array", wire: "*-1\r\n"},
+		{name: "nested array", wire: "*3\r\n:1\r\n*2\r\n$3\r\nabc\r\n$-1\r\n-ERR x\r\n"},
+		{name: "bad integer", wire: ":x\r\n", bad: true},
+		{name: "bad type", wire: "?1\r\n", bad: true},
+		{name: "no carriage return", wire: ":1\n", bad: true},
+		{name: "bulk too long", wire: "$999999999\r\n", bad: true},
+		{name: "line too long", wire: "+" + strings.Repeat("x", maxLine) + "\r\n", bad: true},
+		{name: "too deep", wire: strings.Repeat("*1\r\n", maxReplyDepth+1) + ":1\r\n", bad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wire := []byte(tt.wire + ":7\r\n") // a next reply follows
+			v, n, err := parseReply(wire, 0)
+			if tt.bad {
+				if err == nil || errors.Is(err, errIncomplete) {
+					t.Fatalf("parsed %v, %v; want a malformed-reply error", v, err)
+				}
+				return
+			}
+			want, werr := readReply(bufio.NewReader(strings.NewReader(tt.wire)), 0)
+			if err != nil || werr != nil || n != len(tt.wire) || !reflect.DeepEqual(v, want) {
+				t.Fatalf("parsed %#v in %d bytes, %v; want %#v in %d bytes (%v)", v, n, err, want, len(tt.wire), werr)
+			}
+			for cut := range len(tt.wire) {
+				if v, _, err := parseReply([]byte(tt.wire[:cut]), 0); !errors.Is(err, errIncomplete) {
+					t.Fatalf("first %d bytes: parsed %v, %v; want errIncomplete", cut, v, err)
+				}
+			}
+		})
+	}
+}
+
+// TestRawReaderPieces has a server answer in pieces: a reply larger than
+// the raw reader's buffer, cut every 1000 bytes, then two replies cut in
+// their headers, each piece flushed on its own. Every request gets its own
+// reply whole and in order.
+func TestRawReaderPieces(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	big := strings.Repeat("x", 3*rawReadSize+7)
+	// The first command is answered alone (the pipe writes the next two
+	// once it is), in pieces of 1000 bytes; the next two in pieces of 3.
+	answers := []struct {
+		asked, piece int
+		wire         string
+	}{
+		{1, 1000, "$" + strconv.Itoa(len(big)) + "\r\n" + big + "\r\n"},
+		{2, 3, ":12345\r\n*2\r\n$2\r\nok\r\n:1\r\n"},
+	}
+	served := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for _, a := range answers {
+			for range a.asked {
+				if _, err := readReply(br, 0); err != nil {
+					served <- err
+					return
+				}
+			}
+			for at := 0; at < len(a.wire); at += a.piece {
+				if _, err := c.Write([]byte(a.wire[at:min(at+a.piece, len(a.wire))])); err != nil {
+					served <- err
+					return
+				}
+				time.Sleep(100 * time.Microsecond) // each piece its own segment
+			}
+		}
+		served <- nil
+		_, _ = br.ReadByte() // until the pipe hangs up
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPipe(nc, 0, nil)
+	defer p.close()
+	type result struct {
+		v   any
+		err error
+	}
+	got := make(chan result, 3)
+	for range 3 {
+		p.command([]string{"GET", "k"}, func(v any, err error) { got <- result{v, err} })
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	want := []any{big, int64(12345), []any{"ok", int64(1)}}
+	for i, w := range want {
+		select {
+		case r := <-got:
+			if r.err != nil || !reflect.DeepEqual(r.v, w) {
+				t.Fatalf("reply %d: %.40v, %v; want %.40v", i, r.v, r.err, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("reply %d did not come", i)
+		}
+	}
+}
+
+// FuzzParseReply checks that the raw reader's parser and the buffered
+// reader agree on any bytes: the same value and length when the buffered
+// reader reads a reply, and an error (errIncomplete when the bytes end
+// early) when it does not.
+func FuzzParseReply(f *testing.F) {
+	for _, s := range []string{"+" + strings.Repeat("y", maxLine-3) + "\r\n", "+OK\r\n", ":1\r\n", "$3\r\nabc\r\n", "*2\r\n$-1\r\n-ERR x\r\n", "*1\r\n*1\r\n:", "$5\r\nab"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, n, err := parseReply(b, 0)
+		rd := bytes.NewReader(b)
+		br := bufio.NewReaderSize(rd, maxLine)
+		want, werr := readReply(br, 0)
+		if werr != nil {
+			if err == nil {
+				t.Fatalf("parsed %#v from %q; the buffered reader says %v", v, b, werr)
+			}
+			return
+		}
+		used := len(b) - br.Buffered() - rd.Len()
+		if err != nil || n != used || !reflect.DeepEqual(v, want) {
+			t.Fatalf("%q: parsed %#v in %d bytes (%v); the buffered reader %#v in %d", b, v, n, err, want, used)
+		}
+	})
 }
