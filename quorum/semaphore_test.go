@@ -370,17 +370,7 @@ func TestSemaphoreWokenBeforeReleaseEverywhere(t *testing.T) {
 	for i, f := range c.nodes {
 		before[i] = tries(f)
 	}
-	type result struct {
-		l   *Lease
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		req := semReqOn(name, 1, 1, time.Minute)
-		req.Wait = 20 * time.Second
-		l, err := c.eng.semAcquire(ctx, req)
-		got <- result{l, err}
-	}()
+	got := c.semWaiter(ctx, name, 1, 1)
 	// The waiter was refused twice everywhere (its first try, and the
 	// one after it subscribed and queued): it waits for a release.
 	if !eventually(5*time.Second, func() bool {
@@ -476,6 +466,26 @@ func (c *cluster) holdNotes() *heldNotes {
 	return h
 }
 
+// semResult is what a waiter started by semWaiter got.
+type semResult struct {
+	l   *Lease
+	err error
+}
+
+// semWaiter starts a waiter for count of the semaphore name's limit
+// permits (ttl a minute, waiting up to 20 s) and returns where its result
+// arrives.
+func (c *cluster) semWaiter(ctx context.Context, name string, limit, count int) <-chan semResult {
+	got := make(chan semResult, 1)
+	go func() {
+		req := semReqOn(name, limit, count, time.Minute)
+		req.Wait = 20 * time.Second
+		l, err := c.eng.semAcquire(ctx, req)
+		got <- semResult{l, err}
+	}()
+	return got
+}
+
 // semQueued is master f's waiter queue of semaphore name.
 func (c *cluster) semQueued(f *fakeNode, name string) []string {
 	k, _ := c.eng.semKeys(name)
@@ -513,17 +523,7 @@ func TestSemaphoreWaitersFirst(t *testing.T) {
 				}
 				held = append(held, l)
 			}
-			type result struct {
-				l   *Lease
-				err error
-			}
-			got := make(chan result, 1)
-			go func() {
-				req := semReqOn(name, tc.limit, tc.count, time.Minute)
-				req.Wait = 20 * time.Second
-				l, err := c.eng.semAcquire(ctx, req)
-				got <- result{l, err}
-			}()
+			got := c.semWaiter(ctx, name, tc.limit, tc.count)
 			if !eventually(5*time.Second, func() bool {
 				for _, f := range c.nodes {
 					if len(c.semQueued(f, name)) != 1 {
@@ -991,17 +991,7 @@ func TestSemaphoreLeavesAfterItsTicket(t *testing.T) {
 	h.mu.Lock()
 	h.lateRun, h.probed = skipAfter, time.Now().Add(time.Hour) // known down: fresh tries skip it
 	h.mu.Unlock()
-	type result struct {
-		l   *Lease
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		req := semReqOn(name, 1, 1, time.Minute)
-		req.Wait = 20 * time.Second
-		l, err := c.eng.semAcquire(ctx, req)
-		got <- result{l, err}
-	}()
+	got := c.semWaiter(ctx, name, 1, 1)
 	if !eventually(5*time.Second, func() bool {
 		for _, f := range c.nodes[:4] {
 			if f.calls("fair_ticket") != 1 {
