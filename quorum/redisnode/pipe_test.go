@@ -612,3 +612,52 @@ func FuzzParseReply(f *testing.F) {
 		}
 	})
 }
+
+// TestRawReaderHangUpWithReply has a master answer and hang up at once,
+// so that the end of the stream may arrive with the reply and raise no
+// readiness of its own: the reply is delivered, and the next request
+// fails (at the latest when its write meets the reset) instead of waiting
+// for an answer that cannot come.
+func TestRawReaderHangUpWithReply(t *testing.T) {
+	for i := range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if _, err := readReply(bufio.NewReader(c), 0); err == nil {
+				c.Write([]byte("+PONG\r\n"))
+			}
+			c.Close()
+		}()
+		nc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newPipe(nc, 0, nil)
+		type result struct {
+			v   any
+			err error
+		}
+		got := make(chan result, 2)
+		p.command([]string{"PING"}, func(v any, err error) { got <- result{v, err} })
+		if r := <-got; r.err != nil || r.v != "PONG" {
+			t.Fatalf("run %d: first reply %v, %v", i, r.v, r.err)
+		}
+		p.command([]string{"PING"}, func(v any, err error) { got <- result{v, err} })
+		select {
+		case r := <-got:
+			if r.err == nil {
+				t.Fatalf("run %d: a closed connection answered %v", i, r.v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("run %d: the request after the hang-up got no answer", i)
+		}
+		p.close()
+		ln.Close()
+	}
+}
