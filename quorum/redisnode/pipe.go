@@ -45,25 +45,26 @@ type request struct {
 	members []request
 }
 
-// pipe is one pipelined connection to a master. Callers append their
-// encoded command to the pending output and their completion to the
-// queue, under one lock, so that the order of the queue is the order on
-// the wire. At most one write is outstanding: from when it is written
-// until the master answered every command in it. Whoever finds none
-// outstanding and no write in progress writes everything pending in one
-// system call; others only append, and the reader writes what gathered
-// once the last answer of the outstanding write is in (after handing the
-// answers over, so that the follow-ups they cause join that write). So
-// commands issued while a write is out go together in the next one,
-// whatever their scripts, with no timer and no goroutine hand-off; a lone
-// caller writes at once; and the master reads and answers them as one
-// batch, which costs it less per command than one at a time. A write that would block (a master that stops reading) is handed
-// to a goroutine of the pipe's after callerWrite, so that no caller waits
-// on one master (see flushLocked). One reader goroutine parses the replies and completes the queue
-// in order, on its own goroutine (completions must not block).
+// pipe is one pipelined connection to a master. Callers append their encoded
+// command to the pending output and their completion to the queue, under one
+// lock, so that the order of the queue is the order on the wire. At most one
+// write is outstanding: from when it is written until the master answered
+// every command in it. Whoever finds none outstanding and no write in
+// progress writes everything pending in one system call; others only append,
+// and the reader writes what gathered once the last answer of the
+// outstanding write is in (after handing the answers over, so that the
+// follow-ups they cause join that write). So commands issued while a write
+// is out go together in the next one, whatever their scripts, with no timer
+// and no goroutine hand-off; a lone caller writes at once; and the master
+// reads and answers them as one batch, which costs it less per command than
+// one at a time. A write that would block (a master that stops reading) is
+// handed to a goroutine of the pipe's after callerWrite, so that no caller
+// waits on one master (see flushLocked). One reader goroutine reads the
+// replies (readRaw: its own read calls, one per reply while the pipe is
+// idle), parses them and completes the queue in order, on its own goroutine
+// (completions must not block).
 type pipe struct {
 	nc net.Conn
-	br *bufio.Reader
 
 	mu      sync.Mutex
 	out     []byte // encoded commands not yet written
@@ -102,7 +103,6 @@ type pipe struct {
 func newPipe(nc net.Conn, flushDelay time.Duration, onFail func(*pipe, error)) *pipe {
 	p := &pipe{
 		nc:         nc,
-		br:         bufio.NewReaderSize(nc, 16<<10),
 		loaded:     map[string]bool{},
 		flushDelay: flushDelay,
 		onFail:     onFail,
@@ -490,8 +490,9 @@ func (p *pipe) readLoop() {
 // readBuffered reads the replies through the pipe's buffered reader: for
 // connections without a file descriptor of their own (TLS, in-memory).
 func (p *pipe) readBuffered() error {
+	br := bufio.NewReaderSize(p.nc, maxLine)
 	for {
-		v, err := readReply(p.br, 0)
+		v, err := readReply(br, 0)
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
