@@ -398,15 +398,22 @@ func TestPausedMasterDoesNotBlockCallers(t *testing.T) {
 	}
 }
 
-// TestPlainStepConnectionLost: a plain form's step whose connection fails
-// after the first of its replies answers its caller once, with the
-// connection's error, and sends no follow-up.
-func TestPlainStepConnectionLost(t *testing.T) {
+// reply is one request's answer, as a test collects it.
+type reply struct {
+	v   any
+	err error
+}
+
+// scriptedMaster listens on loopback, has serve answer the first
+// connection (then closes it), and returns a pipe connected to it, closed
+// when the test ends, and where serve's error arrives.
+func scriptedMaster(t *testing.T, serve func(c net.Conn, br *bufio.Reader) error) (*pipe, <-chan error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	served := make(chan error, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -415,35 +422,47 @@ func TestPlainStepConnectionLost(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		br := bufio.NewReader(c)
-		for range 3 {
-			if _, err := readReply(br, 0); err != nil {
-				served <- err
-				return
-			}
-		}
-		// The first command's reply (the key was free), then hang up.
-		_, err = c.Write([]byte("$-1\r\n"))
-		served <- err
+		served <- serve(c, bufio.NewReader(c))
 	}()
 	nc, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := newPipe(nc, 0, nil)
-	defer p.close()
+	t.Cleanup(p.close)
+	return p, served
+}
+
+// readCommands reads n commands from a scripted master's client.
+func readCommands(br *bufio.Reader, n int) error {
+	for range n {
+		if _, err := readReply(br, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestPlainStepConnectionLost: a plain form's step whose connection fails
+// after the first of its replies answers its caller once, with the
+// connection's error, and sends no follow-up.
+func TestPlainStepConnectionLost(t *testing.T) {
+	p, served := scriptedMaster(t, func(c net.Conn, br *bufio.Reader) error {
+		if err := readCommands(br, 3); err != nil {
+			return err
+		}
+		// The first command's reply (the key was free), then hang up.
+		_, err := c.Write([]byte("$-1\r\n"))
+		return err
+	})
 	keys := []string{"r", "meta:fence:r", "meta:fence-lag", "meta:fence-hwm", "meta:lease-hwm"}
 	args := []string{"tok", "1000", "1", "1000"}
 	st := scripts.LockAcquire.Plain(keys, args)
 	if st == nil {
 		t.Fatal("no plain form")
 	}
-	type result struct {
-		v   any
-		err error
-	}
-	got := make(chan result, 4)
-	p.plain(st, newScript("lock_acquire", scripts.LockAcquire.Source()), keys, args, func(v any, err error) { got <- result{v, err} })
+	got := make(chan reply, 4)
+	p.plain(st, newScript("lock_acquire", scripts.LockAcquire.Source()), keys, args, func(v any, err error) { got <- reply{v, err} })
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
@@ -515,11 +534,6 @@ func TestParseReply(t *testing.T) {
 // their headers, each piece flushed on its own. Every request gets its own
 // reply whole and in order.
 func TestRawReaderPieces(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	big := strings.Repeat("x", 3*rawReadSize+7)
 	// The first command is answered alone (the pipe writes the next two
 	// once it is), in pieces of 1000 bytes; the next two in pieces of 3.
@@ -530,46 +544,23 @@ func TestRawReaderPieces(t *testing.T) {
 		{1, 1000, "$" + strconv.Itoa(len(big)) + "\r\n" + big + "\r\n"},
 		{2, 3, ":12345\r\n*2\r\n$2\r\nok\r\n:1\r\n"},
 	}
-	served := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			served <- err
-			return
-		}
-		defer c.Close()
-		br := bufio.NewReader(c)
+	p, served := scriptedMaster(t, func(c net.Conn, br *bufio.Reader) error {
 		for _, a := range answers {
-			for range a.asked {
-				if _, err := readReply(br, 0); err != nil {
-					served <- err
-					return
-				}
+			if err := readCommands(br, a.asked); err != nil {
+				return err
 			}
 			for at := 0; at < len(a.wire); at += a.piece {
 				if _, err := c.Write([]byte(a.wire[at:min(at+a.piece, len(a.wire))])); err != nil {
-					served <- err
-					return
+					return err
 				}
 				time.Sleep(100 * time.Microsecond) // each piece its own segment
 			}
 		}
-		served <- nil
-		_, _ = br.ReadByte() // until the pipe hangs up
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPipe(nc, 0, nil)
-	defer p.close()
-	type result struct {
-		v   any
-		err error
-	}
-	got := make(chan result, 3)
+		return nil
+	})
+	got := make(chan reply, 3)
 	for range 3 {
-		p.command([]string{"GET", "k"}, func(v any, err error) { got <- result{v, err} })
+		p.command([]string{"GET", "k"}, func(v any, err error) { got <- reply{v, err} })
 	}
 	if err := <-served; err != nil {
 		t.Fatal(err)
@@ -620,35 +611,19 @@ func FuzzParseReply(f *testing.F) {
 // for an answer that cannot come.
 func TestRawReaderHangUpWithReply(t *testing.T) {
 	for i := range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+		p, _ := scriptedMaster(t, func(c net.Conn, br *bufio.Reader) error {
+			if err := readCommands(br, 1); err != nil {
+				return err
 			}
-			if _, err := readReply(bufio.NewReader(c), 0); err == nil {
-				c.Write([]byte("+PONG\r\n"))
-			}
-			c.Close()
-		}()
-		nc, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := newPipe(nc, 0, nil)
-		type result struct {
-			v   any
-			err error
-		}
-		got := make(chan result, 2)
-		p.command([]string{"PING"}, func(v any, err error) { got <- result{v, err} })
+			_, err := c.Write([]byte("+PONG\r\n"))
+			return err // and hang up
+		})
+		got := make(chan reply, 2)
+		p.command([]string{"PING"}, func(v any, err error) { got <- reply{v, err} })
 		if r := <-got; r.err != nil || r.v != "PONG" {
 			t.Fatalf("run %d: first reply %v, %v", i, r.v, r.err)
 		}
-		p.command([]string{"PING"}, func(v any, err error) { got <- result{v, err} })
+		p.command([]string{"PING"}, func(v any, err error) { got <- reply{v, err} })
 		select {
 		case r := <-got:
 			if r.err == nil {
@@ -657,7 +632,5 @@ func TestRawReaderHangUpWithReply(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("run %d: the request after the hang-up got no answer", i)
 		}
-		p.close()
-		ln.Close()
 	}
 }

@@ -42,7 +42,7 @@ func (p *pipe) readDirect() (ok bool, err error) {
 // skips the second read only when no request waits for a reply: then a
 // hang-up is learnt at the next write, whose reset raises an edge, as a
 // library learns it; while requests wait, the reader reads until the
-// socket says it is empty, as before.
+// socket says it is empty.
 func (p *pipe) readRaw(rc syscall.RawConn) error {
 	buf := make([]byte, 0, rawReadSize)
 	var ferr error
