@@ -170,6 +170,11 @@ type Lease struct {
 	// hold is the hold id of a re-entrant grant: Abandon gives back only
 	// that hold.
 	hold string
+	// voters is, for each master, the connection its vote for the grant
+	// came on (0: it did not vote), for the grant's note (grantNote).
+	voters []uint64
+	// note is the grant's note, on a lease being released.
+	note *grantNote
 }
 
 // resource is the one resource of a single-resource lease.
@@ -207,7 +212,7 @@ type primitive struct {
 func primitives() map[Primitive]primitive {
 	lockInfo := func(e *Engine, ctx context.Context, name string) (*Info, error) { return e.lockInfo(ctx, name) }
 	lockRelease := func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
-		return e.lockReleaseUntil(ctx, l.Resources, l.Token, l.knownEnd())
+		return e.lockReleaseUntil(ctx, l.Resources, l.Token, l.knownEnd(), l.note)
 	}
 	lockExtend := func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
 		return e.extend(ctx, l, ttl, false)
@@ -261,7 +266,7 @@ func primitives() map[Primitive]primitive {
 		Read: {
 			acquire: (*Engine).readAcquire,
 			release: func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
-				return e.readReleaseUntil(ctx, l.resource(), l.Token, l.knownEnd())
+				return e.readReleaseUntil(ctx, l.resource(), l.Token, l.knownEnd(), l.note)
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
 				return e.readExtend(ctx, l, ttl)
@@ -276,7 +281,7 @@ func primitives() map[Primitive]primitive {
 		Semaphore: {
 			acquire: (*Engine).semAcquire,
 			release: func(e *Engine, ctx context.Context, l *Lease) (bool, error) {
-				return e.semReleaseUntil(ctx, l.resource(), l.Token, l.knownEnd())
+				return e.semReleaseUntil(ctx, l.resource(), l.Token, l.knownEnd(), l.note)
 			},
 			extend: func(e *Engine, ctx context.Context, l *Lease, ttl time.Duration) (time.Duration, error) {
 				return e.semExtend(ctx, l, ttl)
@@ -381,6 +386,7 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (l *Lease, err error)
 	l, err = pr.acquire(e, ctx, req)
 	if l != nil {
 		l.Primitive = req.Primitive
+		e.noteGrant(l)
 	}
 	return l, err
 }
@@ -389,15 +395,21 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (l *Lease, err error)
 // client's Primitive, Resources and Token). It reports true when the
 // grant was held on a quorum up to the release, false when at least
 // N - quorum + 1 masters said it was not held, and a *QuorumError when
-// the answers that came in time decide neither. Releases still in flight
-// when it returns carry on, whatever happens to ctx; they wake the
-// primitive's waiters on every proxy.
+// the answers that came in time decide neither. A grant made through
+// this engine counts its voters that stay silent (grantNote). Releases
+// still in flight when it returns carry on, whatever happens to ctx;
+// they wake the primitive's waiters on every proxy.
 func (e *Engine) Release(ctx context.Context, l *Lease) (held bool, err error) {
 	pr, err := e.prim(l.Primitive, "release", l.Resources)
 	if err != nil {
 		return false, err
 	}
 	defer e.observe(pr.ops[1], e.now(), func() bool { return held }, &err)
+	if n := e.takeNote(l); n != nil {
+		nl := *l
+		nl.note = n
+		l = &nl
+	}
 	held, err = pr.release(e, ctx, l)
 	return held, err
 }
@@ -422,6 +434,7 @@ func (e *Engine) Extend(ctx context.Context, l *Lease, ttl time.Duration) (valid
 // for it.
 func (e *Engine) Abandon(ctx context.Context, l *Lease) {
 	if pr, err := e.prim(l.Primitive, "release", l.Resources); err == nil {
+		e.takeNote(l)
 		pr.abandon(e, ctx, l)
 	}
 }

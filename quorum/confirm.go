@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -35,7 +36,16 @@ import (
 // it comes after its round's deadline (op.keepLate), settles it if it
 // found the token held. Extensions (ambiguousNo false) never delete, so
 // their resent answers are definite.
-func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any) (string, bool), ambiguousNo bool, opName string, until time.Time, seed map[int]string) (bool, error) {
+//
+// vouch (may be nil) is the note of the grant being released
+// (grantNote): its voters that are silent so far, on the connection they
+// voted on and within the grant's validity, count as holding it, beside
+// at least one master that answered that it held it, and only while no
+// voter answered otherwise. So a release with two of five masters
+// paused, two live voters answering held and the third live master not,
+// answers held once the round's deadline passed, instead of asking the
+// paused masters until the validity ends and answering NOQUORUM.
+func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any) (string, bool), ambiguousNo bool, opName string, until time.Time, seed map[int]string, vouch *grantNote) (bool, error) {
 	n := len(e.nodes)
 	const (
 		open int8 = iota // no definite answer yet
@@ -45,6 +55,10 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 	)
 	st := make([]int8, n)
 	groups := make([]string, n)
+	// failed[i]: a request of this release to master i failed other than
+	// by silence (a timeout, or not sent to a master known down): it
+	// cannot be vouched for.
+	failed := make([]bool, n)
 	var errs []error
 	rounds := []*round{r}
 	read := func(cur *round, resent bool, i int, asked []bool) {
@@ -56,6 +70,9 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 		switch {
 		case a.err != nil:
 			errs = append(errs, a.err) // still open: asked again
+			if !errors.Is(a.err, context.DeadlineExceeded) && !errors.Is(a.err, errSkippedDown) {
+				failed[i] = true
+			}
 		case ok:
 			st[i], groups[i] = yes, g
 		case resent && ambiguousNo:
@@ -82,6 +99,24 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 			}
 		}
 	}
+	// vouched reports whether the silent voters of vouch, with the yes
+	// answers of its group in count, make a quorum.
+	vouched := func(count map[string]int) bool {
+		if vouch == nil || count[vouch.group] == 0 {
+			return false
+		}
+		extra := 0
+		for i := range n {
+			switch {
+			case vouch.conns[i] == 0:
+			case st[i] == no, st[i] == yes && groups[i] != vouch.group:
+				return false // a voter says it no longer holds the grant
+			case st[i] == open && !failed[i] && e.vouches(vouch, i):
+				extra++
+			}
+		}
+		return count[vouch.group]+extra >= e.quorum
+	}
 	decide := func() verdict {
 		count := map[string]int{}
 		best, definite := 0, 0
@@ -96,7 +131,7 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 			}
 		}
 		switch {
-		case best >= e.quorum:
+		case best >= e.quorum, vouched(count):
 			return decidedYes
 		case best+(n-definite) < e.quorum:
 			return decidedNo
@@ -119,6 +154,10 @@ func (e *Engine) confirm(ctx context.Context, r *round, group func(i int, v any)
 	// their group.
 	for i, g := range seed {
 		st[i], groups[i] = yes, g
+	}
+	// What the first count read may decide with the grant's note.
+	if v := decide(); v != undecided {
+		return v == decidedYes, nil
 	}
 	for {
 		// Every answer of this round, as it arrives; the round's timer

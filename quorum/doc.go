@@ -168,7 +168,10 @@
 // key, and not held only when N - quorum + 1 masters said so (then no
 // quorum can have held it up to the release); otherwise it is an error, as
 // the answers decide nothing. Extend follows the same rule. A release
-// whose answers decide nothing asks again (docs/design/releases.md).
+// whose answers decide nothing asks again, and through the engine that
+// granted it counts the grant's voters that stay silent on the
+// connection they voted on, within the validity, while no voter
+// contradicts them (grantNote, docs/design/releases.md).
 //
 // What a grant does not promise (timing assumptions, masters that lose
 // their data silently, breaks, TOKEN retries through another proxy) is in

@@ -151,7 +151,7 @@ func (e *Engine) electRelease(ctx context.Context, l *Lease) (bool, error) {
 	r := e.send(ctx, o, nil)
 	t := r.count(strictRule, func(_ int, v any) bool { return v == int64(1) })
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, lockGroup(1), true, "resign", t0.Add(e.opts.ReleaseRetry), nil)
+		return e.confirm(ctx, r, lockGroup(1), true, "resign", t0.Add(e.opts.ReleaseRetry), nil, nil)
 	}
 	return t.verdict == decidedYes, t.err(e, "resign")
 }

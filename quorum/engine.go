@@ -170,8 +170,11 @@ type Engine struct {
 	// carried maps a fixed token to the *carried taints its calls left
 	// (see carried); swept by the health loop.
 	carried sync.Map
-	stop    context.CancelFunc
-	life    context.Context // ends with Close: background repairs (Semaphores().Set)
+	// notes maps a noteKey to the *grantNote of a grant made here, until
+	// its release (or its validity ended: swept by the health loop).
+	notes sync.Map
+	stop  context.CancelFunc
+	life  context.Context // ends with Close: background repairs (Semaphores().Set)
 	// closeMu guards closed against goBackground's Add racing Close.
 	closeMu sync.Mutex
 	closed  bool

@@ -463,6 +463,7 @@ func (e *Engine) healthLoop(ctx context.Context) {
 		}
 		q.check(e)
 		e.sweepCarried()
+		e.sweepNotes()
 		tried := make([]bool, len(e.nodes))
 		for i := range e.nodes {
 			e.sizeQuarantine(ctx, i)

@@ -451,6 +451,7 @@ func (e *Engine) attempt(ctx context.Context, ls *lockSet, fl flavour, token str
 		Decided:   decided,
 		owner:     tr.owner,
 		hold:      tr.hold,
+		voters:    voters(r, t.counted, nil),
 	}
 	for i, p := range ls.pos {
 		lease.Fences[i] = fences[p]
@@ -534,13 +535,14 @@ func (ls *lockSet) unacquireNX(e *Engine, token, owner string) *op {
 // *QuorumError when the answers that came in time decide neither. Releases
 // still in flight when it returns carry on, whatever happens to ctx.
 func (e *Engine) lockRelease(ctx context.Context, resources []string, token string) (held bool, err error) {
-	return e.lockReleaseUntil(ctx, resources, token, time.Time{})
+	return e.lockReleaseUntil(ctx, resources, token, time.Time{}, nil)
 }
 
 // lockReleaseUntil is lockRelease of a lease whose holder knows its
 // validity ends at known (zero: unknown); an undecided release asks the
-// silent masters again until then (releaseUntil).
-func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token string, known time.Time) (held bool, err error) {
+// silent masters again until then (releaseUntil), and counts the silent
+// voters of note (nil: none) as holding it (confirm).
+func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token string, known time.Time, note *grantNote) (held bool, err error) {
 	t0 := e.now()
 	ls, err := e.lockSet(resources)
 	if err != nil {
@@ -578,7 +580,7 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 		}
 	}
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, releaseGroup(lockGroup(int64(ls.n))), true, "unlock", e.releaseUntil(ctx, t0, r, all, known), nil)
+		return e.confirm(ctx, r, releaseGroup(lockGroup(int64(ls.n))), true, "unlock", e.releaseUntil(ctx, t0, r, all, known), nil, note)
 	}
 	return t.verdict == decidedYes, t.err(e, "unlock")
 }
@@ -709,7 +711,7 @@ func (e *Engine) extendVerdict(ctx context.Context, r *round, t *tally, yes int,
 	if !e.retryReleases() {
 		return 0, t.err(e, opName)
 	}
-	if ok, err := e.confirm(ctx, r, group, false, opName, e.extendUntil(t0, ttl), seed); !ok {
+	if ok, err := e.confirm(ctx, r, group, false, opName, e.extendUntil(t0, ttl), seed, nil); !ok {
 		return 0, err
 	}
 	return valid(), nil

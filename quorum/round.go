@@ -41,6 +41,9 @@ type op struct {
 type answer struct {
 	val any
 	err error
+	// conn is the connection the answer came on (Identity.Conn), for a
+	// grant's note (grantNote); 0 for an error.
+	conn uint64
 }
 
 // round is one op in flight on the masters, on a context the caller's end
@@ -200,7 +203,13 @@ func (r *round) issue(i int) {
 		if err == nil && !e.votes(i) {
 			err = fmt.Errorf("%s: %w", e.nodes[i].Addr(), ErrQuarantined)
 		}
-		r.settle(i, answer{val: v, err: err})
+		var conn uint64
+		if err == nil {
+			// The connection the reply came on: a new one is made only
+			// once this one's requests have failed.
+			conn = e.nodes[i].Identity().Conn
+		}
+		r.settle(i, answer{val: v, err: err, conn: conn})
 	})
 }
 

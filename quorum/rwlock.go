@@ -152,7 +152,7 @@ func (e *Engine) readAttempt(ctx context.Context, rc *readCall, resources []stri
 		rollback()
 		return nil, nil, nil
 	}
-	return &Lease{Resources: resources, Token: token, Validity: validity, Start: start, Decided: decided}, rollback, nil
+	return &Lease{Resources: resources, Token: token, Validity: validity, Start: start, Decided: decided, voters: voters(r, t.counted, nil)}, rollback, nil
 }
 
 // readAbandon releases a read lease the caller will not use, in the
@@ -170,12 +170,13 @@ func (e *Engine) readAbandon(ctx context.Context, l *Lease) {
 // readRelease releases a read lock; its answers are those of Unlock. The
 // last reader's release wakes the writers waiting on any proxy.
 func (e *Engine) readRelease(ctx context.Context, resource, token string) (held bool, err error) {
-	return e.readReleaseUntil(ctx, resource, token, time.Time{})
+	return e.readReleaseUntil(ctx, resource, token, time.Time{}, nil)
 }
 
 // readReleaseUntil is readRelease of a lease whose holder knows its
-// validity ends at known (zero: unknown); see releaseUntil.
-func (e *Engine) readReleaseUntil(ctx context.Context, resource, token string, known time.Time) (held bool, err error) {
+// validity ends at known (zero: unknown), counting note's silent voters
+// (nil: none); see releaseUntil and confirm.
+func (e *Engine) readReleaseUntil(ctx context.Context, resource, token string, known time.Time, note *grantNote) (held bool, err error) {
 	t0 := e.now()
 	if _, err := e.lockSet([]string{resource}); err != nil {
 		return false, err
@@ -190,7 +191,7 @@ func (e *Engine) readReleaseUntil(ctx context.Context, resource, token string, k
 	one := func(h any) bool { return h == int64(1) }
 	t := r.count(strictRule, func(_ int, v any) bool { h, _, _ := releaseReply(v); return one(h) })
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, releaseGroup(lockGroup(1)), true, "read_unlock", e.releaseUntil(ctx, t0, r, one, known), nil)
+		return e.confirm(ctx, r, releaseGroup(lockGroup(1)), true, "read_unlock", e.releaseUntil(ctx, t0, r, one, known), nil, note)
 	}
 	return t.verdict == decidedYes, t.err(e, "read_unlock")
 }

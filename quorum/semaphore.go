@@ -467,6 +467,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 			}
 		}
 	}
+	counted := t.counted // the grant's, in last
 	if len(slots) != so.Count {
 		// Round 2: the Count slots that the most answering masters can
 		// give, ties to the lower slot.
@@ -501,6 +502,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 		last = r2
 		q.last = r2
 		t2 := r2.count(grantRule, holds(r2))
+		counted = t2.counted
 		if le := limitError(r2, k.name, reply); le != nil && t2.verdict != decidedYes {
 			rollback()
 			return nil, nil, le
@@ -519,7 +521,11 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	if last == r {
 		e.semConverge(ctx, r, keys, base, slots, reply)
 	}
-	return &Lease{Primitive: Semaphore, Resources: []string{k.name}, Count: so.Count, Token: token, Slots: slots, Validity: validity, Start: start, Decided: decided}, rollback, nil
+	// The voters are the counted masters that hold exactly the slots
+	// granted (their record names them).
+	exact := func(i int) bool { a, ok := reply(last, i); return ok && slices.Equal(a.mine(), slots) }
+	return &Lease{Primitive: Semaphore, Resources: []string{k.name}, Count: so.Count, Token: token, Slots: slots, Validity: validity, Start: start, Decided: decided,
+		voters: voters(last, counted, exact)}, rollback, nil
 }
 
 // semConverge makes the masters that gave the token other slots in round
@@ -588,15 +594,16 @@ func (e *Engine) semAbandon(ctx context.Context, l *Lease) {
 // recordCount, their answers being "<slots>/<limit>".)
 //
 // With until set, a round the answers within MasterTimeout left undecided
-// asks again (confirm) until until() then.
-func (e *Engine) recordRound(ctx context.Context, r *round, opName string, until func() time.Time) (bool, error) {
+// asks again (confirm) until until() then, counting note's silent voters
+// (nil: none).
+func (e *Engine) recordRound(ctx context.Context, r *round, opName string, until func() time.Time, note *grantNote) (bool, error) {
 	group := semGroup
 	if opName == "sem_release" {
 		group = releaseGroup(semGroup)
 	}
 	t, _, _ := e.recordCount(r, group)
 	if t.verdict == noQuorum && until != nil && e.retryReleases() {
-		return e.confirm(ctx, r, group, opName == "sem_release", opName, until(), nil)
+		return e.confirm(ctx, r, group, opName == "sem_release", opName, until(), nil, note)
 	}
 	return t.verdict == decidedYes, t.err(e, opName)
 }
@@ -644,12 +651,13 @@ func (e *Engine) recordCount(r *round, group func(int, any) (string, bool)) (t *
 // answers that came in time decide neither. Each proxy wakes as many of
 // its waiters as permits were freed.
 func (e *Engine) semRelease(ctx context.Context, name, token string) (held bool, err error) {
-	return e.semReleaseUntil(ctx, name, token, time.Time{})
+	return e.semReleaseUntil(ctx, name, token, time.Time{}, nil)
 }
 
 // semReleaseUntil is semRelease of a lease whose holder knows its
-// validity ends at known (zero: unknown); see releaseUntil.
-func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known time.Time) (held bool, err error) {
+// validity ends at known (zero: unknown), counting note's silent voters
+// (nil: none); see releaseUntil and confirm.
+func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known time.Time, note *grantNote) (held bool, err error) {
 	t0 := e.now()
 	k, err := e.semKeys(name)
 	if err != nil {
@@ -662,7 +670,7 @@ func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known 
 	r := e.send(ctx, &op{name: "sem_release", script: scripts.SemRelease, keys: k.releaseKeys(token),
 		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	hasRecord := func(h any) bool { s, ok := h.(string); return ok && s != "" }
-	return e.recordRound(ctx, r, "sem_release", func() time.Time { return e.releaseUntil(ctx, t0, r, hasRecord, known) })
+	return e.recordRound(ctx, r, "sem_release", func() time.Time { return e.releaseUntil(ctx, t0, r, hasRecord, known) }, note)
 }
 
 // semExtend resets the ttl of the permits of lease l; see Extend. Its
