@@ -671,11 +671,7 @@ func (r *chaosRun) orphanUnnamed(w chaosWorker, a chaosAsk, waited time.Duration
 	ctx := context.Background()
 	keys := []string{a.resources[0]}
 	if a.kind == "RSEMACQUIRE" {
-		keys = nil
-		base := fmt.Sprintf("redlock-proxy:sem:%d:%s:s:", len(a.resources[0]), a.resources[0])
-		for s := range chaosSemMax {
-			keys = append(keys, base+strconv.Itoa(s))
-		}
+		keys = semSlotKeys(a.resources[0])
 	}
 	// holders: the tokens that hold one of keys on a quorum.
 	holders := func() map[string]bool {
@@ -718,6 +714,17 @@ func (r *chaosRun) orphanUnnamed(w chaosWorker, a chaosAsk, waited time.Duration
 	r.t.Logf("%s lost its proxy %v into %v, and a token holds %s on a quorum for %v after", w.name, waited, a.args[:2], a.resources[0], r.since()-from)
 }
 
+// semSlotKeys are the keys of the chaos semaphore name's slots on a
+// master.
+func semSlotKeys(name string) []string {
+	base := fmt.Sprintf("redlock-proxy:sem:%d:%s:s:", len(name), name)
+	keys := make([]string, chaosSemMax)
+	for s := range keys {
+		keys[s] = base + strconv.Itoa(s)
+	}
+	return keys
+}
+
 // orphanHolders counts the masters on which the grant a asked for with
 // tok (its client hung up as it was made) holds: the lock key, the
 // reader set, or one of the semaphore's slots.
@@ -732,9 +739,8 @@ func (r *chaosRun) orphanHolders(a chaosAsk, tok string) int {
 			_, err := rc.ZScore(ctx, "redlock-proxy:rw:"+res, tok).Result()
 			held = err == nil
 		case "RSEMACQUIRE":
-			base := fmt.Sprintf("redlock-proxy:sem:%d:%s:s:", len(res), res)
-			for s := range chaosSemMax {
-				if v, _ := rc.Get(ctx, base+strconv.Itoa(s)).Result(); v == tok {
+			for _, k := range semSlotKeys(res) {
+				if v, _ := rc.Get(ctx, k).Result(); v == tok {
 					held = true
 				}
 			}
