@@ -12,7 +12,7 @@ import (
 // connection its vote came on, and when its validity ends. A release
 // whose answers decide nothing (say two of five masters paused, two of
 // the three live ones holding it, the third not: a grant made on two
-// live masters and one now paused) counts, while the validity lasts,
+// live masters and one that paused since) counts, while the validity lasts,
 // the voters that stay silent on the connection they voted on as still
 // holding it (confirm, vouched). Without the note such a release could
 // only keep asking the paused masters until the validity ended and then

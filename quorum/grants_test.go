@@ -8,7 +8,7 @@ import (
 )
 
 // reconnect gives the fake a new connection to the same master: nothing
-// lost, but the votes it gave on the old one are no longer vouched for.
+// lost, and the votes it gave on the old one are not vouched for.
 func (f *fakeNode) reconnect() {
 	f.mu.Lock()
 	f.conn++
