@@ -718,6 +718,55 @@ func TestCarriedTaintsSurviveSweeps(t *testing.T) {
 	}
 }
 
+// TestTaintKeepsEveryUndo: a master tainted by an undo not acknowledged
+// yet (a paused master: the undo is sent only once the try's request
+// there times out) stays tainted when a later try skipped that master as
+// down, whose undo sends nothing there and is acknowledged at once; in
+// the call, and in the token's next call. TestSlowMastersExclusion found
+// it: the later undo's acknowledgement lifted the taint, the next call's
+// try counted the master, and the earlier undo, sent after that try's
+// acquire, deleted its key there: a grant held on two of five masters.
+func TestTaintKeepsEveryUndo(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3, Options{})
+	// ack records master i's answer as an acknowledgement, as settle
+	// does, without the round's requests in flight.
+	ack := func(r *round, i int) {
+		r.ans[i] = answer{}
+		r.mu.Lock()
+		r.settled[i] = true
+		r.mu.Unlock()
+	}
+	pending := c.eng.newRound(&op{name: "lock"}, nil)
+	skipped := c.eng.newRound(&op{name: "lock"}, nil)
+	ack(skipped, 0) // nothing was sent to m0: nothing to undo there
+	call := newTaints(3)
+	call.add(0, pending)
+	call.add(0, skipped)
+	call.refresh()
+	if !call.has(0) {
+		t.Fatal("the acknowledgement of an undo that sent nothing lifted the taint of one not acknowledged")
+	}
+	c.eng.leaveTaints("tok", call)
+	next := newTaints(3)
+	c.eng.inheritTaints("tok", next)
+	next.refresh()
+	if !next.has(0) {
+		t.Fatal("the token's next call counts a master whose undo is not acknowledged")
+	}
+	ack(pending, 0)
+	next.refresh()
+	if next.has(0) {
+		t.Fatal("still tainted once every undo was acknowledged")
+	}
+	c.eng.sweepCarried()
+	n := 0
+	c.eng.carried.Range(func(any, any) bool { n++; return true })
+	if n != 0 {
+		t.Fatalf("%d tokens' taints kept after their undos were acknowledged", n)
+	}
+}
+
 // TestRefusesOlderProxy: an engine does not start while a master holds
 // an older proxy's lagging fence bound (docs/design/fencing.md, Upgrading
 // from a proxy with fence keys), and starts once it has expired.

@@ -639,41 +639,64 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 }
 
 // taints are the masters whose votes a call's next try must not count:
-// an undo of an earlier try with the same (caller's) token was sent there
-// and not acknowledged, and might still run after the next try's request
-// and delete what it set.
+// an undo of an earlier try with the same (caller's) token was sent there,
+// or is still to be sent, and was not acknowledged, and might still run
+// after the next try's request and delete what it set.
+//
+// A master keeps every undo that tainted it until each is acknowledged,
+// not only the latest: an undo is sent to a master only once the try's
+// request there returned (at the try's deadline, for a paused master),
+// so a later try that skipped that master (down) has an undo that sends
+// nothing there and is acknowledged at once, while the earlier try's undo
+// is not even sent yet. Kept as the only taint, that acknowledgement
+// lifted the taint, and a try of the next call counted the master's vote
+// before the earlier undo, sent after it, deleted its key there (found
+// by TestSlowMastersExclusion: a grant held on two of five masters).
 type taints struct {
 	bad  []bool
-	undo []*round // undo[i]: the undo round that tainted master i
+	undo [][]*round // undo[i]: the undo rounds that taint master i
 }
 
-func newTaints(n int) *taints { return &taints{bad: make([]bool, n), undo: make([]*round, n)} }
+func newTaints(n int) *taints { return &taints{bad: make([]bool, n), undo: make([][]*round, n)} }
 
 // has reports whether master i's vote must not count.
 func (t *taints) has(i int) bool { return t.bad[i] }
 
-// add taints master i until undo's acknowledgement from it arrives.
-func (t *taints) add(i int, undo *round) { t.bad[i], t.undo[i] = true, undo }
-
-// refresh lifts the taint of each master whose undo has since been
-// acknowledged (in time, or late): it ran there, so every request sent
-// from now on comes after it. Called before each try, on the call's
-// goroutine. A paused master is tainted while it is paused, not for the
-// rest of the call.
-func (t *taints) refresh() {
-	for i, u := range t.undo {
-		if u == nil || !u.answered(i) {
-			continue
-		}
-		ok := u.ans[i].err == nil
-		if !ok && u.late != nil {
-			l := u.late[i].Load()
-			ok = l != nil && l.err == nil
-		}
-		if ok {
-			t.bad[i], t.undo[i] = false, nil
-		}
+// add taints master i until undo's acknowledgement from it arrives (and
+// those of the undos that tainted it before).
+func (t *taints) add(i int, undo *round) {
+	t.bad[i] = true
+	if !slices.Contains(t.undo[i], undo) {
+		t.undo[i] = append(t.undo[i], undo)
 	}
+}
+
+// refresh forgets each undo that has since been acknowledged (in time, or
+// late): it ran there, so every request sent from now on comes after it;
+// and lifts the taint of a master once every undo that tainted it is.
+// Called before each try, on the call's goroutine. A paused master is
+// tainted while it is paused, not for the rest of the call.
+func (t *taints) refresh() {
+	for i, us := range t.undo {
+		t.undo[i] = slices.DeleteFunc(us, func(u *round) bool { return acknowledged(u, i) })
+		t.bad[i] = len(t.undo[i]) > 0
+	}
+}
+
+// acknowledged reports whether master i answered undo round u without an
+// error, in time or late.
+func acknowledged(u *round, i int) bool {
+	if !u.answered(i) {
+		return false
+	}
+	if u.ans[i].err == nil {
+		return true
+	}
+	if u.late != nil {
+		l := u.late[i].Load()
+		return l != nil && l.err == nil
+	}
+	return false
 }
 
 // carried are the taints that calls with one fixed token left behind: a
@@ -687,8 +710,8 @@ func (t *taints) refresh() {
 // for carryFor at most.
 type carried struct {
 	mu    sync.Mutex
-	undo  []*round    // undo[i]: the unacknowledged undo that taints master i
-	since []time.Time // since[i]: when undo[i] was carried first
+	undo  [][]*round  // undo[i]: the unacknowledged undos that taint master i
+	since []time.Time // since[i]: when the latest of undo[i] was carried
 	// dead is set once c left the map: a call that finds it so stores
 	// its taints in a new entry instead.
 	dead bool
@@ -703,8 +726,8 @@ func (e *Engine) inheritTaints(token string, t *taints) {
 	c := v.(*carried)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, u := range c.undo {
-		if u != nil {
+	for i, us := range c.undo {
+		for _, u := range us {
 			t.add(i, u)
 		}
 	}
@@ -721,7 +744,7 @@ func (e *Engine) leaveTaints(token string, t *taints) {
 		return
 	}
 	for {
-		v, _ := e.carried.LoadOrStore(token, &carried{undo: make([]*round, len(e.nodes)), since: make([]time.Time, len(e.nodes))})
+		v, _ := e.carried.LoadOrStore(token, &carried{undo: make([][]*round, len(e.nodes)), since: make([]time.Time, len(e.nodes))})
 		c := v.(*carried)
 		c.mu.Lock()
 		if c.dead {
@@ -730,11 +753,17 @@ func (e *Engine) leaveTaints(token string, t *taints) {
 			c.mu.Unlock()
 			continue
 		}
-		for i, u := range t.undo {
-			if t.bad[i] && c.undo[i] != u {
-				// A taint the call inherited keeps its age: carryFor
-				// bounds how long one undo is waited for.
-				c.undo[i], c.since[i] = u, e.now()
+		for i, us := range t.undo {
+			if !t.bad[i] {
+				continue
+			}
+			// A taint the call inherited keeps its age; a new undo
+			// starts it again: carryFor bounds how long the latest
+			// undo of a master is waited for.
+			for _, u := range us {
+				if !slices.Contains(c.undo[i], u) {
+					c.undo[i], c.since[i] = append(c.undo[i], u), e.now()
+				}
 			}
 		}
 		c.mu.Unlock()
@@ -743,22 +772,20 @@ func (e *Engine) leaveTaints(token string, t *taints) {
 	}
 }
 
-// liftCarried lifts c's taints whose undo was acknowledged or that were
-// carried for carryFor, and forgets c once none is left.
+// liftCarried forgets c's undos that were acknowledged, lifts the taints
+// of masters with none left or carried for carryFor, and forgets c once
+// none is left.
 func (e *Engine) liftCarried(token string, c *carried) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := taints{bad: make([]bool, len(c.undo)), undo: slices.Clone(c.undo)}
-	for i, u := range c.undo {
-		t.bad[i] = u != nil
-	}
-	t.refresh()
-	for i := range c.undo {
-		if !t.bad[i] || e.since(c.since[i]) > e.carryFor() {
-			c.undo[i] = nil
+	for i, us := range c.undo {
+		us = slices.DeleteFunc(us, func(u *round) bool { return acknowledged(u, i) })
+		if len(us) == 0 || e.since(c.since[i]) > e.carryFor() {
+			us = nil
 		}
+		c.undo[i] = us
 	}
-	if !slices.ContainsFunc(c.undo, func(u *round) bool { return u != nil }) && !c.dead {
+	if !slices.ContainsFunc(c.undo, func(us []*round) bool { return len(us) > 0 }) && !c.dead {
 		c.dead = true
 		e.carried.CompareAndDelete(token, c)
 	}
