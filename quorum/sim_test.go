@@ -799,6 +799,9 @@ type simGrant struct {
 	start   time.Duration // the acquire was called
 	granted time.Duration // it answered
 	end     time.Duration // the holder stopped relying on it
+	// lost is when its release, answered within its validity, said that
+	// it was not held (0: it did not).
+	lost time.Duration
 }
 
 // simRun runs plan inside a synctest bubble (the caller's) and returns
@@ -932,8 +935,13 @@ func (w *simWorld) client(c int, ops []simOp) {
 		}
 		w.sleepUntil(hold)
 		if t := w.elapsed(); !in.deadAt(t) {
+			until := g.end
 			g.end = min(g.end, t)
-			_, _ = e.Release(ctx, l)
+			// Answers that came after the validity may say not held: the
+			// keys expired before the release reached them.
+			if held, err := e.Release(ctx, l); err == nil && !held && w.elapsed() < until && op.prim != "elect" {
+				g.lost = t
+			}
 		}
 		// Else the proxy crashed: the client keeps the grant it was
 		// given until its validity ends (nothing releases it).
@@ -1053,6 +1061,16 @@ func (w *simWorld) check() []string {
 			out = append(out, fmt.Sprintf("semaphore: %d permits of %d in use at %v: %s", n, simLimit, g.granted, strings.Join(who, ", ")))
 		}
 	}
+	// Lost grants: a release answered within the grant's validity says
+	// that it was not held only if a master lost its data meanwhile (a
+	// grant held on fewer masters than a quorum, as a late rollback of
+	// the token's earlier try deleting it where it was counted, is
+	// exclusive only by luck).
+	for _, g := range h {
+		if g.lost > 0 && !w.killedBetween(g.granted, g.lost) {
+			out = append(out, fmt.Sprintf("lost: %s released at %v and answered not held within its validity", g, g.lost))
+		}
+	}
 	// Fences: a grant asked for after another was granted has a greater
 	// fence for every resource they share, unless a quorum of masters
 	// had lost their data at once in between (outside the guarantee:
@@ -1131,6 +1149,17 @@ func (w *simWorld) faultyDuring(from, to time.Duration) int {
 		}
 	}
 	return len(bad)
+}
+
+// killedBetween reports whether a master was killed (restarted empty)
+// at some instant in [from, to], or was down from a kill then.
+func (w *simWorld) killedBetween(from, to time.Duration) bool {
+	for _, f := range w.plan.faults {
+		if f.kind == "kill" && f.at <= to && f.at+f.dur >= from {
+			return true
+		}
+	}
+	return false
 }
 
 // amnesiaBetween reports whether, at some instant in [from, to], a quorum
