@@ -19,9 +19,10 @@ run:
 # One package at a time (-p 1): the engine's unit tests count 50 ms master
 # timeouts, which the proxies of tests/ running beside them on 2 cores can
 # starve. -parallel 4: the engine's parallel unit tests, four at once;
-# tests/ runs last, on its own, with -parallel 6: its tests marked parallel
-# (Redis Cluster scenarios, expiries, quarantines, rolling restarts) mostly
-# wait, and run after its serial ones.
+# tests/ runs last, on its own, in two lanes side by side (tests/harness_test.go):
+# one test at a time of those that load the CPU, beside up to six of those
+# that mostly wait (Redis Cluster scenarios, expiries, quarantines, rolling
+# restarts); -parallel 128 so that testing's own limit never holds a lane.
 # The third step is the deterministic simulation's fixed seeds and its
 # negative controls, and TestEverySubset with its 5-master rows, without
 # the race detector (ten times faster; the first step runs a few seeds,
@@ -36,7 +37,7 @@ test:
 	  echo "!!! masters, NOT real Redis, and tests that need real masters are skipped."; \
 	  echo "!!! Install redis-server (apt-get install -y redis-server) for the real test."; }
 	$(GO) test -race -count=1 -p 1 -parallel 4 -timeout 9m $$($(GO) list $(PKGS) | grep -v '/tests$$')
-	$(GO) test -race -count=1 -parallel 6 -timeout 9m ./tests
+	$(GO) test -race -count=1 -parallel 128 -timeout 9m ./tests
 	$(GO) test -count=1 -run '^(TestSimulate.*|TestEverySubset)$$' ./quorum
 
 # The deterministic simulation on random seeds for SIM (default 60s): it

@@ -45,6 +45,7 @@ func lockCycle(t *testing.T, do func(args ...string) (any, error), res string) {
 }
 
 func TestGoRedis(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
 	variants := []struct {
@@ -88,6 +89,7 @@ func TestGoRedis(t *testing.T) {
 }
 
 func TestRueidis(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
 	variants := []struct {
@@ -169,6 +171,7 @@ func requirePython(t *testing.T) string {
 }
 
 func TestRedisPy(t *testing.T) {
+	busy(t)
 	python := requirePython(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
@@ -177,6 +180,7 @@ func TestRedisPy(t *testing.T) {
 }
 
 func TestNodeClients(t *testing.T) {
+	busy(t)
 	if _, err := exec.LookPath("node"); err != nil {
 		skipOrFail(t, "node", "node is not installed")
 	}

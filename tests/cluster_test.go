@@ -83,7 +83,7 @@ func resourcesOnEveryShard(t *testing.T, cl *redistest.Cluster, prefix string, c
 // proxies on resources spread over every shard, and a multi-resource lock
 // over several slots is all-or-nothing and released whole.
 func TestClusterMastersEveryFamily(t *testing.T) {
-	t.Parallel() // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
+	waits(t) // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
 	d := startClusterDeployment(t, 3, 3, 0, func(c *proxyConfig) {
 		c.extra = "dropin: true\n"
 		c.metricsListen = "127.0.0.1:0"
@@ -401,7 +401,7 @@ func clusterRestartScenario(t *testing.T, quarantine bool) (*clusterDeployment, 
 // resource of another shard is granted meanwhile), and after max_ttl the
 // shards rejoin and the next grant has a greater fence.
 func TestClusterShardRestartedEmpty(t *testing.T) {
-	t.Parallel() // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
+	waits(t) // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
 	d, g, started := clusterRestartScenario(t, true)
 	validUntil := started.Add(time.Duration(g.validity) * time.Millisecond)
 	wait := time.Until(validUntil).Milliseconds()
@@ -472,7 +472,7 @@ func TestClusterShardRestartedEmpty(t *testing.T) {
 // the first grant is valid. It shows what the shards' quarantine prevents
 // (and that the test above can fail).
 func TestClusterShardRestartWithoutQuarantine(t *testing.T) {
-	t.Parallel() // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
+	waits(t) // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
 	d, g, started := clusterRestartScenario(t, false)
 	validUntil := started.Add(time.Duration(g.validity) * time.Millisecond)
 	g2, ok, err := tryRlock(d.c2, "ledger", 1000, "WAIT", time.Until(validUntil).Milliseconds()-100)
@@ -494,7 +494,7 @@ func TestClusterShardRestartWithoutQuarantine(t *testing.T) {
 // failover's quarantine keeps a second client out while the grant is
 // valid. Afterwards the promoted shard votes again, with greater fences.
 func TestClusterFailover(t *testing.T) {
-	t.Parallel() // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
+	waits(t) // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
 	d := startClusterDeployment(t, 3, 3, 1, func(c *proxyConfig) { c.maxTTL = 12 * time.Second })
 	slot := quorum.KeySlot("ledger")
 	cl := d.clusters[0]
@@ -589,7 +589,7 @@ func TestClusterFailover(t *testing.T) {
 // each resource's fences strictly increase, and locks are still granted
 // after the moves.
 func TestClusterResharding(t *testing.T) {
-	t.Parallel() // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
+	waits(t) // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
 	d := startClusterDeployment(t, 3, 3, 0, nil)
 	rs := resourcesOnEveryShard(t, d.clusters[0], "res-", 24)
 	grants, stopLoad := lockLoad(d, rs, 2000)
@@ -728,7 +728,7 @@ func lockLoad(d *clusterDeployment, rs []string, ttl int) (grants *atomic.Int64,
 // quarantine prevents a double grant is TestClusterShardRestartedEmpty's,
 // whose counterpart without quarantine grants twice.)
 func TestClusterShardRestartUnderLoad(t *testing.T) {
-	t.Parallel() // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
+	waits(t) // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
 	d := startClusterDeployment(t, 3, 3, 0, func(c *proxyConfig) { c.maxTTL = 3 * time.Second })
 	rs := resourcesOnEveryShard(t, d.clusters[0], "load-", 24)
 	grants, stopLoad := lockLoad(d, rs, 2000)
@@ -786,7 +786,7 @@ func TestClusterShardRestartUnderLoad(t *testing.T) {
 // (on each proxy) lets the slots vote again once their floors are raised,
 // with a greater fence; a master with nothing quarantined is refused.
 func TestClusterQuarantineEndByAdmin(t *testing.T) {
-	t.Parallel() // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
+	waits(t) // mostly waits (quarantines, validity, failovers): overlaps the other cluster tests
 	d := startClusterDeployment(t, 3, 3, 0, func(c *proxyConfig) {
 		c.maxTTL = time.Hour
 		c.extra = "auth:\n  users:\n    - {name: ops, password: opw, resources: [\"*\"], admin: true}\n"

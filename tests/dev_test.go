@@ -21,6 +21,7 @@ import (
 // nothing else, and takes a lock through it. It also reads /metrics,
 // /healthz and /readyz.
 func TestDevMode(t *testing.T) {
+	busy(t)
 	addr, log := startDev(t, "--metrics-listen", "127.0.0.1:0")
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
@@ -132,6 +133,7 @@ func startDev(t *testing.T, extra ...string) (string, *syncBuffer) {
 // are there until their ttl has passed (not before) and gone after it,
 // and the scripts that take them again see them gone.
 func TestDevModeExpiry(t *testing.T) {
+	busy(t)
 	addr, _ := startDev(t, "--metrics-listen", "off")
 	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
 	defer c.Close()

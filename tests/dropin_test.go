@@ -162,6 +162,7 @@ func script(t *testing.T, name string) (text, sha string) {
 // TestDropinScripts feeds a script of every shape through EVAL, then
 // EVALSHA, and checks the replies each library expects, and the masters.
 func TestDropinScripts(t *testing.T) {
+	busy(t)
 	cl, pa, pb := dropinProxies(t)
 	a, b := pa.Client(), pb.Client()
 	ctx := context.Background()
@@ -282,6 +283,7 @@ func expectTTLAbove(t *testing.T, cl *cluster, key string, d time.Duration) {
 // ways); every other form or command refused, naming drop-in mode, with
 // nothing sent to the masters.
 func TestDropinPlainCommands(t *testing.T) {
+	busy(t)
 	cl, pa, pb := dropinProxies(t)
 	a, b := pa.Client(), pb.Client()
 	if v := do(t, a, "SET", "k", "v1", "NX", "PX", 10000); v != "OK" {
@@ -371,6 +373,7 @@ func TestDropinPlainCommands(t *testing.T) {
 // client connected to the proxy, lock, contend, extend and unlock
 // unchanged, and the locks are on a quorum of the real masters.
 func TestDropinGoLibraries(t *testing.T) {
+	busy(t)
 	cl, pa, pb := dropinProxies(t)
 	ctx := context.Background()
 	ca := redis.NewClient(&redis.Options{Addr: pa.Addr})
@@ -440,6 +443,7 @@ func TestDropinGoLibraries(t *testing.T) {
 
 // TestDropinRedisPy: redis-py's Lock, unchanged, through the proxy.
 func TestDropinRedisPy(t *testing.T) {
+	busy(t)
 	python := requirePython(t)
 	cl, pa, pb := dropinProxies(t)
 	_, portA, _ := strings.Cut(pa.Addr, ":")
@@ -533,6 +537,7 @@ func holdAndCheck(t *testing.T, cl *cluster, cmd *exec.Cmd, keys ...string) {
 // TestDropinNodeRedlock: node-redlock v5 given one ioredis client,
 // unchanged: multi-key acquire, contention, extend, release.
 func TestDropinNodeRedlock(t *testing.T) {
+	busy(t)
 	if _, err := exec.LookPath("node"); err != nil {
 		skipOrFail(t, "node", "node is not installed")
 	}
@@ -574,6 +579,7 @@ const Redlock = require("redlock").default;
 // never overlap; DELIFEQ and DELEX IFEQ are compare-and-deletes; a SET NX
 // without a ttl lives while its connection does.
 func TestDropinSetNXIsExact(t *testing.T) {
+	busy(t)
 	cl, pa, pb := dropinProxies(t)
 	a, b := pa.Client(), pb.Client()
 	ctx := context.Background()
@@ -674,6 +680,7 @@ func TestDropinSetNXIsExact(t *testing.T) {
 // every script seen with its reading or its reason. Nothing of a refused
 // script reaches a master.
 func TestDropinRefusalNeverSilent(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.extra = "dropin: true\n"
@@ -788,6 +795,7 @@ func shaHex(src string) string {
 // that ttl on a quorum (the connection then no longer keeps it: it
 // outlives the connection by its ttl), and a ttl of 0 deletes it.
 func TestDropinSetNXExpire(t *testing.T) {
+	busy(t)
 	cl, pa, pb := dropinProxies(t)
 	ctx := context.Background()
 	a, b := pa.Client(), pb.Client()
@@ -1015,6 +1023,7 @@ func (r redisson) forceUnlock() any {
 // force unlock; the lock on a quorum of the real masters while held; and
 // the same with 2 of the 5 masters paused.
 func TestDropinRedisson(t *testing.T) {
+	busy(t)
 	cl, pa, pb := dropinProxies(t)
 	ctx := context.Background()
 	a := redisson{t: t, c: pa.Client(), owner: "6a0f3c1e-0b7a-4a53-9c1e-1d2f3a4b5c6d:1"}
@@ -1156,6 +1165,7 @@ func zlockScripts(t *testing.T) map[string]string {
 // promotion is refused with an error, and the TIME probe is answered;
 // with all masters up, then with 2 of 5 paused.
 func TestDropinSortedSetLock(t *testing.T) {
+	busy(t)
 	cl, pa, pb := dropinProxies(t)
 	sc := zlockScripts(t)
 	ctx := context.Background()
@@ -1238,6 +1248,7 @@ func TestDropinSortedSetLock(t *testing.T) {
 // lock is refused, not overwritten. With all masters up, then 2 of 5
 // paused.
 func TestDropinSetXX(t *testing.T) {
+	busy(t)
 	cl, pa, pb := dropinProxies(t)
 	a, b := pa.Client(), pb.Client()
 	cycle := func() {

@@ -43,7 +43,7 @@ type electPush struct {
 // that made it (a lapse: within 200 ms of the ttl's end); a RESP2 client
 // following with RELECT WAITCHANGE never sees a term go back either.
 func TestElectionTwoProxies(t *testing.T) {
-	t.Parallel() // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
+	waits(t) // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
 	redistest.RequireReal(t, "SIGSTOP and restarts need real masters")
 	const (
 		workers = 3

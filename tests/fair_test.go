@@ -105,6 +105,7 @@ func fairConfig(cl *cluster) proxyConfig {
 // and plain locks exclude each other both ways, bad input as RLOCK's with
 // nothing sent to the masters.
 func TestFairLockReplies(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	a, b := startProxy(t, defaults(cl.addrs())).Client(), startProxy(t, defaults(cl.addrs())).Client()
 	g, ok, err := rfairlock(a, "doc", 10000)
@@ -252,6 +253,7 @@ func upTo(n int) []int {
 // proxies are granted in exactly that order, each woken by the release
 // (the retry delay is 2 s), and nothing is left on the masters.
 func TestFairLockOrder(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := fairConfig(cl)
 	a, b := startProxy(t, cfg).Client(), startProxy(t, cfg).Client()
@@ -277,6 +279,7 @@ func TestFairLockOrder(t *testing.T) {
 // disconnects leave the queue at once: the hand-offs skip them without
 // waiting for fair.stale_after or a retry timer.
 func TestFairLockLeavers(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := fairConfig(cl)
 	pa, pb := startProxy(t, cfg), startProxy(t, cfg)
@@ -338,6 +341,7 @@ func TestFairLockLeavers(t *testing.T) {
 // the waiters of the other proxy are granted, in order, about a second
 // after the kill, and the queue is gone at the end.
 func TestFairLockProxyKilled(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.extra = "fair:\n  stale_after: 60s\n"
@@ -409,6 +413,7 @@ func TestFairLockProxyKilled(t *testing.T) {
 // (3s here, three times a place's life): a waiting call tries at least
 // every 250 ms, which renews it.
 func TestFairWaiterKeepsItsPlace(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	cfg := defaults(cl.addrs())
 	cfg.retryDelay, cfg.retryJitter = 3*time.Second, 0
@@ -455,6 +460,7 @@ func TestFairWaiterKeepsItsPlace(t *testing.T) {
 // held on a bare quorum that includes the paused master could not be
 // released (NOQUORUM, as the reply rule says) until its ttl.
 func TestFairLockMasterPaused(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := fairConfig(cl)
 	a, b := startProxy(t, cfg).Client(), startProxy(t, cfg).Client()

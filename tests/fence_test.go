@@ -30,6 +30,7 @@ type holding struct {
 // other: the windows never overlap, and the fences strictly increase in
 // grant order.
 func TestFencesUnderContention(t *testing.T) {
+	busy(t)
 	const workers = 6
 	target := int64(1000 * soak(t))
 	redistest.RequireReal(t, "embedded masters run inside this -race test process, too slow for 50ms master timeouts under this load")

@@ -27,6 +27,43 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
 
+// The package's tests run in two lanes side by side, so that the tests
+// that mostly wait do not add their waits to the time of the others:
+//   - busy (busy): one test at a time, for the tests that load the CPU or
+//     count time (contention, slow or paused masters, clients' runs);
+//   - waiting (waits): up to three at once, for the tests that mostly
+//     wait (Redis Cluster failovers, quarantines, expiries, rolling
+//     restarts), and load the CPU little beside the busy lane's test.
+//
+// make test runs the package with -parallel 128, so that testing's own
+// limit of parallel tests is never what a lane waits for. A test that
+// calls neither runs first, alone (t.Setenv needs that; the chaos runs
+// and the drop-in corpus have their own make targets).
+var lanes = struct{ busy, waiting chan struct{} }{make(chan struct{}, 1), make(chan struct{}, 3)}
+
+// busy runs t in the busy lane: in parallel with the waiting lane's
+// tests, and alone in its own.
+func busy(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	enter(t, lanes.busy)
+}
+
+// waits runs t in the waiting lane, beside up to two other waiting
+// tests and the busy lane's one.
+func waits(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	enter(t, lanes.waiting)
+}
+
+// enter takes a place in lane until t and all its cleanups are done (the
+// cleanup registered first runs last).
+func enter(t *testing.T, lane chan struct{}) {
+	lane <- struct{}{}
+	t.Cleanup(func() { <-lane })
+}
+
 // proxyBin is the redlock-proxy binary built once by TestMain (with -race).
 var proxyBin string
 
@@ -183,9 +220,10 @@ func startProxy(t testing.TB, cfg proxyConfig) *Proxy {
 	p.cmd = exec.Command(bin, "--config", path, "--listen-fd", "3")
 	// The race runtime sleeps a second at exit (atexit_sleep_ms) for
 	// goroutines still running to report; the proxy joins its goroutines
-	// before it exits, and a second per proxy stopped was a third of
-	// make test.
-	p.cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=100"))
+	// before it exits, and a race is reported when it happens, so it
+	// sleeps not at all: a second per proxy stopped was a third of make
+	// test, and 100 ms still 20 s of it.
+	p.cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	p.cmd.ExtraFiles = []*os.File{f}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {

@@ -59,6 +59,7 @@ func attack(addr, name, head string, more func(w io.Writer) error) hostile {
 // and closes every hostile connection (with a protocol error where Redis
 // would send one).
 func TestHostileInput(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	cfg := defaults(cl.addrs())
 	cfg.limitsExtra = "  request_timeout: 2s\n"

@@ -17,6 +17,7 @@ import (
 // go-redsync's on the same masters are the same keys, so users of either
 // exclude each other and can move to the proxy one service at a time.
 func TestGoRedsyncInterop(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()

@@ -90,7 +90,7 @@ func (r *rawConn) read(d time.Duration) ([]string, error) {
 // Every acquire takes AUTOEXTEND; a connection keeps at most
 // limits.max_autoextend_per_conn.
 func TestAutoExtendKeepsAlive(t *testing.T) {
-	t.Parallel() // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
+	waits(t) // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.limitsExtra = "  max_autoextend_per_conn: 5\n"
@@ -163,6 +163,7 @@ func TestAutoExtendKeepsAlive(t *testing.T) {
 // SIGKILL while it holds an AUTOEXTEND lock frees it at once: a waiter on
 // the other proxy is granted in about a round trip, not after the ttl.
 func TestAutoExtendClientKilled(t *testing.T) {
+	busy(t)
 	python := requirePython(t)
 	cl := newCluster(t, 5)
 	pa, pb := startProxy(t, defaults(cl.addrs())), startProxy(t, defaults(cl.addrs()))
@@ -218,6 +219,7 @@ time.sleep(600)
 // answers -LOST once, RLOCKINFO then says not held, and another client
 // is granted it, after the first grant's validity ended.
 func TestAutoExtendLost(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	pa, pb := startProxy(t, defaults(cl.addrs())), startProxy(t, defaults(cl.addrs()))
 	rc := dialRaw(t, pa.Addr)
@@ -292,6 +294,7 @@ func TestAutoExtendLost(t *testing.T) {
 // duplicate()): the lease is kept alive on that connection, RLOCKINFO
 // there says autoextend 1, and RUNLOCK there releases it.
 func TestAutoExtendPooledClients(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
 	_, port, _ := strings.Cut(p.Addr, ":")
@@ -361,6 +364,7 @@ print("ok")
 // AUTOEXTEND lease on its connection is kept: the proxy extends with the
 // longer ttl from then on instead of cutting it back.
 func TestAutoExtendHonoursClientExtension(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
 	owner := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: 1, MaxRetries: -1})

@@ -15,6 +15,7 @@ var hexToken = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // TestLockReplies walks every reply of RLOCK, RUNLOCK and REXTEND in
 // PROTOCOL.md against 5 real masters.
 func TestLockReplies(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()
@@ -86,6 +87,7 @@ func TestLockReplies(t *testing.T) {
 // it again and gets the lock, with a reset ttl and the same fence (the same
 // grant; never a lower one); nobody else can take it meanwhile.
 func TestTokenRetry(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()
@@ -112,6 +114,7 @@ func TestTokenRetry(t *testing.T) {
 // TestBadInput checks every error of PROTOCOL.md's table, in Redis's
 // wording, and that none leaves anything on any master.
 func TestBadInput(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	cfg := defaults(cl.addrs())
 	cfg.maxTTL = time.Minute
@@ -173,6 +176,7 @@ func TestBadInput(t *testing.T) {
 // TestTwoProxies: two stateless proxies in front of the same masters
 // exclude each other and share fences.
 func TestTwoProxies(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	a, b := startProxy(t, defaults(cl.addrs())), startProxy(t, defaults(cl.addrs()))
 	ca, cb := a.Client(), b.Client()
@@ -198,7 +202,7 @@ func TestTwoProxies(t *testing.T) {
 // TestNoQuorum: with 3 of 5 masters down, RLOCK answers NOQUORUM and leaves
 // nothing on the two that are up; RUNLOCK and REXTEND too.
 func TestNoQuorum(t *testing.T) {
-	t.Parallel() // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
+	waits(t) // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
 	cl := newCluster(t, 5)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()
@@ -228,6 +232,7 @@ func TestNoQuorum(t *testing.T) {
 // quorum of 5: locks are still granted, each within the per-master timeout;
 // after SIGCONT the paused master catches up and nothing is left behind.
 func TestMasterFaults(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()
@@ -264,6 +269,7 @@ func TestMasterFaults(t *testing.T) {
 // TestWaitWokenAcrossProxies: a WAIT on proxy B is woken by a release on
 // proxy A through the masters' pub/sub, long before its retry timer.
 func TestWaitWokenAcrossProxies(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.retryDelay = 10 * time.Second
@@ -318,6 +324,7 @@ func TestWaitWokenAcrossProxies(t *testing.T) {
 
 // TestWaitRunsOut: a WAIT that runs out answers nil after about wait ms.
 func TestWaitRunsOut(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()
@@ -334,6 +341,7 @@ func TestWaitRunsOut(t *testing.T) {
 // TestWaiterHangsUp: a client that disconnects while waiting stops waiting
 // and holds nothing, even when the resource frees up afterwards.
 func TestWaiterHangsUp(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()
@@ -359,6 +367,7 @@ func TestWaiterHangsUp(t *testing.T) {
 
 // TestMalformedRESP: a protocol error closes that connection only.
 func TestMalformedRESP(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()

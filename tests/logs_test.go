@@ -16,6 +16,7 @@ import (
 // arrive at a latch) nor a password (of the default user, a named user, or
 // a wrong one). The log is read whole, as an operator's shipper would.
 func TestDebugLogShowsOutcomesNotSecrets(t *testing.T) {
+	busy(t)
 	const (
 		password  = "pw-Zq8-default"
 		userPw    = "pw-Zq8-billing"
@@ -101,6 +102,7 @@ func TestDebugLogShowsOutcomesNotSecrets(t *testing.T) {
 
 // TestJSONLog: log_format json gives one JSON object a line, every line.
 func TestJSONLog(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	cfg := defaults(cl.addrs())
 	cfg.extra = "log_format: json\n"

@@ -181,6 +181,7 @@ func (c *cluster) fenceRecords(fence int64) int {
 // TestMultiLockReplies walks every reply of RMULTILOCK, RMULTIUNLOCK and
 // RMULTIEXTEND in PROTOCOL.md against 5 real masters and two proxies.
 func TestMultiLockReplies(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	a, b := startProxy(t, defaults(cl.addrs())), startProxy(t, defaults(cl.addrs()))
 	ca, cb := a.Client(), b.Client()
@@ -310,6 +311,7 @@ func TestMultiLockReplies(t *testing.T) {
 // TestMultiLockBadInput checks every input error of the three commands, in
 // Redis's wording, and that none of them reaches the masters.
 func TestMultiLockBadInput(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.maxTTL = time.Minute
@@ -426,6 +428,7 @@ func TestMultiLockBadInput(t *testing.T) {
 // on any master, and a granted one holds every member on every master
 // that voted for it and none on the others.
 func TestMultiLockAllOrNothing(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()
@@ -511,6 +514,7 @@ func TestMultiLockAllOrNothing(t *testing.T) {
 // TestMultiLockExcludesPlainLock: multi-locks and plain locks on the same
 // resource exclude each other, both ways, through either proxy.
 func TestMultiLockExcludesPlainLock(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	a, b := startProxy(t, defaults(cl.addrs())), startProxy(t, defaults(cl.addrs()))
 	ca, cb := a.Client(), b.Client()
@@ -574,7 +578,7 @@ func TestMultiLockExcludesPlainLock(t *testing.T) {
 // granted, extended and released; with 3 down every command answers
 // NOQUORUM and the refused acquisition leaves nothing on the 2 that are up.
 func TestMultiLockMinorityDown(t *testing.T) {
-	t.Parallel() // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
+	waits(t) // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
 	cl := newCluster(t, 5)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := p.Client()
@@ -614,6 +618,7 @@ func TestMultiLockMinorityDown(t *testing.T) {
 // member held through proxy A is woken by its release, long before its
 // retry timer.
 func TestMultiLockWaitWoken(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.retryDelay = 2 * time.Second
@@ -683,6 +688,7 @@ func TestMultiLockWaitWoken(t *testing.T) {
 // overlap and fences must increase in grant order; every WAIT must be
 // granted (overlapping sets in opposite orders never deadlock).
 func TestMultiLockContention(t *testing.T) {
+	busy(t)
 	redistest.RequireReal(t, "embedded masters run inside this -race test process, too slow for 50ms master timeouts under this load")
 	const workers = 8
 	resources := []string{"pool:0", "pool:1", "pool:2", "pool:3"}
@@ -844,6 +850,7 @@ func cycleLocks(c *redis.Client, plain []string, sets [][]string) error {
 // released, each master keeps at most a few master-wide keys under
 // redlock-proxy: and nothing per resource.
 func TestReleasedResourcesLeaveNoKeys(t *testing.T) {
+	busy(t)
 	const (
 		plainN = 4000
 		multiN = 2000

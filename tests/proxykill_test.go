@@ -20,6 +20,7 @@ import (
 // expire the survivors are granted it again. A client whose proxy died
 // before its RUNLOCK answered held the lock until it sent the RUNLOCK.
 func TestProxyKilledMidCommand(t *testing.T) {
+	busy(t)
 	redistest.RequireReal(t, "embedded masters run inside this -race test process, too slow for 50ms master timeouts under this load")
 	const (
 		ttl        = 1500 // ms

@@ -120,6 +120,7 @@ func pySubscriber(t *testing.T, python, addr, channel string) *collector {
 // and the copies the stopped masters deliver late, once resumed, are not
 // handed on again.
 func TestPubSubAcrossProxies(t *testing.T) {
+	busy(t)
 	python := requirePython(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
@@ -204,6 +205,7 @@ func TestPubSubAcrossProxies(t *testing.T) {
 // TestPubSubSubscribeModeThroughProxy: Redis's RESP2 subscribe-mode rule and
 // PING reply, through the real binary.
 func TestPubSubSubscribeModeThroughProxy(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, Protocol: 2, PoolSize: 1, MaxRetries: -1})
@@ -243,6 +245,7 @@ return false`
 // PUBLISH, run through proxy A, reaches a waiter subscribed on proxy B
 // once; a release that does not happen publishes nothing.
 func TestDropinReleasePublishes(t *testing.T) {
+	busy(t)
 	_, pa, pb := dropinProxies(t)
 	ctx := context.Background()
 	const ch = "spring:unlock"

@@ -39,7 +39,7 @@ func quarantineList(t testing.TB, c *redis.Client) []map[string]any {
 // user ends both quarantines (logged with who), and locks are granted
 // again, with a higher fence. The longest ttl granted is a metric.
 func TestQuarantineEndByAdmin(t *testing.T) {
-	t.Parallel() // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
+	waits(t) // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
 	redistest.RequireReal(t, "embedded masters report no run_id, so a restart cannot be seen")
 	cl := newCluster(t, 3)
 	cfg := defaults(cl.addrs())
@@ -129,7 +129,7 @@ func TestQuarantineEndByAdmin(t *testing.T) {
 // are broken as well; a free resource answers 0; the break leaves nothing
 // once limits.max_ttl has run out.
 func TestLockBreak(t *testing.T) {
-	t.Parallel() // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
+	waits(t) // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.maxTTL = 1500 * time.Millisecond // how long a break mark lives

@@ -102,7 +102,7 @@ var (
 // fields by name. The walkthrough includes an expiry: a lock nobody
 // releases is free again once its ttl has passed.
 func TestReadmeSession(t *testing.T) {
-	t.Parallel() // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
+	waits(t) // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		if os.Getenv("CI") == "true" {

@@ -13,6 +13,7 @@ import (
 // client is refused until the last hold is released, then granted with
 // a greater fence.
 func TestReentrantTwoProxies(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	c1, c2 := startProxy(t, cfg).Client(), startProxy(t, cfg).Client()

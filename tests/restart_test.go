@@ -65,7 +65,7 @@ func restartScenario(t *testing.T, quarantine bool) (holder grant, other *redis.
 // grant is valid, INFO shows the quarantine, and after max_ttl the masters
 // rejoin and locks work again, with a greater fence.
 func TestRestartQuarantine(t *testing.T) {
-	t.Parallel() // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
+	waits(t) // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
 	g, cb, _, started := restartScenario(t, true)
 	validUntil := started.Add(time.Duration(g.validity) * time.Millisecond)
 	// One WAIT spanning the rest of A's validity: every try must fail.
@@ -105,6 +105,7 @@ func TestRestartQuarantine(t *testing.T) {
 // the first grant is still valid. It shows what the quarantine prevents
 // (and that the test above can fail).
 func TestRestartWithoutQuarantine(t *testing.T) {
+	busy(t)
 	g, cb, _, started := restartScenario(t, false)
 	validUntil := started.Add(time.Duration(g.validity) * time.Millisecond)
 	g2, ok, err := tryRlock(cb, "ledger", 1000, "WAIT", time.Until(validUntil).Milliseconds()-100)
@@ -124,7 +125,7 @@ func TestRestartWithoutQuarantine(t *testing.T) {
 // are refused, as in a partition), B restarts empty and rejoins, A dies;
 // the next grants can only use {B, C}, where C still holds 5.
 func TestFencesAcrossRestarts(t *testing.T) {
-	t.Parallel() // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
+	waits(t) // mostly waits (expiries, quarantines, restarts): overlaps the other waiting tests
 	redistest.RequireReal(t, "embedded masters report no run_id and have no ACL")
 	cl := newCluster(t, 3)
 	cfg := defaults(cl.addrs())
@@ -201,6 +202,7 @@ func TestFencesAcrossRestarts(t *testing.T) {
 // taken as new only once every one of them answered (a master down while
 // the others were marked lacks the mark too: docs/design/restarts.md).
 func TestStartWithMastersDown(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	cl.servers[0].Kill()
 	cl.servers[1].Kill()
@@ -237,7 +239,7 @@ func TestStartWithMastersDown(t *testing.T) {
 // still live (about 1.5 s), not max_ttl, so the service keeps a quorum
 // throughout; and no resource is ever granted twice at once.
 func TestRollingRestart(t *testing.T) {
-	t.Parallel() // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
+	waits(t) // mostly waits (expiries, retries, restarts): overlaps the other waiting tests
 	redistest.RequireReal(t, "embedded masters report no run_id, so a restart cannot be seen")
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())

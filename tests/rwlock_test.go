@@ -40,6 +40,7 @@ func rrlock(c *redis.Client, args ...any) (string, bool, error) {
 // extension replies; bad input in Redis's wording with nothing sent to
 // the masters; nothing left at the end.
 func TestReadWriteLockReplies(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	a, b := startProxy(t, defaults(cl.addrs())).Client(), startProxy(t, defaults(cl.addrs())).Client()
 	start := time.Now()
@@ -175,6 +176,7 @@ func TestReadWriteLockReplies(t *testing.T) {
 // release on the other proxy (the retry delay is 2 s), and a reader that
 // expires stops blocking writers by itself.
 func TestWriterWaitsForReaders(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := fairConfig(cl)
 	a, b := startProxy(t, cfg).Client(), startProxy(t, cfg).Client()
@@ -232,6 +234,7 @@ func TestWriterWaitsForReaders(t *testing.T) {
 // of the run: a writer's hold (from its grant to its release) never
 // overlaps anyone else's.
 func TestReadWriteContention(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.retryDelay, cfg.retryJitter = 20*time.Millisecond, 10*time.Millisecond
@@ -316,6 +319,7 @@ func TestReadWriteContention(t *testing.T) {
 // (RLATCHWAIT waits for a missing latch, and errs only with wait 0),
 // nothing left after the ttl.
 func TestLatches(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := fairConfig(cl)
 	a, b := startProxy(t, cfg).Client(), startProxy(t, cfg).Client()
@@ -381,6 +385,7 @@ func TestLatches(t *testing.T) {
 // coordinator created it (RLATCHWAIT on proxy A) is answered 1 once the
 // coordinator creates it and every arrival comes in through proxy B.
 func TestLatchWaitBeforeCreate(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := fairConfig(cl)
 	a, b := startProxy(t, cfg).Client(), startProxy(t, cfg).Client()
@@ -440,6 +445,7 @@ func TestLatchWaitBeforeCreate(t *testing.T) {
 // allows three holds and a retry delay each, which a loaded 2-core
 // machine stays well within; a starved reader waits its whole WAIT.
 func TestReadWriteFairness(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	clients := []*redis.Client{startProxy(t, cfg).Client(), startProxy(t, cfg).Client()}
@@ -554,6 +560,7 @@ func TestReadWriteFairness(t *testing.T) {
 // sending of its release), no reader while it holds the write lock, and
 // readers of the other proxy do get in beside the downgraded reader.
 func TestDowngradeTwoProxies(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	a, b := startProxy(t, cfg).Client(), startProxy(t, cfg).Client()

@@ -169,6 +169,7 @@ func TestRedisPyAuth(t *testing.T) {
 // TestClientTLS: the listener speaks TLS only (1.2 at least), and with
 // client_ca_file asks every client for a certificate signed by it.
 func TestClientTLS(t *testing.T) {
+	busy(t)
 	certs := testcert.Generate(t, t.TempDir())
 	cl := newCluster(t, 3)
 	for _, mutual := range []bool{false, true} {

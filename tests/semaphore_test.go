@@ -54,6 +54,7 @@ func semAcquire(t testing.TB, c *redis.Client, args ...any) (permit, bool) {
 // proxies on 5 real masters, bad input that never reaches a master, and
 // nothing left once every permit is gone.
 func TestSemaphoreReplies(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	a, b := startProxy(t, defaults(cl.addrs())).Client(), startProxy(t, defaults(cl.addrs())).Client()
 	ctx := context.Background()
@@ -181,6 +182,7 @@ func TestSemaphoreReplies(t *testing.T) {
 // TestSemaphoreWaitWoken: a waiter on one proxy gets the permit another
 // proxy's client releases, well before its retry timer.
 func TestSemaphoreWaitWoken(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
 	cfg.retryDelay = 5 * time.Second
@@ -220,6 +222,7 @@ func TestSemaphoreWaitWoken(t *testing.T) {
 // until its release was sent, or its validity ran out), never more than 3
 // are live at once.
 func TestSemaphoreNeverOverSubscribed(t *testing.T) {
+	busy(t)
 	redistest.RequireReal(t, "SIGSTOP and restarts need real masters")
 	const limit, workers = 3, 12
 	cl := newCluster(t, 5)
@@ -334,6 +337,7 @@ func TestSemaphoreNeverOverSubscribed(t *testing.T) {
 // alone (live from the reply until the release was sent, or the validity
 // ran out), never more than 3 permits are live at once.
 func TestSemaphoreWaitersFirst(t *testing.T) {
+	busy(t)
 	const limit, workers, hold = 3, 24, 20 * time.Millisecond
 	cl := newCluster(t, 5)
 	cfg := defaults(cl.addrs())
@@ -351,8 +355,14 @@ func TestSemaphoreWaitersFirst(t *testing.T) {
 		wg       sync.WaitGroup
 		errs     = make(chan error, workers)
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(soak(t))*4*time.Second)
+	// At least 4 s and 300 requests (the share that failed is measured
+	// on enough of them when the machine is busy), 30 s at most.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(soak(t))*30*time.Second)
 	defer cancel()
+	minEnd := time.Now().Add(time.Duration(soak(t)) * 4 * time.Second)
+	enough := func() bool {
+		return time.Now().After(minEnd) && asked[0].Load()+asked[1].Load() >= 300
+	}
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -362,7 +372,7 @@ func TestSemaphoreWaitersFirst(t *testing.T) {
 			if w < 3 {
 				kind, count = 1, limit
 			}
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && !enough() {
 				sent := time.Now()
 				asked[kind].Add(1)
 				p, ok, err := trySemAcquire(c, "pool", limit, 1000, "COUNT", count, "WAIT", 1000)
@@ -434,7 +444,7 @@ func TestSemaphoreWaitersFirst(t *testing.T) {
 // semaphore is granted at once when RSEMSET raises the limit, far sooner
 // than its retry timer; nothing is left after the limit's keep.
 func TestSemSetTwoProxies(t *testing.T) {
-	t.Parallel() // mostly waits (retry delays, a quarantine): overlaps the other waiting tests
+	waits(t) // mostly waits (retry delays, a quarantine): overlaps the other waiting tests
 	redistest.RequireReal(t, "SIGSTOP and restarts need real masters")
 	const workers = 12
 	cl := newCluster(t, 5)

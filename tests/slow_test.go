@@ -19,6 +19,7 @@ import (
 // deletes a later try's key), half use fresh tokens. Every grant's window
 // is checked against every other: none may overlap, fences must increase.
 func TestSlowMastersExclusion(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 5)
 	proxies := []*Proxy{startProxy(t, defaults(cl.addrs())), startProxy(t, defaults(cl.addrs()))}
 	clients := []*redis.Client{proxies[0].Client(), proxies[1].Client()}

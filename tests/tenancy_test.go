@@ -34,6 +34,7 @@ auth:
 // tenant only what is its own; a tenant's scripts (SCRIPT LOAD, EVALSHA,
 // SCRIPT EXISTS, SCRIPT FLUSH) are its own. The admin sees everything.
 func TestTenantsApart(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	cfg := defaults(cl.addrs())
 	cfg.extra = tenantsYAML
@@ -226,6 +227,7 @@ func tenancyRules() map[string][]tenancyRule {
 // from a second connection, named its connection, subscribed, and
 // loaded a script on the same proxy first).
 func TestTenancyEveryCommand(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	ctx := context.Background()
 	rules := tenancyRules()

@@ -16,6 +16,7 @@ import (
 // cache the second time), the release of the lock through the other proxy
 // invalidates it, and the next DoCache answers nil, then the next holder.
 func TestRueidisDoCacheDropin(t *testing.T) {
+	busy(t)
 	_, pa, pb := dropinProxies(t)
 	ctx := context.Background()
 	invalidated := make(chan []string, 16)

@@ -21,6 +21,7 @@ import (
 // nil element, a refused command aborts the whole transaction and
 // nothing of it reaches the masters.
 func TestTransactionGoRedis(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	plain := startProxy(t, defaults(cl.addrs()))
 	cfg := defaults(cl.addrs())
@@ -139,6 +140,7 @@ except redis.exceptions.ResponseError as e:
 // RUNLOCK: the grants and releases come back, and a bad command aborts
 // the transaction with nothing taken.
 func TestTransactionRedisPy(t *testing.T) {
+	busy(t)
 	python := requirePython(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
@@ -188,6 +190,7 @@ func TestTransactionRedisPy(t *testing.T) {
 // gets nothing: the lock the transaction took before it is given back,
 // the waiting one ends, and no key of it is left on any master.
 func TestTransactionHangUp(t *testing.T) {
+	busy(t)
 	cl := newCluster(t, 3)
 	p := startProxy(t, defaults(cl.addrs()))
 	holder := p.Client()

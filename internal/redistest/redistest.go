@@ -11,6 +11,7 @@ package redistest
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -54,10 +55,20 @@ func Real() bool {
 // are passed to redis-server (ignored by the embedded fallback).
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	s, err := startOne(t, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startOne is Start without failing the test, so that StartN can start
+// masters side by side (t.Fatal must be called on the test's goroutine).
+func startOne(t testing.TB, extra []string) (*Server, error) {
 	s := &Server{t: t, dir: t.TempDir(), args: extra}
 	if !Real() {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("redistest: redis-server not found and CI=true: CI must run against real Redis masters")
+			return nil, errors.New("redistest: redis-server not found and CI=true: CI must run against real Redis masters")
 		}
 		warnOnce.Do(func() {
 			fmt.Fprintln(os.Stderr, "\n"+strings.Repeat("!", 78)+
@@ -67,18 +78,18 @@ func Start(t testing.TB, extra ...string) *Server {
 		})
 		m := miniredis.NewMiniRedis()
 		if err := m.Start(); err != nil {
-			t.Fatalf("redistest: miniredis: %v", err)
+			return nil, fmt.Errorf("redistest: miniredis: %w", err)
 		}
 		s.mini = m
 		s.Addr = m.Addr()
 		s.port, _ = strconv.Atoi(m.Port())
 		t.Cleanup(s.Kill)
-		return s
+		return s, nil
 	}
 	if err := s.launch(nil); err != nil {
-		t.Fatalf("redistest: could not start redis-server: %v", err)
+		return nil, fmt.Errorf("redistest: could not start redis-server: %w", err)
 	}
-	return s
+	return s, nil
 }
 
 // launch starts s on a free port, trying another one when the port was
@@ -188,7 +199,7 @@ func (s *Server) start() error {
 			s.mu.Unlock()
 			return nil
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	cmd.Process.Kill()
 	return fmt.Errorf("redis-server on %s did not answer PING", s.Addr)
@@ -302,12 +313,20 @@ func RequireReal(t testing.TB, why string) {
 	}
 }
 
-// StartN starts n masters.
+// StartN starts n masters, side by side (each one's start is mostly
+// waiting for it to answer PING; a test with five masters starts them in
+// the time of one).
 func StartN(t testing.TB, n int, extra ...string) []*Server {
 	t.Helper()
 	out := make([]*Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for i := range out {
-		out[i] = Start(t, extra...)
+		wg.Go(func() { out[i], errs[i] = startOne(t, extra) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
