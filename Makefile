@@ -16,11 +16,12 @@ LDFLAGS := -X github.com/redlock-proxy/redlock-proxy/internal/buildinfo.version=
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/redlock-proxy --dev
 
-# One package at a time (-p 1): the engine's unit tests count 50 ms master
-# timeouts, which the proxies of tests/ running beside them on 2 cores can
-# starve. -parallel 4: the engine's parallel unit tests, four at once;
+# The packages but the engine's (quorum) and tests/ first, two at a time;
+# then the engine's on its own: its unit tests count 50 ms master
+# timeouts, which other tests running beside them on 2 cores can starve.
+# -parallel 4: the engine's parallel unit tests, four at once;
 # tests/ runs last, on its own, in two lanes side by side (tests/harness_test.go):
-# one test at a time of those that load the CPU, beside up to six of those
+# one test at a time of those that load the CPU, beside up to three of those
 # that mostly wait (Redis Cluster scenarios, expiries, quarantines, rolling
 # restarts); -parallel 128 so that testing's own limit never holds a lane.
 # The third step is the deterministic simulation's fixed seeds and its
@@ -36,7 +37,8 @@ test:
 	  echo "!!! WARNING: redis-server not found: integration tests run against EMBEDDED miniredis"; \
 	  echo "!!! masters, NOT real Redis, and tests that need real masters are skipped."; \
 	  echo "!!! Install redis-server (apt-get install -y redis-server) for the real test."; }
-	$(GO) test -race -count=1 -p 1 -parallel 4 -timeout 9m $$($(GO) list $(PKGS) | grep -v '/tests$$')
+	$(GO) test -race -count=1 -parallel 4 -timeout 9m $$($(GO) list $(PKGS) | grep -v -e '/tests$$' -e '/quorum$$')
+	$(GO) test -race -count=1 -parallel 4 -timeout 9m ./quorum
 	$(GO) test -race -count=1 -parallel 128 -timeout 9m ./tests
 	$(GO) test -count=1 -run '^(TestSimulate.*|TestEverySubset)$$' ./quorum
 
