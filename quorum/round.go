@@ -648,10 +648,11 @@ func (e *Engine) undo(ctx context.Context, r *round, u *op, mayHold func(i int) 
 // request there returned (at the try's deadline, for a paused master),
 // so a later try that skipped that master (down) has an undo that sends
 // nothing there and is acknowledged at once, while the earlier try's undo
-// is not even sent yet. Kept as the only taint, that acknowledgement
-// lifted the taint, and a try of the next call counted the master's vote
-// before the earlier undo, sent after it, deleted its key there (found
-// by TestSlowMastersExclusion: a grant held on two of five masters).
+// is not even sent yet. Were only the latest kept, that acknowledgement
+// would lift the taint, and a try of the next call could count the
+// master's vote before the earlier undo, sent after it, deletes its key
+// there: a grant held on fewer masters than a quorum
+// (TestTaintKeepsEveryUndo).
 type taints struct {
 	bad  []bool
 	undo [][]*round // undo[i]: the undo rounds that taint master i
