@@ -11,7 +11,7 @@ import (
 type setNX struct{}
 
 func (setNX) shape(e *Engine, ls *lockSet, acq *op, token string) try {
-	owner := NewToken()
+	owner := e.rnd.token()
 	acq.script, acq.keys = scripts.LockAcquireNX, ls.nxKeys(e)
 	acq.args = append(acq.args, owner)
 	return try{owner: owner, distinct: true, undo: func() *op { return ls.unacquireNX(e, token, owner) }}

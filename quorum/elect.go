@@ -130,7 +130,7 @@ func (e *Engine) electAcquire(ctx context.Context, req Request) (*Lease, error) 
 // channel that it changed; nobody waits for the answers. The message "0:"
 // wakes no campaigner (Wakeups.Notify), only observers.
 func (e *Engine) announce(ctx context.Context, ls *electKeys) {
-	e.send(ctx, &op{name: "announce", script: scripts.BusPublish, args: []string{ls.channels[0], "0:" + NewToken()}}, nil)
+	e.send(ctx, &op{name: "announce", script: scripts.BusPublish, args: []string{ls.channels[0], "0:" + e.rnd.token()}}, nil)
 }
 
 // electRelease resigns: the lock's release rule (1 held on a quorum up to

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	randv2 "math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,6 +93,9 @@ type Options struct {
 	// off switches safety mechanisms off (tests only: the simulation's
 	// negative controls).
 	off safetyOff
+	// seed, if not 0, seeds the engine's random draws (entropy): tests
+	// only, so that a simulated run replays exactly.
+	seed uint64
 }
 
 // safetyOff names the safety mechanisms a test may switch off to show
@@ -156,6 +158,8 @@ type Engine struct {
 	// off switches safety mechanisms off, for the simulation's negative
 	// controls only (TestSimulateCatches): it is never set outside tests.
 	off safetyOff
+	// rnd is where tokens and jitters come from (seeded in tests only).
+	rnd *entropy
 
 	kick chan struct{} // wakes the health loop when a restart is seen
 	// intactMu makes checkIntact's checks one at a time.
@@ -263,6 +267,7 @@ func New(nodes []Node, opts Options) (*Engine, error) {
 		kick:   make(chan struct{}, 1),
 		prims:  primitives(),
 		off:    opts.off,
+		rnd:    newEntropy(opts.seed),
 	}
 	for i, n := range nodes {
 		if sn, ok := n.(ShardedNode); ok {
@@ -337,7 +342,7 @@ func NewToken() string {
 func (e *Engine) retryDelay() time.Duration {
 	d := e.opts.RetryDelay
 	if j := e.opts.RetryJitter; j > 0 {
-		d += time.Duration(randv2.Int64N(int64(2*j)+1)) - j
+		d += time.Duration(e.rnd.int64N(int64(2*j)+1)) - j
 	}
 	return max(d, time.Millisecond)
 }
@@ -346,7 +351,7 @@ func (e *Engine) retryDelay() time.Duration {
 // [1 ms, RetryDelay/4], so that the contenders whose tries split the
 // masters try again soon and one at a time.
 func (e *Engine) splitDelay() time.Duration {
-	return time.Millisecond + time.Duration(randv2.Int64N(int64(e.opts.RetryDelay/4)+1))
+	return time.Millisecond + time.Duration(e.rnd.int64N(int64(e.opts.RetryDelay/4)+1))
 }
 
 // validity is what is left of ttl for a grant whose attempt started at

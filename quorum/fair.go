@@ -84,7 +84,7 @@ func (e *Engine) fairAcquire(ctx context.Context, req Request) (lease *Lease, er
 	}
 	fk := e.fairKeys(ls.given[0])
 	// The caller's token, if it chose one, is also its id in the queue.
-	fq := &fairQueue{queue: fk[0], deadlines: fk[1], seq: ls.keys[3], channel: ls.channels[0], stale: e.opts.WaiterLife, id: cmp.Or(req.Token, NewToken()), name: "fairlock"}
+	fq := &fairQueue{queue: fk[0], deadlines: fk[1], seq: ls.keys[3], channel: ls.channels[0], stale: e.opts.WaiterLife, id: cmp.Or(req.Token, e.rnd.token()), name: "fairlock"}
 	fl := fairLock{fq: fq}
 	if req.Wait > 0 {
 		fl.mark = fq.id

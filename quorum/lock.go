@@ -261,7 +261,7 @@ func (e *Engine) lockAcquire(ctx context.Context, req Request) (lease *Lease, er
 		// A re-entrant waiter marks nothing: readers may go first.
 		fl = reentrantHold{}
 	case req.Wait > 0:
-		fl = waitingLock{mark: NewToken()}
+		fl = waitingLock{mark: e.rnd.token()}
 		ls.waitKeys(e)
 	}
 	return e.acquireLoop(ctx, req, waiting{channels: ls.channels}, func(token string, tainted *taints, fixed bool) (*Lease, func(), error) {

@@ -14,7 +14,7 @@ import (
 type reentrantHold struct{}
 
 func (reentrantHold) shape(e *Engine, ls *lockSet, acq *op, token string) try {
-	hold := NewToken()
+	hold := e.rnd.token()
 	n := ls.n
 	acq.script = scripts.LockHold
 	acq.keys = append(ls.acquireKeys[:2*n+3:2*n+3], e.holdsKey(ls.given[0]))

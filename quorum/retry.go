@@ -139,7 +139,7 @@ func (e *Engine) acquireLoop(ctx context.Context, req Request, w waiting, try at
 	return retry(e, ctx, req.Wait, w.channels, w.fair, w.rank, func() (*Lease, step, error) {
 		token := req.Token
 		if !fixed {
-			token = NewToken()
+			token = e.rnd.token()
 		}
 		tainted.refresh()
 		lease, rb, err := try(token, tainted, fixed)

@@ -71,7 +71,7 @@ func (e *Engine) readAcquire(ctx context.Context, req Request) (lease *Lease, er
 	if req.Wait > 0 {
 		// The call's id in the waiting readers' sets: the caller's token,
 		// or random (the lock token is fresh for every try).
-		rc.id = cmp.Or(req.Token, NewToken())
+		rc.id = cmp.Or(req.Token, e.rnd.token())
 		defer func() {
 			last := rc.last
 			if last == nil {

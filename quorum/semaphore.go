@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,7 +176,7 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 	// The call's member in the queue: its count, and an id that is the
 	// caller's token or random (the token is fresh for every try).
 	q := &fairQueue{queue: k.queue, deadlines: k.deadlines, seq: seq, channel: k.channel, stale: e.writerMark(),
-		id: strconv.Itoa(so.Count) + ":" + cmp.Or(req.Token, NewToken()), name: "sem_acquire"}
+		id: strconv.Itoa(so.Count) + ":" + cmp.Or(req.Token, e.rnd.token()), name: "sem_acquire"}
 	gaveBack := false
 	defer func() {
 		if !q.sent {
@@ -239,7 +238,7 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 			return nil, nil, &CountError{Limit: so.Limit}
 		}
 		if !fixed {
-			token = NewToken()
+			token = e.rnd.token()
 		}
 		tainted.refresh()
 		if l, undo, err = e.semAttempt(ctx, k, q, req, so, token, tainted, fixed); errors.As(err, &le) {
@@ -306,10 +305,10 @@ func (s Semaphores) Set(ctx context.Context, name string, limit int, keep time.D
 	// well within a Lua number's exact integers); a master that stores a
 	// higher one (another proxy's clock ahead) refuses, and the next
 	// proposal goes above what it stores.
-	version := uint64(e.now().UnixMilli())*1000 + uint64(rand.IntN(1000))
+	version := uint64(e.now().UnixMilli())*1000 + uint64(e.rnd.int64N(1000))
 	for range 3 {
 		o := &op{name: "sem_set", script: scripts.SemSet, keys: []string{k.base},
-			args: []string{strconv.Itoa(limit), ms(keep), strconv.FormatUint(version, 10), k.channel, NewToken()}, timeout: e.releaseTimeout()}
+			args: []string{strconv.Itoa(limit), ms(keep), strconv.FormatUint(version, 10), k.channel, e.rnd.token()}, timeout: e.releaseTimeout()}
 		r := e.send(ctx, o, nil)
 		var above uint64
 		set := func(v any) bool {
@@ -400,7 +399,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	if q.ticket > 0 {
 		id = q.id
 	}
-	base := []string{token, ms(req.TTL), strconv.Itoa(so.Limit), strconv.Itoa(so.Count), strconv.Itoa(rand.IntN(so.Limit)),
+	base := []string{token, ms(req.TTL), strconv.Itoa(so.Limit), strconv.Itoa(so.Count), strconv.FormatInt(e.rnd.int64N(int64(so.Limit)), 10),
 		ms(q.stale), strconv.FormatUint(q.ticket, 10), id}
 	r := e.send(ctx, &op{name: "sem_acquire", script: scripts.SemAcquire, keys: keys, args: base, fresh: true}, e.track(token))
 	last := r
@@ -416,7 +415,7 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 		// a pause of masters, every try in flight held its slots on the
 		// live ones for master_timeout). Counted, it wakes only as many
 		// waiters as it freed permits.
-		rel := &op{name: "sem_release", script: scripts.SemRelease, keys: keys[:2], args: []string{token, k.channel, NewToken()}}
+		rel := &op{name: "sem_release", script: scripts.SemRelease, keys: keys[:2], args: []string{token, k.channel, e.rnd.token()}}
 		e.undo(ctx, last, rel, sent, fixed, tainted)
 	}
 	reply := func(r *round, i int) (semReply, bool) {
@@ -668,7 +667,7 @@ func (e *Engine) semReleaseUntil(ctx context.Context, name, token string, known 
 	}
 	e.awaitForRelease(token)
 	r := e.send(ctx, &op{name: "sem_release", script: scripts.SemRelease, keys: k.releaseKeys(token),
-		args: []string{token, k.channel, NewToken()}, timeout: e.releaseTimeout(), keepLate: true}, nil)
+		args: []string{token, k.channel, e.rnd.token()}, timeout: e.releaseTimeout(), keepLate: true}, nil)
 	hasRecord := func(h any) bool { s, ok := h.(string); return ok && s != "" }
 	return e.recordRound(ctx, r, "sem_release", func() time.Time { return e.releaseUntil(ctx, t0, r, hasRecord, known) }, note)
 }

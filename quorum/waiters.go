@@ -41,7 +41,7 @@ type waitCount struct {
 // proxy that dies leaves nothing counted for longer than a fair waiter it
 // had queued; refresh renews it, leave ends it.
 func (e *Engine) countWait(ctx context.Context, channels []string, deadline time.Time) *waitCount {
-	wc := &waitCount{e: e, keys: make([]string, len(channels)), id: NewToken(), deadline: deadline}
+	wc := &waitCount{e: e, keys: make([]string, len(channels)), id: e.rnd.token(), deadline: deadline}
 	for i, c := range channels {
 		wc.keys[i] = e.waitingKey(c)
 	}

@@ -3,7 +3,7 @@ package quorum
 import (
 	"cmp"
 	"context"
-	"math/rand/v2"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +21,7 @@ type Wakeups struct {
 	seq     uint64             // arrival order of watches
 	seen    map[string]*routed // counted releases already routed, by id
 	pruned  time.Time          // when seen was last pruned
+	rnd     *entropy           // nil: unseeded (tests seed it)
 }
 
 // routed is what a counted release did here: when it was first
@@ -58,14 +59,17 @@ func (w *Wakeups) Notify(channel, message string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	set := w.waiters[channel]
-	for wt := range set {
+	// In arrival order, not the map's: waiters woken together run in the
+	// order they are woken, and a simulated run must replay exactly.
+	inOrder := slices.SortedFunc(maps.Keys(set), func(a, b *watch) int { return cmp.Compare(a.seq, b.seq) })
+	for _, wt := range inOrder {
 		if wt.all {
 			wt.wake()
 		}
 	}
 	k, id, counted := strings.Cut(message, ":")
 	if k == "h" && counted {
-		for wt := range set {
+		for _, wt := range inOrder {
 			switch wt.fair {
 			case "":
 				wt.wake()
@@ -77,7 +81,7 @@ func (w *Wakeups) Notify(channel, message string) {
 		return
 	}
 	if !counted {
-		for wt := range set {
+		for _, wt := range inOrder {
 			wt.heard = wt.need
 			wt.wake()
 		}
@@ -110,7 +114,7 @@ func (w *Wakeups) Notify(channel, message string) {
 		return
 	}
 	order := make([]*watch, 0, len(set))
-	for wt := range set {
+	for _, wt := range inOrder {
 		if !slices.Contains(rt.woken, wt) {
 			order = append(order, wt)
 		}
@@ -238,7 +242,7 @@ func (wt *watch) sleep(ctx context.Context, d time.Duration) error {
 			// release to be through on a quorum before trying.
 			return wt.gather(ctx)
 		}
-		t.Reset(time.Duration(rand.Int64N(int64(wakeJitter))))
+		t.Reset(time.Duration(wt.w.rnd.int64N(int64(wakeJitter))))
 		select {
 		case <-t.C():
 		case <-ctx.Done():
