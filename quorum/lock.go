@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/quorum/scripts"
@@ -580,7 +581,25 @@ func (e *Engine) lockReleaseUntil(ctx context.Context, resources []string, token
 		}
 	}
 	if t.verdict == noQuorum && e.retryReleases() {
-		return e.confirm(ctx, r, releaseGroup(lockGroup(int64(ls.n))), true, "unlock", e.releaseUntil(ctx, t0, r, all, known), nil, note)
+		// A master that answers with holds (in time or late) holds the
+		// lock re-entrantly: this release released nothing there, and
+		// which hold to release is decided from answers in time only (as
+		// above). Such an answer is "held", never "not held", and the
+		// release is then undecided: the caller asks again.
+		var reentrant atomic.Bool
+		plain := releaseGroup(lockGroup(int64(ls.n)))
+		group := func(i int, v any) (string, bool) {
+			if holdsOf(v) != nil {
+				reentrant.Store(true)
+				return "holds", true
+			}
+			return plain(i, v)
+		}
+		held, err := e.confirm(ctx, r, group, true, "unlock", e.releaseUntil(ctx, t0, r, all, known), nil, note)
+		if reentrant.Load() {
+			return false, t.err(e, "unlock")
+		}
+		return held, err
 	}
 	return t.verdict == decidedYes, t.err(e, "unlock")
 }
