@@ -332,7 +332,10 @@ func TestReentrantReleaseSeesFewMasters(t *testing.T) {
 // (the release released nothing there), and the lock is still held. Found
 // by the simulation (seed 1796059379543843860, three slowed masters).
 func TestReentrantReleaseAnsweredLate(t *testing.T) {
-	t.Parallel()
+	// Not parallel: beside the parallel tests that build many clusters at
+	// once, TestFairLockOneOrder failed in 5 of 24 runs of the package
+	// under -race (none in 7 with this test skipped, 1 in 7 with it
+	// run first, alone). Its strict ticket order is load-sensitive.
 	c := newCluster(t, 3, Options{ReleaseRetry: 2 * time.Second})
 	ctx := context.Background()
 	l, err := c.eng.Acquire(ctx, Request{Resources: []string{"r"}, TTL: 5 * time.Second, Token: "t", Options: LockOptions{Reentrant: true}})
