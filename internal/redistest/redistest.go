@@ -148,16 +148,36 @@ func StartTLS(t testing.TB, client *tls.Config, cert, key, ca string, authClient
 	return nil
 }
 
-// freePort asks the kernel for a free loopback port. Another process may
-// take it before redis-server binds it; start then fails and Start tries
-// another port.
+// given are the ports freePort handed out in this process: it never hands
+// one out twice. The kernel may give a port just closed to the next
+// listener, and two servers started side by side (StartN) could then be
+// given one port: the one that failed to bind it would pass its start
+// check on the other's PONG, and two masters would share an address.
+var given = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePort asks the kernel for a free loopback port that no server of
+// this process was given before. Another process may take it before
+// redis-server binds it; start then fails and Start tries another port.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for range 1000 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		given.Lock()
+		fresh := !given.ports[port]
+		given.ports[port] = true
+		given.Unlock()
+		if fresh {
+			return port, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("redistest: no loopback port left that this process did not use")
 }
 
 func (s *Server) start() error {
