@@ -1432,9 +1432,9 @@ var (
 // race detector, which make test's second step runs without), then every
 // seed a failure was once found with, a regression seed each.
 func simSeeds() []uint64 {
-	n := uint64(100)
+	n := uint64(60)
 	if raceOn {
-		n = 5
+		n = 3
 	}
 	var s []uint64
 	for i := range n {
