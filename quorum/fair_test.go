@@ -515,3 +515,54 @@ func TestFairOrderFromArrival(t *testing.T) {
 	}
 	c.eng.Release(ctx, second.l)
 }
+
+// TestFairLateGrantKeepsPlace: the head of a fair queue whose try lands on
+// the masters only after its round gave up (a grant, then the try's
+// rollback) keeps its place: the next grant is still the head's, not that
+// of the waiter behind it, which the rollback's announcement would
+// otherwise name. Before, a grant took the waiter out of the queue on
+// each master at once, so a grant that was rolled back left the waiter
+// behind at the head of every master that had granted it.
+func TestFairLateGrantKeepsPlace(t *testing.T) {
+	t.Parallel()
+	// Tries only when woken (or after a long retry delay): the order is
+	// the queue's, not the retry timers'.
+	c := newCluster(t, 5, Options{RetryDelay: 5 * time.Second, RetryJitter: time.Millisecond})
+	ctx := context.Background()
+	holder, _ := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second})
+	if holder == nil {
+		t.Fatal("the holder was not granted")
+	}
+	granted := make(chan string, 2)
+	var wg sync.WaitGroup
+	for _, tok := range []string{"w1", "w2"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.eng.fairAcquire(ctx, Request{Resources: []string{"f"}, TTL: 10 * time.Second, Wait: 20 * time.Second, Token: tok})
+			if l == nil || err != nil {
+				t.Errorf("%s: %v %v", tok, l, err)
+				granted <- ""
+				return
+			}
+			granted <- tok
+			c.eng.lockRelease(ctx, l.Resources, l.Token)
+		}()
+		c.waitQueued(t, "f", tok) // w1 queues first: the lower ticket
+	}
+	// w1's next try (it is the head: the release wakes it) reaches every
+	// master well after its round gave up.
+	for _, f := range c.nodes {
+		f.mu.Lock()
+		f.holdNext = map[string]time.Duration{"lock_acquire_fair": 4 * c.eng.opts.MasterTimeout}
+		f.mu.Unlock()
+	}
+	c.eng.lockRelease(ctx, holder.Resources, holder.Token)
+	if first := <-granted; first != "w1" {
+		t.Fatalf("first grant after the release: %q, want the head of the queue, w1", first)
+	}
+	if second := <-granted; second != "w2" {
+		t.Fatalf("second grant: %q, want w2", second)
+	}
+	wg.Wait()
+}

@@ -9,9 +9,12 @@
 -- Waiters whose deadline passed leave the queue first; a queued id is
 -- (re)placed at its ticket with a new deadline, whether or not the lock is
 -- free; then the lock is refused unless the queue is empty or the id is
--- its head (or the token holds the lock already), and the id leaves the
--- queue when it takes the lock. The queue expires 2 * stale ms after its
--- last waiter's last try, and is deleted once empty.
+-- its head (or the token holds the lock already). A granted id stays
+-- queued, at the head: the call takes it out (fair_dequeue) once a quorum
+-- granted it, so that a grant the call rolls back (its answers came too
+-- late, or too few) leaves the waiter its place rather than handing it to
+-- the one behind. The queue expires 2 * stale ms after its last waiter's
+-- last try, and is deleted once empty (fair_dequeue).
 local n = (#KEYS - 5) / 5
 local lock, fence, mark, rnext, rafter = 0, n, 2 * n + 3, 3 * n + 3, 4 * n + 3
 local lag, seq, lease = KEYS[2 * n + 1], KEYS[2 * n + 2], KEYS[2 * n + 3]
@@ -39,11 +42,6 @@ for _ = 1, 100 do
 end
 if head and head ~= id and not mine then
   return {0, high}
-end
-redis.call('ZREM', queue, id)
-redis.call('ZREM', deadlines, id)
-if redis.call('ZCARD', queue) == 0 then
-  redis.call('DEL', queue, deadlines)
 end
 promote(mark, rnext, rafter, n, markid, tonumber(markttl))
 return grant(lock, fence, n, lag, seq, lease, high, token, ttl, proposal, lagms, mine)
