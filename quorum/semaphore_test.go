@@ -1023,3 +1023,67 @@ func TestSemaphoreLeavesAfterItsTicket(t *testing.T) {
 		t.Fatalf("the master that was held queues %v once every request landed: a waiter that left", q)
 	}
 }
+
+// TestSemLateGrantKeepsPlace: the first waiter of a semaphore whose try
+// lands on the masters only after its round gave up (a grant, then the
+// try's rollback) keeps its place ahead of the waiter queued after it:
+// the permit goes to the first waiter. (The fair lock's form of this,
+// TestFairLateGrantKeepsPlace, failed before its fix; a semaphore's
+// waiters are woken by their proxy in ticket order, so the first waiter
+// tries again first.)
+func TestSemLateGrantKeepsPlace(t *testing.T) {
+	t.Parallel()
+	const name = "late grant"
+	c := newCluster(t, 5, Options{RetryDelay: 10 * time.Second, RetryJitter: time.Millisecond})
+	ctx := context.Background()
+	holder, err := c.eng.semAcquire(ctx, semReqOn(name, 1, 1, time.Minute))
+	if err != nil || holder == nil {
+		t.Fatalf("holder: %v %v", holder, err)
+	}
+	queued := func(n int) {
+		t.Helper()
+		if !eventually(5*time.Second, func() bool {
+			for _, f := range c.nodes {
+				if len(c.semQueued(f, name)) != n {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatalf("%d waiters are not queued on every master", n)
+		}
+	}
+	first := c.semWaiter(ctx, name, 1, 1)
+	queued(1)
+	second := c.semWaiter(ctx, name, 1, 1)
+	queued(2)
+	for _, f := range c.nodes {
+		f.mu.Lock()
+		f.holdNext = map[string]time.Duration{"sem_acquire": 4 * c.eng.opts.MasterTimeout}
+		f.mu.Unlock()
+	}
+	if ok, err := c.eng.semRelease(ctx, name, holder.Token); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	select {
+	case r := <-second:
+		t.Fatalf("the second waiter was granted first: %+v %v", r.l, r.err)
+	case r := <-first:
+		if r.err != nil || r.l == nil {
+			t.Fatalf("the first waiter: %+v %v", r.l, r.err)
+		}
+		// The case the test is about: the late try was rolled back
+		// (the holder's release, then the rollback).
+		if !eventually(5*time.Second, func() bool { return c.nodes[0].calls("sem_release") >= 2 }) {
+			t.Fatalf("no rollback of the late try on master 0 (%d releases)", c.nodes[0].calls("sem_release"))
+		}
+		if ok, err := c.eng.semRelease(ctx, name, r.l.Token); !ok || err != nil {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("no waiter granted after the release")
+	}
+	if r := <-second; r.err != nil || r.l == nil {
+		t.Fatalf("the second waiter: %+v %v", r.l, r.err)
+	}
+}

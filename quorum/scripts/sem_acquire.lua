@@ -22,8 +22,10 @@
 -- that does not hold count slots here already is refused unless the slots
 -- it holds or finds free, less the permits asked by the waiters queued
 -- ahead of it (every waiter, if it is not queued), are at least count. A
--- grant takes id out of the queue; the queue is deleted when empty and
--- expires 2 * stale ms after its last placement.
+-- grant leaves id queued: the call takes it out (fair_dequeue) once a
+-- quorum granted it, so that a grant it rolls back (answered too late)
+-- keeps the waiter's place; the queue is deleted when empty
+-- (fair_dequeue) and expires 2 * stale ms after its last placement.
 -- A semaphore whose limit RSEMSET lowered grants nothing while a slot
 -- between the limit and the span is held (see sem_span); a grant renews a
 -- limit RSEMSET set (see sem_live).
@@ -154,12 +156,6 @@ if not ok then
   return {0, table.concat(st)}
 end
 redis.call('SET', record, table.concat(slots, ','), 'PX', ttl)
-if id ~= '' and redis.call('ZREM', queue, id) == 1 then
-  redis.call('ZREM', deadlines, id)
-  if redis.call('ZCARD', queue) == 0 then
-    redis.call('DEL', queue, deadlines)
-  end
-end
 sem_live(sem, limit, ttl, keep)
 raise(lease, tonumber(ttl))
 return {1, table.concat(st)}
