@@ -635,7 +635,11 @@ func TestFixedTokenTaintLifted(t *testing.T) {
 // deletes the new call's key there after the grant.
 func TestFixedTokenTaintOutlivesTheCall(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 5, Options{MasterTimeout: testTimeout})
+	// The second call's acquire must reach m0 (unheld by a goroutine
+	// that polls m2) within the call's round: a master_timeout of 400 ms
+	// leaves a loaded machine room for that (50 ms did not, once in CI).
+	timeout := 8 * testTimeout
+	c := newCluster(t, 5, Options{MasterTimeout: timeout})
 	ctx := context.Background()
 	c.nodes[1].set("r", "other", time.Minute)
 	c.nodes[4].set("r", "other", time.Minute)
@@ -657,10 +661,10 @@ func TestFixedTokenTaintOutlivesTheCall(t *testing.T) {
 	// acquire, the second's (answered in time), then the rollback.
 	f := c.nodes[4]
 	f.mu.Lock()
-	f.holdNext = map[string]time.Duration{"lock_acquire": 3 * testTimeout}
+	f.holdNext = map[string]time.Duration{"lock_acquire": 3 * timeout}
 	f.mu.Unlock()
 	go func() {
-		if eventually(time.Second, func() bool { return c.nodes[2].callsWith("lock_acquire", "t") >= 2 }) {
+		if eventually(5*time.Second, func() bool { return c.nodes[2].callsWith("lock_acquire", "t") >= 2 }) {
 			c.nodes[0].unhold()
 		}
 	}()
