@@ -520,9 +520,9 @@ func TestFairOrderFromArrival(t *testing.T) {
 // the masters only after its round gave up (a grant, then the try's
 // rollback) keeps its place: the next grant is still the head's, not that
 // of the waiter behind it, which the rollback's announcement would
-// otherwise name. Before, a grant took the waiter out of the queue on
-// each master at once, so a grant that was rolled back left the waiter
-// behind at the head of every master that had granted it.
+// otherwise name. A grant that took the waiter out of the queue on each
+// master at once would leave, once rolled back, the waiter behind at the
+// head of every master that granted it.
 func TestFairLateGrantKeepsPlace(t *testing.T) {
 	t.Parallel()
 	// Tries only when woken (or after a long retry delay): the order is
