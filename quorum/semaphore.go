@@ -100,6 +100,11 @@ func (k semKeys) keys(token string) []string {
 	return []string{k.base, k.base + ":t:" + token, k.lease}
 }
 
+// grantMark is the key sem_acquire marks a queued waiter's grant with
+// until the waiter leaves the queue: its member id there, and it holds the
+// grant's record key (see sem_acquire.lua).
+func grantMark(queue, id string) string { return queue + ":g:" + id }
+
 // releaseKeys are sem_release's keys: keys without the lease mark.
 func (k semKeys) releaseKeys(token string) []string { return k.keys(token)[:2] }
 
@@ -190,7 +195,7 @@ func (e *Engine) semAcquire(ctx context.Context, req Request) (lease *Lease, err
 			mode = "2" // our grant was rolled back: permits are free
 		}
 		leave := func(after *round) {
-			e.follow(ctx, after, &op{name: "sem_acquire", script: scripts.FairDequeue, keys: []string{q.queue, q.deadlines},
+			e.follow(ctx, after, &op{name: "sem_acquire", script: scripts.FairDequeue, keys: []string{q.queue, q.deadlines, grantMark(q.queue, q.id)},
 				args: []string{q.id, q.channel, mode}, timeout: e.releaseTimeout()}, nil, nil)
 		}
 		leave(q.last)
@@ -394,10 +399,12 @@ func (e *Engine) semAttempt(ctx context.Context, k semKeys, q *fairQueue, req Re
 	start := e.now()
 	keys := append(k.keys(token), k.queue, k.deadlines)
 	// Only a queued call names itself (and re-places itself at its
-	// ticket); any other has every waiter ahead of it.
+	// ticket, and marks its grant); any other has every waiter ahead of
+	// it.
 	id := ""
 	if q.ticket > 0 {
 		id = q.id
+		keys = append(keys, grantMark(k.queue, id))
 	}
 	base := []string{token, ms(req.TTL), strconv.Itoa(so.Limit), strconv.Itoa(so.Count), strconv.FormatInt(e.rnd.int64N(int64(so.Limit)), 10),
 		ms(q.stale), strconv.FormatUint(q.ticket, 10), id}

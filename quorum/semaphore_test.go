@@ -1086,3 +1086,87 @@ func TestSemLateGrantKeepsPlace(t *testing.T) {
 		t.Fatalf("the second waiter: %+v %v", r.l, r.err)
 	}
 }
+
+// TestSemGrantedWaiterNotAhead runs sem_acquire on one master, step by
+// step, with the queue as the engine leaves it: a queued waiter that was
+// granted stays queued until its call's departure lands. Meanwhile it
+// holds its permit and waits for none, so it must not count as a waiter
+// ahead: a release landing in that gap must let the next waiter in (else
+// the waiter the release woke is refused, and the permit waits for a
+// retry timer). A grant rolled back (its record deleted) counts as ahead
+// again, so the waiter keeps its place; its departure deletes its mark.
+func TestSemGrantedWaiterNotAhead(t *testing.T) {
+	t.Parallel()
+	const name, limit = "granted waiter", 2
+	type step struct {
+		do    string // acquire, release or leave
+		token string // the try's token
+		id    string // the waiter's member ("" not queued)
+		tick  int
+		want  int64 // acquire: 1 granted, 0 refused
+	}
+	// The semaphore is full (a and b), two waiters queued behind (w1 and
+	// w2, both refused), then a releases and w1 is granted.
+	full := []step{
+		{do: "acquire", token: "a", want: 1},
+		{do: "acquire", token: "b", want: 1},
+		{do: "acquire", token: "w1-try1", id: "1:w1", tick: 1, want: 0},
+		{do: "acquire", token: "w2-try1", id: "1:w2", tick: 2, want: 0},
+		{do: "release", token: "a"},
+		{do: "acquire", token: "w1-try2", id: "1:w1", tick: 1, want: 1},
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a release before the granted waiter leaves lets the next in", append(full[:len(full):len(full)],
+			step{do: "release", token: "b"},
+			step{do: "acquire", token: "w2-try2", id: "1:w2", tick: 2, want: 1})},
+		{"a grant rolled back keeps the waiter's place", append(full[:len(full):len(full)],
+			step{do: "release", token: "w1-try2"},
+			step{do: "acquire", token: "w2-try2", id: "1:w2", tick: 2, want: 0},
+			step{do: "acquire", token: "w1-try3", id: "1:w1", tick: 1, want: 1})},
+		{"a waiter that left counts no more", append(full[:len(full):len(full)],
+			step{do: "leave", id: "1:w1"},
+			step{do: "release", token: "b"},
+			step{do: "acquire", token: "w2-try2", id: "1:w2", tick: 2, want: 1})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, 3, Options{})
+			f := c.nodes[0]
+			k, err := c.eng.semKeys(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for i, s := range tc.steps {
+				var v any
+				switch s.do {
+				case "acquire":
+					keys := append(k.keys(s.token), k.queue, k.deadlines)
+					if s.id != "" {
+						keys = append(keys, grantMark(k.queue, s.id))
+					}
+					v, err = f.Eval(ctx, "sem_acquire", keys, []string{s.token, "60000", strconv.Itoa(limit), "1", "0", "10000", strconv.Itoa(s.tick), s.id})
+					if err == nil {
+						if a, ok := decodeSem(v); !ok || a.status != s.want {
+							t.Fatalf("step %d (%s %s): %v, want status %d", i, s.do, s.token, v, s.want)
+						}
+					}
+				case "release":
+					_, err = f.Eval(ctx, "sem_release", k.releaseKeys(s.token), []string{s.token})
+				case "leave":
+					mark := grantMark(k.queue, s.id)
+					_, err = f.Eval(ctx, "fair_dequeue", []string{k.queue, k.deadlines, mark}, []string{s.id, k.channel, "0"})
+					if err == nil && f.m.Exists(mark) {
+						t.Fatalf("step %d: the mark of %s is left after its departure", i, s.id)
+					}
+				}
+				if err != nil {
+					t.Fatalf("step %d (%s %s): %v", i, s.do, s.token, err)
+				}
+			}
+		})
+	}
+}

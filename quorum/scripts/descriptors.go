@@ -33,7 +33,7 @@ var (
 
 	// FairDequeue takes a waiter out of a fair lock's queue.
 	FairDequeue = define("fair_dequeue",
-		[]Field{One("queue"), One("deadlines")},
+		[]Field{One("queue"), One("deadlines"), Opt("mark")},
 		[]Field{One("id"), One("channel"), One("mode")})
 	// FairEnqueue queues a fair-lock waiter and answers its ticket.
 	FairEnqueue = define("fair_enqueue",
@@ -161,7 +161,7 @@ var (
 
 	// SemAcquire takes permits of a semaphore.
 	SemAcquire = define("sem_acquire",
-		[]Field{One("sem"), One("record"), One("lease"), One("queue"), One("deadlines")},
+		[]Field{One("sem"), One("record"), One("lease"), One("queue"), One("deadlines"), Opt("mark")},
 		[]Field{One("token"), One("ttl"), One("limit"), One("count"), One("start"),
 			One("stale"), One("ticket"), One("id"), Rest("exact")})
 	// SemCount reads the holders of a semaphore's slots.

@@ -26,13 +26,22 @@
 -- quorum granted it, so that a grant it rolls back (answered too late)
 -- keeps the waiter's place; the queue is deleted when empty
 -- (fair_dequeue) and expires 2 * stale ms after its last placement.
+-- Until it leaves, a granted waiter is not waiting for permits here: the
+-- grant writes its mark (queue .. ':g:' .. id, KEYS[6] for the caller's
+-- own id: the token's record key, expiring with the grant), and a queued
+-- waiter whose record still exists here does not count as ahead. A
+-- rollback deletes the record (sem_release), so a grant rolled back
+-- counts as ahead again: it keeps its place. Without that, a release
+-- landing between a grant and its waiter's departure would wake the next
+-- waiter only to refuse it, and the permit would wait for a retry timer.
+-- fair_dequeue deletes the mark.
 -- A semaphore whose limit RSEMSET lowered grants nothing while a slot
 -- between the limit and the span is held (see sem_span); a grant renews a
 -- limit RSEMSET set (see sem_live).
 -- Returns {1, states} or {0, states}, states one character per slot after
 -- the script: m (the token's), f (free), x (another token's); or
 -- {-1, limit} when the semaphore has another limit here.
-local sem, record, lease, queue, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sem, record, lease, queue, deadlines, mark = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, ttl, limit, count, start = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local stale, ticket, id = ARGV[6], ARGV[7], ARGV[8]
 local exact = 8
@@ -113,17 +122,32 @@ else
     end
   end
   if held < n and held + free >= n then
-    -- Each waiter asks at least one permit: the first held + free of
-    -- the queue are all that can matter.
-    local ahead = 0
-    for _, w in ipairs(redis.call('ZRANGE', queue, 0, held + free - 1)) do
-      if w == id then
+    -- Each waiter asks at least one permit: held + free - n + 1 waiters
+    -- ahead that still wait refuse the try. Read the queue a page of
+    -- held + free at a time: granted waiters (their record lives here)
+    -- are skipped, and each holds a slot, so there are few of them.
+    local room = held + free - n
+    local ahead, from, page = 0, 0, held + free
+    local reached = false
+    while not reached do
+      local ws = redis.call('ZRANGE', queue, from, from + page - 1)
+      for _, w in ipairs(ws) do
+        if w == id then
+          reached = true
+          break
+        end
+        local rec = redis.call('GET', queue .. ':g:' .. w)
+        if not (rec and redis.call('EXISTS', rec) == 1) then
+          ahead = ahead + (tonumber(string.match(w, '^(%d+):')) or 1)
+          if ahead > room then
+            return {0, table.concat(st)}
+          end
+        end
+      end
+      if #ws < page then
         break
       end
-      ahead = ahead + (tonumber(string.match(w, '^(%d+):')) or 1)
-    end
-    if held + free - ahead < n then
-      return {0, table.concat(st)}
+      from = from + page
     end
   end
   local got = 0
@@ -156,6 +180,9 @@ if not ok then
   return {0, table.concat(st)}
 end
 redis.call('SET', record, table.concat(slots, ','), 'PX', ttl)
+if id ~= '' and mark then
+  redis.call('SET', mark, record, 'PX', ttl)
+end
 sem_live(sem, limit, ttl, keep)
 raise(lease, tonumber(ttl))
 return {1, table.concat(st)}
