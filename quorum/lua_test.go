@@ -45,6 +45,11 @@ type luaVM struct {
 	// acquire's raise of the lease mark) as if it had run: the
 	// simulation's negative control for it.
 	plainMarkOff bool
+	// restFirst runs a plain form's later commands (the plain acquire's
+	// INCR of the fence sequence and PTTL of the lease mark) before its
+	// first (its SET): the simulation's negative control for the order
+	// the fence argument needs.
+	restFirst bool
 }
 
 func newLuaVM(exec func(cmd []string) (string, any, error)) *luaVM {
@@ -109,28 +114,68 @@ func toLua(L *lua.LState, v any) lua.LValue {
 // plain form when it has one for these keys and arguments (unless luaOnly),
 // else the script.
 func (vm *luaVM) run(name string, keys, args []string) (any, error) {
+	return vm.runApart(name, keys, args, nil)
+}
+
+// runApart is run, with apart (when set) called between the first
+// command of a plain form's step and the others: the commands of a step
+// are not atomic (other clients' commands may run between them, as
+// between any two commands a master reads), and apart lets them run
+// there (the simulation releases the master until a later time); it
+// returns an error if the request is lost meanwhile.
+func (vm *luaVM) runApart(name string, keys, args []string, apart func() error) (any, error) {
 	if s, ok := luaScripts[name]; ok && !vm.luaOnly {
 		if st := s.Plain(keys, args); st != nil {
-			return vm.runPlain(name, st, keys, args)
+			return vm.runPlain(name, st, keys, args, apart)
 		}
 	}
 	return vm.runLua(name, keys, args)
 }
 
+// splitsApart reports whether runApart would call apart for this
+// request: its script's plain form has more than one command.
+func (vm *luaVM) splitsApart(name string, keys, args []string) bool {
+	s, ok := luaScripts[name]
+	if !ok || vm.luaOnly {
+		return false
+	}
+	st := s.Plain(keys, args)
+	return st != nil && len(st.Commands) > 1
+}
+
 // runPlain runs a plain form's steps, each command as its own call (an
 // error reply is that command's reply, as on the wire), integers as
-// int64 as quorum/redisnode reads them.
-func (vm *luaVM) runPlain(name string, st *scripts.Step, keys, args []string) (any, error) {
+// int64 as quorum/redisnode reads them; apart as in runApart.
+func (vm *luaVM) runPlain(name string, st *scripts.Step, keys, args []string, apart func() error) (any, error) {
 	for {
 		replies := make([]any, len(st.Commands))
-		for i, cmd := range st.Commands {
-			_, v, err := vm.exec(cmd)
-			if err != nil {
-				replies[i] = err
-			} else {
-				replies[i] = wireInts(v)
+		do := func(from, to int) {
+			for i := from; i < to; i++ {
+				_, v, err := vm.exec(st.Commands[i])
+				if err != nil {
+					replies[i] = err
+				} else {
+					replies[i] = wireInts(v)
+				}
 			}
 		}
+		switch n := len(st.Commands); {
+		case apart == nil || n < 2:
+			do(0, n)
+		case vm.restFirst:
+			do(1, n)
+			if err := apart(); err != nil {
+				return nil, err
+			}
+			do(0, 1)
+		default:
+			do(0, 1)
+			if err := apart(); err != nil {
+				return nil, err
+			}
+			do(1, n)
+		}
+		apart = nil // a follow-up step runs at once
 		o := st.Then(replies)
 		switch {
 		case o.Next != nil && vm.plainMarkOff:
