@@ -1275,7 +1275,13 @@ func (w *simWorld) check() []string {
 			if a.token == b.token || !later || simKind(a.op.prim) != simKind(b.op.prim) || len(a.fences) == 0 || len(b.fences) == 0 {
 				continue
 			}
-			if w.amnesiaBetween(a.granted, b.start) {
+			// From a's grant to b's ask, or to b's grant when b was
+			// asked for first.
+			until := b.start
+			if until <= a.granted {
+				until = b.granted
+			}
+			if w.amnesiaBetween(a.granted, until) {
 				continue
 			}
 			for i, r := range a.op.res {
@@ -1616,17 +1622,11 @@ func TestSimulateCatches(t *testing.T) {
 		// Master 0's sequence starts ahead: a grant it counts in gets its
 		// fence, which only the write-back puts on a quorum.
 		{"fence write-back off", func(o *Options) { o.off.writeBack = true }, 0, -1, func(p *simPlan) { p.seqAhead = 1000 }, ""},
-		// Plain locks of r0 only, none waiting (a waiting writer's
-		// acquire runs in Lua and raises the mark). Over and over: two
-		// masters pause, so grants hold on the other three; one of those
-		// restarts empty and is quarantined as long as the marks say;
-		// the paused two resume, and with the restarted one they are a
-		// quorum that r0 is free on.
-		// Plain locks of r0 only, none waiting, held briefly: while one
-		// try's SET is held back after its INCR, other grants of r0 come
-		// and go with fences above the one it will be given.
 		// The order the fence argument needs (docs/design/fencing.md:
-		// the INCR after the SET, on the same connection).
+		// the INCR after the SET, on the same connection). Plain locks
+		// of r0 only, none waiting, held briefly: while one try's SET is
+		// held back after its INCR, other grants of r0 come and go with
+		// fences above the one it will be given.
 		{"plain acquire's INCR before its SET", nil, -1, 2, func(p *simPlan) {
 			p.restFirst = true
 			p.latches = nil
@@ -1637,6 +1637,12 @@ func TestSimulateCatches(t *testing.T) {
 			}
 			p.faults = nil
 		}, "fence: "},
+		// Plain locks of r0 only, none waiting (a waiting writer's
+		// acquire runs in Lua and raises the mark). Over and over: two
+		// masters pause, so grants hold on the other three; one of those
+		// restarts empty and is quarantined as long as the marks say;
+		// the paused two resume, and with the restarted one they are a
+		// quorum that r0 is free on.
 		{"plain acquire's lease mark off", nil, -1, 2, func(p *simPlan) {
 			p.plainMarkOff = true
 			end := time.Duration(0)
