@@ -45,7 +45,7 @@ func (e *env) cycles(o options) error {
 		}
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "K\tC\tdriver\tcycles/s\tacq p50\tacq p99\tacq p999\tunl p50\tunl p99\tnot granted\terrors\tkeys left\tx redsync\tx rueidis\tCPU ms/1000: proxy\tclient\tmasters\tscript calls/cycle\tproxy per cycle: reads+writes\tswitches\t")
+	fmt.Fprintln(tw, "K\tC\tdriver\tcycles/s\tacq p50\tacq p99\tacq p999\tunl p50\tunl p99\tnot granted\terrors\tkeys left\tx redsync\tx rueidis\tCPU ms/1000: proxy\tclient\tmasters\tscript calls/cycle\tmaster reads/cycle\tproxy per cycle: reads+writes\tswitches\t")
 	nodeSaid := false
 	for _, cell := range cells {
 		k, c := cell.k, cell.c
@@ -128,18 +128,18 @@ func (e *env) cycles(o options) error {
 			case !strings.HasPrefix(r.name, "proxy"):
 				proxyCPU, io, sw = "-", "-", "-"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t\n", k, c, r.name, r.rate,
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t\n", k, c, r.name, r.rate,
 				us(r.acq[0]), us(r.acq[1]), us(r.acq[2]), us(r.unl[0]), us(r.unl[1]), r.notGranted, r.errors, r.left,
-				ratio(r.rate, redsyncRow.rate), ratio(r.rate, directRow.rate), proxyCPU, ms(r.cpu.client), ms(r.cpu.masters), r.cpu.calls/1000, io, sw)
+				ratio(r.rate, redsyncRow.rate), ratio(r.rate, directRow.rate), proxyCPU, ms(r.cpu.client), ms(r.cpu.masters), r.cpu.calls/1000, r.cpu.reads/1000, io, sw)
 		}
 		if rows[0].rate > 0 && redsyncRow.rate > 0 {
-			fmt.Fprintf(tw, "\t\t\tacq p50 proxy/redsync\t%.2fx\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", float64(rows[0].acq[0])/float64(redsyncRow.acq[0]))
+			fmt.Fprintf(tw, "\t\t\tacq p50 proxy/redsync\t%.2fx\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", float64(rows[0].acq[0])/float64(redsyncRow.acq[0]))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Println("\n(CPU ms/1000: CPU time per 1000 cycles; client is this process: the load generator, and for redsync and rueidis the lock client itself, and for node-redlock its node process; script calls/cycle: EVAL and EVALSHA calls the masters ran per cycle, all masters together; the proxy batches concurrent calls; proxy per cycle: its read and write system calls, from /proc/<pid>/io, and its threads' context switches, from /proc/<pid>/task/*/status)")
+	fmt.Println("\n(CPU ms/1000: CPU time per 1000 cycles; client is this process: the load generator, and for redsync and rueidis the lock client itself, and for node-redlock its node process; script calls/cycle: EVAL and EVALSHA calls the masters ran per cycle, all masters together; the proxy batches concurrent calls; master reads/cycle: the times a master read a client's socket (INFO stats, total_reads_processed), per cycle, all masters together; proxy per cycle: its read and write system calls, from /proc/<pid>/io, and its threads' context switches, from /proc/<pid>/task/*/status)")
 	return nil
 }
 

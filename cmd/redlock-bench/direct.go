@@ -165,7 +165,11 @@ const clockTicks = 100
 // generator and, for the client-side drivers, the lock client itself) and
 // every master.
 // calls is the number of script calls (EVAL and EVALSHA) the masters ran,
-// from INFO commandstats: the proxy's batches show as fewer calls.
+// from INFO commandstats: the proxy's batches show as fewer calls. reads
+// is how many times the masters read a client's socket (INFO stats,
+// total_reads_processed): each a wake-up of the master with what one
+// client sent meanwhile, which is most of what a request costs a master
+// when few requests share a read.
 //
 // io and switches are the proxy's (and proxy B's) read and write system
 // calls (/proc/<pid>/io: syscr + syscw) and its threads' context switches
@@ -173,7 +177,7 @@ const clockTicks = 100
 // in sleeps.
 type cpuSample struct {
 	proxy, proxyB, client, masters time.Duration
-	calls                          float64
+	calls, reads                   float64
 	io, ioB, switches, switchesB   float64
 }
 
@@ -223,11 +227,16 @@ func (e *env) cpu() cpuSample {
 	}
 	for i, m := range e.masters {
 		s.masters += cpuTime(m.Process.Pid)
-		info, err := e.direct[i].Info(context.Background(), "commandstats").Result()
+		info, err := e.direct[i].Info(context.Background(), "commandstats", "stats").Result()
 		if err != nil {
 			continue
 		}
 		for _, l := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(l, "total_reads_processed:"); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				s.reads += n
+				continue
+			}
 			name, rest, ok := strings.Cut(l, ":calls=")
 			if !ok || (name != "cmdstat_eval" && name != "cmdstat_evalsha") {
 				continue
@@ -248,6 +257,6 @@ func (s cpuSample) perK(before cpuSample, cycles float64) cpuSample {
 	f := func(a, b time.Duration) time.Duration { return time.Duration(float64(a-b) * 1000 / cycles) }
 	per := func(a, b float64) float64 { return (a - b) / cycles }
 	return cpuSample{proxy: f(s.proxy, before.proxy), proxyB: f(s.proxyB, before.proxyB), client: f(s.client, before.client), masters: f(s.masters, before.masters),
-		calls: (s.calls - before.calls) * 1000 / cycles,
-		io:    per(s.io, before.io), ioB: per(s.ioB, before.ioB), switches: per(s.switches, before.switches), switchesB: per(s.switchesB, before.switchesB)}
+		calls: (s.calls - before.calls) * 1000 / cycles, reads: (s.reads - before.reads) * 1000 / cycles,
+		io: per(s.io, before.io), ioB: per(s.ioB, before.ioB), switches: per(s.switches, before.switches), switchesB: per(s.switchesB, before.switchesB)}
 }
