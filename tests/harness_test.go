@@ -225,6 +225,7 @@ func startProxy(t testing.TB, cfg proxyConfig) *Proxy {
 	// test, and 100 ms still 20 s of it.
 	p.cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	p.cmd.ExtraFiles = []*os.File{f}
+	p.cmd.SysProcAttr = redistest.ChildAttr()
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

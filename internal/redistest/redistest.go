@@ -194,6 +194,7 @@ func (s *Server) start() error {
 		"--loglevel", "warning",
 	), s.args...)
 	cmd := exec.Command("redis-server", args...)
+	cmd.SysProcAttr = ChildAttr()
 	logf, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
