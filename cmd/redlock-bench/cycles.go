@@ -24,7 +24,7 @@ import (
 // o.contended with K=10, every driver in turn within each repeat
 // (interleaved, so that a drift of the machine hits them alike): the proxy
 // with one client connection per worker, the proxy through go-redis's
-// default pool (at 64 workers), node-redlock v5 on ioredis (uncontended
+// default pool (at 64 workers; proxy B too, when there is one), node-redlock v5 on ioredis (uncontended
 // cells, when node and tests/clients' modules are installed), go-redsync,
 // and Redlock written directly on rueidis. It prints the median run of each, its ratios to go-redsync and
 // to direct rueidis, and the CPU per 1000 cycles of the proxy, of this
@@ -59,6 +59,11 @@ func (e *env) cycles(o options) error {
 			d := e.proxyDriverClient(redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1}))
 			d.name = "proxy, go-redis pool"
 			drvs = append(drvs, d)
+			if e.addrB != "" {
+				d := e.proxyDriverClient(redis.NewClient(&redis.Options{Addr: e.addrB, MaxRetries: -1}))
+				d.name = "proxy B, go-redis pool"
+				drvs = append(drvs, d)
+			}
 		}
 		if k == 100000 {
 			if d, ok := e.nodeRedlockDriver(); ok {
@@ -123,7 +128,7 @@ func (e *env) cycles(o options) error {
 			one := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 			io, sw := one(r.cpu.io), one(r.cpu.switches)
 			switch {
-			case r.name == "proxy B":
+			case strings.HasPrefix(r.name, "proxy B"):
 				proxyCPU, io, sw = ms(r.cpu.proxyB), one(r.cpu.ioB), one(r.cpu.switchesB)
 			case !strings.HasPrefix(r.name, "proxy"):
 				proxyCPU, io, sw = "-", "-", "-"

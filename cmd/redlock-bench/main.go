@@ -101,7 +101,7 @@ func main() {
 	flag.StringVar(&scale, "scale", "3,5,7,9", "numbers of masters for the scaling measurement (C=64, uncontended)")
 	flag.StringVar(&shards, "shards", "1,2,4", "shards per cluster master for the shards measurement (3 Redis Cluster masters, C=64, uncontended)")
 	flag.StringVar(&o.proxyBin, "proxy-bin", "", "redlock-proxy binary (default: go build ./cmd/redlock-proxy)")
-	flag.StringVar(&o.proxyBinB, "proxy-bin-b", "", "a second redlock-proxy binary (an earlier build) measured beside the first in the cycles section, as \"proxy B\"")
+	flag.StringVar(&o.proxyBinB, "proxy-bin-b", "", "a second redlock-proxy binary (an earlier build) measured beside the first in the cycles section, as \"proxy B\" (on a connection per worker, and at 64 workers through go-redis's default pool too)")
 	flag.BoolVar(&o.skipMulti, "skip-multi", false, "skip the multi-resource measurement")
 	flag.IntVar(&o.semConc, "sem-c", 64, "concurrent workers of the semaphore section")
 	flag.StringVar(&semLimits, "sem-limits", "1,10,100", "semaphore limits, comma-separated")
