@@ -261,8 +261,22 @@ func TestBusHandOnWaitsWithoutTheBusLock(t *testing.T) {
 	go func() { b.Notify("meta:pub:c", "id1 "+now+" first"); done <- struct{}{} }()
 	<-entered // the first hand-on waits for the pub/sub lock
 	go func() { b.Notify("meta:pub:c", "id2 "+now+" second"); done <- struct{}{} }()
-	// Give the second message the time to reach its turn's wait.
-	time.Sleep(50 * time.Millisecond)
+	// The second hand-on has taken its ticket (under the bus's lock) and
+	// goes on to wait for its turn: seen with the bus's lock free. Had it
+	// kept the lock while waiting, TryLock would never succeed.
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		if b.mu.TryLock() {
+			n := b.tickets
+			b.mu.Unlock()
+			if n == 2 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second hand-on never took its ticket with the bus's lock free")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	watched := make(chan struct{})
 	go func() { b.WatchKeys(true); close(watched) }() // under the pub/sub lock, as tracking does
 	select {
