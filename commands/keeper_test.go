@@ -311,3 +311,62 @@ func TestKeeperOneLeasePerGrant(t *testing.T) {
 		t.Fatalf("lease 9 of 8: %v", err)
 	}
 }
+
+// TestKeeperClientExtensionAfterItsRound: a client's REXTEND of a lease
+// its connection keeps alive, sent while the keeper's extension round is
+// in flight, reaches the engine after that round and not beside it. The
+// round asks for the ttl known when it started (300 ms): landing after the
+// client's 60 s on the masters, it would cut the lock's ttl back below the
+// validity the client was just given.
+func TestKeeperClientExtensionAfterItsRound(t *testing.T) {
+	eng := newKeeperEngine()
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var landed []time.Duration // the ttl of each extension, as each ends
+	first := true
+	eng.extend = func(_ *quorum.Lease, ttl time.Duration) time.Duration {
+		mu.Lock()
+		block := first && ttl == 300*time.Millisecond
+		first = first && !block
+		mu.Unlock()
+		if block {
+			close(entered)
+			<-gate
+		}
+		mu.Lock()
+		landed = append(landed, ttl)
+		mu.Unlock()
+		return ttl
+	}
+	addr := keeperServer(t, eng, nil)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Protocol: 2, PoolSize: 1})
+	t.Cleanup(func() { c.Close() })
+	v, err := c.Do(ctx, "RLOCK", "x", 300, "AUTOEXTEND").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := v.([]any)[0].(string)
+	select {
+	case <-entered: // the keeper's first round is in flight
+	case <-time.After(5 * time.Second):
+		t.Fatal("not extended by the keeper")
+	}
+	replied := make(chan error, 1)
+	go func() { replied <- c.Do(ctx, "REXTEND", "x", tok, 60000).Err() }()
+	select {
+	case err := <-replied:
+		t.Fatalf("REXTEND answered (%v) while the keeper's round was in flight", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-replied; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := slices.Clone(landed)
+	mu.Unlock()
+	if want := []time.Duration{300 * time.Millisecond, time.Minute}; !slices.Equal(got, want) {
+		t.Fatalf("extensions landed with ttls %v, want %v (the keeper's round, then the client's)", got, want)
+	}
+}

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -58,7 +59,33 @@ type autoLease struct {
 	mu  sync.Mutex
 	ttl time.Duration // what each extension asks for
 	end time.Time     // when the validity known so far ends (local clock)
+
+	// turn is held (a value in it) through one extension round: the
+	// keeper's, or the client's own on the keeping connection. A round
+	// asks for the ttl known when it starts, so without it a keeper's
+	// round that read the shorter ttl before a client's longer extension
+	// could land after it on the masters and cut the lock's ttl back
+	// below the validity the client was given.
+	turn chan struct{}
 }
+
+// takeTurn waits for l's extension round in progress to end and holds the
+// next one off until the returned function is called; it gives up when
+// ctx ends or l is stopped.
+func (l *autoLease) takeTurn(ctx context.Context) (func(), error) {
+	select {
+	case l.turn <- struct{}{}:
+		return func() { <-l.turn }, nil
+	case <-l.stop:
+		return func() {}, errLeaseStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// errLeaseStopped: the lease was released or dropped while waiting for
+// its turn to extend.
+var errLeaseStopped = errors.New("commands: the lease is no longer kept")
 
 // extend extends l on a quorum of masters for ttl and returns the
 // validity (0: known not held by a quorum).
@@ -198,7 +225,7 @@ func (k *keeper) keep(sess *proxy.Session, kind quorum.Primitive, resources []st
 		kind = kindLock
 	}
 	l := &autoLease{lease: quorum.Lease{Primitive: kind, Resources: slices.Clone(resources), Token: token}, ttl: ttl, end: end,
-		key: leaseKey(kind, resources, token), stop: make(chan struct{})}
+		key: leaseKey(kind, resources, token), stop: make(chan struct{}), turn: make(chan struct{}, 1)}
 	cl := k.leasesOf(sess)
 	cl.mu.Lock()
 	if cl.closed {
@@ -287,6 +314,30 @@ func overlaps(a, b []string) bool {
 		}
 	}
 	return false
+}
+
+// extending waits for the keeper's extension round of the lease this
+// connection keeps alive with kind, resources and token (if it keeps one)
+// to end, and holds the keeper's next round off until the returned
+// function is called: the client's own extension, made meanwhile, then
+// reaches the masters after the keeper's and before its next, which asks
+// for the client's ttl (extended).
+func (k *keeper) extending(ctx context.Context, sess *proxy.Session, kind quorum.Primitive, resources []string, token string) (func(), error) {
+	cl := k.peek(sess)
+	if cl == nil {
+		return func() {}, nil
+	}
+	cl.mu.Lock()
+	l := cl.leases[leaseKey(kind, resources, token)]
+	cl.mu.Unlock()
+	if l == nil {
+		return func() {}, nil
+	}
+	done, err := l.takeTurn(ctx)
+	if errors.Is(err, errLeaseStopped) {
+		return done, nil // released meanwhile: the extension goes alone
+	}
+	return done, err
 }
 
 // extended records an extension the client made itself (REXTEND and the
@@ -405,6 +456,11 @@ func (k *keeper) extend(sess *proxy.Session, cl *connLeases, l *autoLease) {
 			k.lose(sess, cl, l)
 			return
 		}
+		done, err := l.takeTurn(context.Background())
+		if err != nil {
+			return // released while the client extended it
+		}
+		end = l.validUntil() // the client's extension may have moved it
 		l.mu.Lock()
 		ttl := l.ttl
 		l.mu.Unlock()
@@ -412,15 +468,18 @@ func (k *keeper) extend(sess *proxy.Session, cl *connLeases, l *autoLease) {
 		// cut the round halfway; the release that follows comes after it.
 		// Each round is bounded by master_timeout.
 		v, err := l.extend(context.Background(), k.eng, ttl)
+		if err == nil && v > 0 {
+			l.mu.Lock()
+			l.end = time.Now().Add(v)
+			l.mu.Unlock()
+		}
+		done()
 		select {
 		case <-l.stop:
 			return // released meanwhile: nothing to report
 		default:
 		}
 		if err == nil && v > 0 {
-			l.mu.Lock()
-			l.end = time.Now().Add(v)
-			l.mu.Unlock()
 			k.event(eventExtended)
 			t.Reset(next())
 			continue

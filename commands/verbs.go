@@ -78,6 +78,13 @@ func extendHandler(eng Engine, k *keeper, parse func(a *proxy.Args) (*quorum.Lea
 		if err != nil {
 			return nil, err
 		}
+		// After the keeper's extension round in flight, if this
+		// connection keeps the lease alive, and before its next.
+		done, err := k.extending(ctx, sess, l.Primitive, l.Resources, l.Token)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 		if end := k.validUntil(sess, l.Primitive, l.Resources, l.Token); !end.IsZero() {
 			// A lease this connection keeps alive: its validity is known.
 			l.Decided = time.Now()
