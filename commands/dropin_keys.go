@@ -177,7 +177,15 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 				// The holder: this connection's kept lease (SETNX, SET NX
 				// without a ttl), else whatever value a quorum holds.
 				holder := k.keptDropin(sess, key)
-				if holder == "" {
+				if holder != "" {
+					// After the keeper's round in flight, whose ttl
+					// would otherwise land after this one.
+					done, err := k.extending(ctx, sess, kindDropin, []string{key}, holder)
+					if err != nil {
+						return nil, err
+					}
+					defer done()
+				} else {
 					li, err := info(ctx, key)
 					if err != nil {
 						return nil, err
@@ -229,7 +237,15 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 	// overwrite it, and its holder would share the lock.
 	setXX := func(ctx context.Context, sess *proxy.Session, sa setArgs) (any, error) {
 		holder := k.keptDropin(sess, sa.key)
-		if holder == "" {
+		if holder != "" {
+			// After the keeper's round in flight, whose ttl would
+			// otherwise land after this one.
+			done, err := k.extending(ctx, sess, kindDropin, []string{sa.key}, holder)
+			if err != nil {
+				return nil, err
+			}
+			defer done()
+		} else {
 			li, err := info(ctx, sa.key)
 			if err != nil {
 				return nil, err

@@ -75,6 +75,12 @@ type autoLease struct {
 func (l *autoLease) takeTurn(ctx context.Context) (func(), error) {
 	select {
 	case l.turn <- struct{}{}:
+		select {
+		case <-l.stop: // stopped by the turn just ended
+			<-l.turn
+			return func() {}, errLeaseStopped
+		default:
+		}
 		return func() { <-l.turn }, nil
 	case <-l.stop:
 		return func() {}, errLeaseStopped

@@ -55,6 +55,14 @@ func releaseHandler(eng Engine, k *keeper, parse func(a *proxy.Args) (*quorum.Le
 		if err != nil {
 			return nil, err
 		}
+		// After the keeper's extension round in flight, if this
+		// connection keeps the lease alive: the release follows all of
+		// it, re-enrolments included.
+		done, err := k.extending(ctx, sess, l.Primitive, l.Resources, l.Token)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 		if end := k.validUntil(sess, l.Primitive, l.Resources, l.Token); !end.IsZero() {
 			// A lease this connection keeps alive: an undecided release
 			// asks again until its validity ends.
