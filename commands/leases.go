@@ -466,7 +466,13 @@ func (k *keeper) extend(sess *proxy.Session, cl *connLeases, l *autoLease) {
 		if err != nil {
 			return // released while the client extended it
 		}
-		end = l.validUntil() // the client's extension may have moved it
+		if !l.validUntil().Equal(end) {
+			// The client extended it meanwhile: the next round is due
+			// from its extension.
+			done()
+			t.Reset(next())
+			continue
+		}
 		l.mu.Lock()
 		ttl := l.ttl
 		l.mu.Unlock()
