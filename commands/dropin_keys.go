@@ -237,15 +237,8 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 	// overwrite it, and its holder would share the lock.
 	setXX := func(ctx context.Context, sess *proxy.Session, sa setArgs) (any, error) {
 		holder := k.keptDropin(sess, sa.key)
-		if holder != "" {
-			// After the keeper's round in flight, whose ttl would
-			// otherwise land after this one.
-			done, err := k.extending(ctx, sess, kindDropin, []string{sa.key}, holder)
-			if err != nil {
-				return nil, err
-			}
-			defer done()
-		} else {
+		kept := holder != ""
+		if !kept {
 			li, err := info(ctx, sa.key)
 			if err != nil {
 				return nil, err
@@ -257,6 +250,15 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 		}
 		if holder != sa.value {
 			return nil, dropinRefused("SET ... XX would overwrite the lock held at %q by another value: only the value that holds a lock may set its ttl", sa.key)
+		}
+		if kept {
+			// After the keeper's round in flight, whose ttl would
+			// otherwise land after this one.
+			done, err := k.extending(ctx, sess, kindDropin, []string{sa.key}, holder)
+			if err != nil {
+				return nil, err
+			}
+			defer done()
 		}
 		lease := &quorum.Lease{Primitive: quorum.SetNX, Resources: []string{sa.key}, Token: holder}
 		if sa.expired { // Redis deletes the key

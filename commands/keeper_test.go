@@ -321,6 +321,8 @@ func TestKeeperOneLeasePerGrant(t *testing.T) {
 func TestKeeperClientExtensionAfterItsRound(t *testing.T) {
 	eng := newKeeperEngine()
 	entered, gate := make(chan struct{}), make(chan struct{})
+	var open sync.Once
+	t.Cleanup(func() { open.Do(func() { close(gate) }) })
 	var mu sync.Mutex
 	var landed []time.Duration // the ttl of each extension, as each ends
 	first := true
@@ -359,9 +361,14 @@ func TestKeeperClientExtensionAfterItsRound(t *testing.T) {
 		t.Fatalf("REXTEND answered (%v) while the keeper's round was in flight", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(gate)
-	if err := <-replied; err != nil {
-		t.Fatal(err)
+	open.Do(func() { close(gate) })
+	select {
+	case err := <-replied:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("REXTEND not answered after the keeper's round")
 	}
 	mu.Lock()
 	got := slices.Clone(landed)

@@ -85,7 +85,7 @@ func (l *autoLease) takeTurn(ctx context.Context) (func(), error) {
 	case <-l.stop:
 		return func() {}, errLeaseStopped
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return func() {}, ctx.Err()
 	}
 }
 
@@ -244,6 +244,9 @@ func (k *keeper) keep(sess *proxy.Session, kind quorum.Primitive, resources []st
 	}
 	if old := cl.leases[l.key]; old != nil {
 		close(old.stop) // the same grant again (TOKEN): one extender
+		// A round of the old extender may still be in flight: the new
+		// lease's rounds, and the client's, come after it.
+		l.turn = old.turn
 	} else {
 		k.count(1)
 	}
@@ -473,12 +476,20 @@ func (k *keeper) extend(sess *proxy.Session, cl *connLeases, l *autoLease) {
 			t.Reset(next())
 			continue
 		}
+		if time.Until(end) <= 0 {
+			// It ran out while the client's own extension was undecided.
+			done()
+			k.lose(sess, cl, l)
+			return
+		}
 		l.mu.Lock()
 		ttl := l.ttl
 		l.mu.Unlock()
 		// Not the connection's context: a close while extending must not
 		// cut the round halfway; the release that follows comes after it.
-		// Each round is bounded by master_timeout.
+		// A round is bounded as any extension is: master_timeout per
+		// request, an undecided one asking again at most while the
+		// validity lasts.
 		v, err := l.extend(context.Background(), k.eng, ttl)
 		if err == nil && v > 0 {
 			l.mu.Lock()
