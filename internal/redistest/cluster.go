@@ -114,8 +114,15 @@ func StartCluster(t testing.TB, shards, replicas int) *Cluster {
 		}
 		n.id = id
 	}
+	began, met := time.Now(), time.Time{}
 	waitFor(t, "waiting for the new cluster to be ok", func() (bool, string) {
 		if ok, state := c.settled(); !ok {
+			if time.Since(began) > 3*time.Second && time.Since(met) > time.Second {
+				if sent := c.meetMissing(); sent > 0 {
+					t.Logf("redistest: %d MEETs sent again after %v (%s)", sent, time.Since(began).Round(time.Millisecond), state)
+				}
+				met = time.Now()
+			}
 			return false, state
 		}
 		slaves := 0
@@ -135,6 +142,46 @@ func StartCluster(t testing.TB, shards, replicas int) *Cluster {
 	})
 	c.order(t)
 	return c
+}
+
+// meetMissing has each live node MEET the nodes it does not know yet. A
+// handshake that does not complete within the node timeout (a node slow to
+// answer on its bus port, on a loaded machine) is dropped, and gossip may
+// not start it again for a long while: a new cluster then stays one node
+// short on some node ("knows 5 nodes of 6"). redis-cli --cluster create
+// sends each MEET once; this sends again those that did not take, and
+// says how many.
+func (c *Cluster) meetMissing() int {
+	sent := 0
+	ctx := context.Background()
+	for _, n := range c.nodes {
+		if !n.live() {
+			continue
+		}
+		views, err := n.clusterNodes()
+		if err != nil {
+			continue
+		}
+		known := map[string]bool{}
+		for _, v := range views {
+			if !v.flags["handshake"] {
+				known[v.addr] = true
+			}
+		}
+		for _, m := range c.nodes {
+			if m == n || known[m.Addr] || !m.live() {
+				continue
+			}
+			host, port, err := net.SplitHostPort(m.Addr)
+			if err != nil {
+				continue
+			}
+			if n.client().ClusterMeet(ctx, host, port).Err() == nil {
+				sent++
+			}
+		}
+	}
+	return sent
 }
 
 // order sorts the nodes: masters by their lowest slot, then the replicas
