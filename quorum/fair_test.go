@@ -422,6 +422,9 @@ type laggingNode struct {
 	Node
 	lag  time.Duration
 	reqs chan func()
+	// onSend, if set before the node is used, is told of each request
+	// as it is sent (before its lag).
+	onSend func(name string, keys, args []string)
 }
 
 func newLaggingNode(t *testing.T, n Node, lag time.Duration) *laggingNode {
@@ -442,6 +445,9 @@ func newLaggingNode(t *testing.T, n Node, lag time.Duration) *laggingNode {
 }
 
 func (l *laggingNode) Send(name string, keys, args []string, done func(any, error)) {
+	if l.onSend != nil {
+		l.onSend(name, keys, args)
+	}
 	at := time.Now().Add(l.lag)
 	l.reqs <- func() {
 		time.Sleep(time.Until(at))
@@ -464,9 +470,19 @@ func TestFairOrderFromArrival(t *testing.T) {
 	if err != nil || holder == nil {
 		t.Fatalf("holder: %v %v", holder, err)
 	}
+	// aSent is closed once A's first try leaves its proxy: A has taken
+	// its place (its ticket, from when the proxy took the command) by then.
+	aSent := make(chan struct{})
+	var aOnce sync.Once
 	nodes := make([]Node, len(c.nodes))
 	for i, f := range c.nodes {
-		nodes[i] = newLaggingNode(t, f, 80*time.Millisecond)
+		ln := newLaggingNode(t, f, 80*time.Millisecond)
+		ln.onSend = func(_ string, _, args []string) {
+			if slices.Contains(args, "A") {
+				aOnce.Do(func() { close(aSent) })
+			}
+		}
+		nodes[i] = ln
 	}
 	slow, err := New(nodes, Options{MasterTimeout: 400 * time.Millisecond, Wakeups: c.wake, RetryDelay: 20 * time.Millisecond, RetryJitter: 5 * time.Millisecond})
 	if err != nil {
@@ -484,7 +500,12 @@ func TestFairOrderFromArrival(t *testing.T) {
 		got <- result{who, l, err}
 	}
 	go wait(slow, "A")
-	time.Sleep(30 * time.Millisecond)
+	select {
+	case <-aSent:
+	case <-time.After(2 * time.Second):
+		t.Fatal("A's first try never left its proxy")
+	}
+	time.Sleep(30 * time.Millisecond) // B arrives 30 ms after A's try left
 	go wait(c.eng, "B")
 	// Both queued on every master, then the holder lets go.
 	if !eventually(2*time.Second, func() bool {
