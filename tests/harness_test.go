@@ -327,6 +327,20 @@ func newCluster(t testing.TB, n int) *cluster {
 
 func (c *cluster) addrs() []string { return redistest.Addrs(c.servers) }
 
+// waitSubscribed waits (5 s at most) until channel has a subscriber on
+// every master: a waiter subscribes there before the try it sleeps after.
+func (c *cluster) waitSubscribed(t testing.TB, channel string) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "a subscriber to "+channel+" on every master", func() bool {
+		for _, rc := range c.direct {
+			if rc.PubSubNumSub(context.Background(), channel).Val()[channel] < 1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // holders counts the masters on which key holds value.
 func (c *cluster) holders(key, value string) int {
 	n := 0

@@ -200,15 +200,7 @@ time.sleep(600)
 		got <- time.Now()
 	}()
 	// The waiter subscribes on every master before it sleeps.
-	const ch = "redlock-proxy:released:job"
-	waitFor(t, 5*time.Second, "the waiter to subscribe on every master", func() bool {
-		for _, rc := range cl.direct {
-			if rc.PubSubNumSub(context.Background(), ch).Val()[ch] < 1 {
-				return false
-			}
-		}
-		return true
-	})
+	cl.waitSubscribed(t, "redlock-proxy:released:job")
 	if m := do(t, b, "RLOCKINFO", "job", token).(map[any]any); m["held"] != int64(1) || m["mine"] != int64(1) {
 		t.Fatalf("the client's lock: %v", m)
 	}

@@ -290,14 +290,7 @@ func TestWaitWokenAcrossProxies(t *testing.T) {
 		got <- result{g, ok, err, time.Now()}
 	}()
 	// The waiter subscribes on every master before it sleeps.
-	waitFor(t, 5*time.Second, "the waiter to subscribe on every master", func() bool {
-		for _, rc := range cl.direct {
-			if rc.PubSubNumSub(context.Background(), "redlock-proxy:released:queue").Val()["redlock-proxy:released:queue"] < 1 {
-				return false
-			}
-		}
-		return true
-	})
+	cl.waitSubscribed(t, "redlock-proxy:released:queue")
 	released := time.Now()
 	if v := do(t, ca, "RUNLOCK", "queue", g.token); v != int64(1) {
 		t.Fatalf("RUNLOCK = %v", v)

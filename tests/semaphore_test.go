@@ -205,15 +205,7 @@ func TestSemaphoreWaitWoken(t *testing.T) {
 		got <- err
 	}()
 	// The waiter subscribes on every master before it sleeps.
-	const ch = "redlock-proxy:semreleased:4:gate"
-	waitFor(t, 5*time.Second, "the waiter to subscribe on every master", func() bool {
-		for _, rc := range cl.direct {
-			if rc.PubSubNumSub(context.Background(), ch).Val()[ch] < 1 {
-				return false
-			}
-		}
-		return true
-	})
+	cl.waitSubscribed(t, "redlock-proxy:semreleased:4:gate")
 	if v := do(t, a, "RSEMRELEASE", "gate", p.token); v != int64(1) {
 		t.Fatalf("RSEMRELEASE = %v", v)
 	}
