@@ -86,6 +86,7 @@ type fakeNode struct {
 	evals         map[string]int // script name -> calls that ran
 	evalsBy       map[string]int // script name + " " + first argument -> calls
 	refused       int            // script calls refused while down (not pings)
+	pings         int            // health pings that reached the fake, answered or refused
 	vm            *luaVM
 }
 
@@ -155,6 +156,7 @@ func (f *fakeNode) recycle() {
 	f.evals = map[string]int{}
 	f.evalsBy = map[string]int{}
 	f.refused = 0
+	f.pings = 0
 	f.down, f.delay, f.sendDelay, f.inline, f.holdNext = false, 0, 0, false, nil
 	f.notify.Store(nil)
 	f.m.FlushAll()
@@ -356,6 +358,14 @@ func (f *fakeNode) refusedCalls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.refused
+}
+
+// pingCount is how many health pings reached the fake since it was made
+// (or recycled), whether it answered them or was down.
+func (f *fakeNode) pingCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pings
 }
 
 // callsWith is how many times script ran with arg as its first argument
@@ -643,6 +653,9 @@ func nilElements(v any) any {
 }
 
 func (f *fakeNode) Ping(ctx context.Context) error {
+	f.mu.Lock()
+	f.pings++
+	f.mu.Unlock()
 	_, err := do(ctx, f, func() (struct{}, error) { return struct{}{}, nil })
 	return err
 }

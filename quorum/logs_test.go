@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -51,6 +52,13 @@ func TestQuorumLostAndRegainedLoggedOnce(t *testing.T) {
 			time.Sleep(tick)
 		}
 	}
+	// waitTicks waits until n more health ticks have pinged the masters
+	// (m0 is never down): what follows asserts what those ticks logged.
+	waitTicks := func(n int) {
+		t.Helper()
+		from := c.nodes[0].pingCount()
+		waitUntil(fmt.Sprintf("%d health ticks", n), func() bool { return c.nodes[0].pingCount() >= from+n })
+	}
 	waitUntil("three masters up", func() bool { return c.eng.up() == 3 })
 	if n := buf.count("quorum lost"); n != 0 {
 		t.Fatalf("quorum lost logged %d times with every master up", n)
@@ -60,7 +68,7 @@ func TestQuorumLostAndRegainedLoggedOnce(t *testing.T) {
 	c.nodes[2].setDown(true)
 	waitUntil("quorum lost logged", func() bool { return buf.count("quorum lost") > 0 })
 	// Many health ticks with the quorum still lost: no more lines.
-	time.Sleep(20 * tick)
+	waitTicks(20)
 	if n := buf.count("quorum lost"); n != 1 {
 		t.Fatalf("quorum lost logged %d times, want once:\n%s", n, buf.String())
 	}
@@ -70,7 +78,7 @@ func TestQuorumLostAndRegainedLoggedOnce(t *testing.T) {
 
 	c.nodes[1].setDown(false)
 	waitUntil("quorum regained logged", func() bool { return buf.count("quorum regained") > 0 })
-	time.Sleep(20 * tick)
+	waitTicks(20)
 	if n, m := buf.count("quorum lost"), buf.count("quorum regained"); n != 1 || m != 1 {
 		t.Fatalf("quorum lost logged %d times, regained %d, want once each:\n%s", n, m, buf.String())
 	}

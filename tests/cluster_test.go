@@ -593,8 +593,7 @@ func TestClusterResharding(t *testing.T) {
 	d := startClusterDeployment(t, 3, 3, 0, nil)
 	rs := resourcesOnEveryShard(t, d.clusters[0], "res-", 24)
 	grants, stopLoad := lockLoad(d, rs, 2000)
-	waitFor(t, 10*time.Second, "the load's first grants", func() bool { return grants.Load() > 0 })
-	time.Sleep(500 * time.Millisecond)
+	waitFor(t, 10*time.Second, "the load's first 50 grants", func() bool { return grants.Load() >= 50 })
 	before := grants.Load()
 	for _, cl := range d.clusters[:2] {
 		// Move the slots of a third of the resources to the next shard.
@@ -612,15 +611,19 @@ func TestClusterResharding(t *testing.T) {
 		}
 	}
 	moved := grants.Load()
-	time.Sleep(time.Second)
+	// The load goes on after the moves: 100 more grants, on resources of
+	// which a third moved.
+	for end := time.Now().Add(10 * time.Second); grants.Load() < moved+100 && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	violations := stopLoad()
 	after := grants.Load()
 	if len(violations) > 0 {
 		t.Fatalf("%d violations, first: %v", len(violations), violations[:min(5, len(violations))])
 	}
 	t.Logf("grants: %d before the moves, %d during, %d after", before, moved-before, after-moved)
-	if before == 0 || after-moved == 0 {
-		t.Fatalf("too few grants to tell: %d before the moves, %d after", before, after-moved)
+	if after-moved < 100 {
+		t.Fatalf("%d grants in the 10 s after the moves, want 100", after-moved)
 	}
 	for _, p := range []*Proxy{d.p1, d.p2} {
 		if strings.Contains(p.log.String(), "cluster shard lost its data") {

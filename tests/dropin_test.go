@@ -815,17 +815,25 @@ func TestDropinSetNXExpire(t *testing.T) {
 	if pttl := do(t, b, "PTTL", "old").(int64); pttl < 20000 || pttl > 30000 {
 		t.Fatalf("PTTL after EXPIRE 30 = %d", pttl)
 	}
-	// The ttl governs it: the connection's end does not release it.
+	// The ttl governs it: the connection no longer keeps it, and its end
+	// does not release it. A second SETNX on the connection shows when
+	// the close has been handled: its lease is released then.
+	if v := do(t, a, "SETNX", "marker", "m"); v != int64(1) {
+		t.Fatalf("SETNX marker = %v", v)
+	}
+	if info := do(t, a, "INFO", "leases").(string); !strings.Contains(info, "autoextend_leases:1\r\n") {
+		t.Fatalf("after EXPIRE, the proxy keeps other leases than the marker's:\n%s", info)
+	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 	c := pa.Client()
-	deadline := time.Now().Add(500 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if v := do(t, c, "GET", "old"); v != "v1" {
-			t.Fatalf("GET after the SETNX connection closed = %v, want v1 (EXPIRE gave it a ttl)", v)
-		}
-		time.Sleep(50 * time.Millisecond)
+	waitFor(t, 2*time.Second, "the marker's lease released when its connection closed", func() bool {
+		return c.Get(ctx, "marker").Err() == redis.Nil &&
+			strings.Contains(do(t, c, "INFO", "leases").(string), "autoextend_leases:0\r\n")
+	})
+	if v := do(t, c, "GET", "old"); v != "v1" {
+		t.Fatalf("GET after the SETNX connection closed = %v, want v1 (EXPIRE gave it a ttl)", v)
 	}
 	if v := do(t, b, "PEXPIRE", "old", 0); v != int64(1) {
 		t.Fatalf("PEXPIRE 0 = %v", v)

@@ -341,6 +341,23 @@ func (c *cluster) waitSubscribed(t testing.TB, channel string) {
 	})
 }
 
+// pings is how many PINGs master i has answered since it started (INFO
+// commandstats): the proxies' health loops ping every master once a tick,
+// so a test can wait for ticks instead of sleeping through them.
+func (c *cluster) pings(t testing.TB, i int) int {
+	t.Helper()
+	info, err := c.direct[i].Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats of master %d: %v", i, err)
+	}
+	m := regexp.MustCompile(`cmdstat_ping:calls=(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
 // holders counts the masters on which key holds value.
 func (c *cluster) holders(key, value string) int {
 	n := 0

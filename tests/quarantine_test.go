@@ -85,10 +85,13 @@ func TestQuarantineEndByAdmin(t *testing.T) {
 	if _, ok, err := tryRlock(app, "other", 1000); ok || err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
 		t.Fatalf("lock during the quarantine: %v %v, want NOQUORUM", ok, err)
 	}
-	// Several health ticks (1 s each) pass: one log line per master.
-	time.Sleep(3 * time.Second)
+	// Three more passes of the health loop (a tick a second, and one
+	// when a request kicks it; each pass pings master 2, which is up):
+	// still one log line per master.
+	from := cl.pings(t, 2)
+	waitFor(t, 10*time.Second, "three health passes", func() bool { return cl.pings(t, 2) >= from+3 })
 	if n := strings.Count(p.log.String(), "cannot size the quarantine"); n != 2 {
-		t.Fatalf("%d log lines about sizing the quarantine in 3 health ticks, want 2 (one per master)", n)
+		t.Fatalf("%d log lines about sizing the quarantine after three more health passes, want 2 (one per master)", n)
 	}
 	expectErr(t, app, "NOPERM User app has no permissions to run the 'rquarantine' command", "RQUARANTINE", "LIST")
 	expectErr(t, app, "NOPERM User app has no permissions to run the 'rquarantine' command", "RQUARANTINE", "END", "0")
