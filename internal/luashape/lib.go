@@ -2,6 +2,7 @@ package luashape
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 )
@@ -77,8 +78,9 @@ func newGlobals(keys, argv []value) map[string]value {
 			}
 			return nil, in.errf("bad argument #1 to 'len' (string expected, got %s)", typeName(arg(args, 0)))
 		}),
-		"upper": bi("upper", caseFn(strings.ToUpper)),
-		"lower": bi("lower", caseFn(strings.ToLower)),
+		"upper":  bi("upper", caseFn(strings.ToUpper)),
+		"lower":  bi("lower", caseFn(strings.ToLower)),
+		"format": bi("format", format),
 	}}
 	tbl := &table{hash: map[any]value{
 		"insert": bi("insert", func(in *interp, args []value) ([]value, error) {
@@ -219,4 +221,139 @@ func luaString(v value) string {
 		return v.e.key
 	}
 	return typeName(v)
+}
+
+// format is Lua 5.1's string.format, as Redis runs it: %s, %d and %i,
+// %c, %o, %u, %x and %X, %e, %E, %f, %g and %G with C's flags, width and
+// precision, and %%. A symbolic argument makes a symbolic string: %s of
+// one is the argument itself (what a release publishes is built so), any
+// other directive an opaque function of it. %q is refused (no lock
+// script needs it); a bad directive or argument fails as in Lua.
+func format(in *interp, args []value) ([]value, error) {
+	f, ok := in.resolve(arg(args, 0)).(string)
+	if !ok {
+		if _, isSym := in.resolve(arg(args, 0)).(*sym); isSym {
+			return nil, in.refuse("string.format with a format that is not a constant")
+		}
+		if n, isNum := arg(args, 0).(float64); isNum {
+			f = fmtNum(n)
+		} else {
+			return nil, in.errf("bad argument #1 to 'format' (string expected, got %s)", typeName(arg(args, 0)))
+		}
+	}
+	var out value = ""
+	var lit strings.Builder
+	next := 1
+	put := func(v value) error {
+		if lit.Len() > 0 {
+			s := lit.String()
+			lit.Reset()
+			o, err := in.concat(out, s)
+			if err != nil {
+				return err
+			}
+			out = o
+		}
+		if v == nil {
+			return nil
+		}
+		o, err := in.concat(out, v)
+		out = o
+		return err
+	}
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' {
+			lit.WriteByte(f[i])
+			continue
+		}
+		i++
+		if i < len(f) && f[i] == '%' {
+			lit.WriteByte('%')
+			continue
+		}
+		j := i
+		for j < len(f) && strings.IndexByte("-+ #0", f[j]) >= 0 {
+			j++
+		}
+		for j < len(f) && f[j] >= '0' && f[j] <= '9' {
+			j++
+		}
+		if j < len(f) && f[j] == '.' {
+			j++
+			for j < len(f) && f[j] >= '0' && f[j] <= '9' {
+				j++
+			}
+		}
+		if j >= len(f) {
+			return nil, in.errf("invalid option '%%' to 'format'")
+		}
+		spec, conv := f[i:j], f[j]
+		i = j
+		if conv == 'q' {
+			return nil, in.refuse("string.format's %%q")
+		}
+		if strings.IndexByte("sdicouxXeEfgG", conv) < 0 {
+			return nil, in.errf("invalid option '%%%c' to 'format'", conv)
+		}
+		n := next
+		next++
+		if n >= len(args) {
+			return nil, in.errf("bad argument #%d to 'format' (no value)", n+1)
+		}
+		piece, err := formatOne(in, spec, conv, in.resolve(args[n]), n+1)
+		if err != nil {
+			return nil, err
+		}
+		if err := put(piece); err != nil {
+			return nil, err
+		}
+	}
+	if err := put(nil); err != nil {
+		return nil, err
+	}
+	return one(out), nil
+}
+
+// formatOne formats one argument (the argn-th) of string.format by the
+// directive %<spec><conv>.
+func formatOne(in *interp, spec string, conv byte, v value, argn int) (value, error) {
+	if s, ok := v.(*sym); ok {
+		if conv == 's' && spec == "" {
+			return &sym{e: s.e}, nil
+		}
+		return &sym{e: opaque("format%"+spec+string(conv), s.e)}, nil
+	}
+	if conv == 's' {
+		var s string
+		switch x := v.(type) {
+		case string:
+			s = x
+		case float64:
+			s = fmtNum(x)
+		default:
+			return nil, in.errf("bad argument #%d to 'format' (string expected, got %s)", argn, typeName(v))
+		}
+		return fmt.Sprintf("%"+spec+"s", s), nil
+	}
+	x, ok := toNumber(v)
+	if !ok {
+		return nil, in.errf("bad argument #%d to 'format' (number expected, got %s)", argn, typeName(v))
+	}
+	switch conv {
+	case 'd', 'i':
+		return fmt.Sprintf("%"+spec+"d", int64(x)), nil
+	case 'u':
+		return fmt.Sprintf("%"+spec+"d", uint64(int64(x))), nil
+	case 'c':
+		return string([]byte{byte(int64(x))}), nil
+	case 'o', 'x', 'X':
+		return fmt.Sprintf("%"+spec+string(conv), uint64(int64(x))), nil
+	}
+	if !strings.Contains(spec, ".") {
+		spec += ".6" // C's default precision; Go's %g would use the shortest
+	}
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return fmtNum(x), nil
+	}
+	return fmt.Sprintf("%"+spec+string(conv), x), nil
 }

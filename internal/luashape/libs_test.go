@@ -332,6 +332,14 @@ if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], ARGV[2])
 return 1`},
+	// simple-redis-mutex announces a release with a message built by
+	// string.format, on a channel passed in KEYS[2], and returns nothing.
+	{lib: "release announcing a message built with string.format", kind: Release, keys: []string{"lk", "lk:released"}, argv: []string{tok}, val: 1, publishes: true, src: `
+local k, ch, v = KEYS[1], KEYS[2], ARGV[1]
+if redis.call('GET', k) == v then
+  redis.call('DEL', k)
+  redis.call('PUBLISH', ch, string.format('{"key":"%s","value":"%s"}', k, v))
+end`},
 	// @sesamecare-oss/redlock (a node-redlock fork) honours a db index
 	// with a protected SELECT first.
 	{lib: "multi-key acquire after a protected SELECT of the db", kind: Acquire, keys: []string{"a", "b"}, argv: []string{"0", tok, "20000"}, val: 2, num: []int{3}, src: `
