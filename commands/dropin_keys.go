@@ -390,6 +390,18 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 		del("del"),
 		del("unlink"),
 		{
+			// A fencing counter: simple-redis-mutex numbers each grant
+			// with INCR of one key.
+			Name: "incr", Arity: 2, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				return counterFence(ctx, eng, string(args[0]), min(counterWait, lim.MaxWait))
+			},
+			Doc: proxy.Doc{
+				Summary: "Drop-in mode: a fencing counter. The answer is strictly greater than every earlier INCR's of key, through any proxy (a fence of the resource key, taken with a momentary lock of it), but not one more: it is not a counter to count with. The key holds no number on the masters.",
+				Args:    []proxy.ArgDoc{{Name: "key", Type: "key"}},
+			},
+		},
+		{
 			// redis-semaphore releases a permit with ZREM of its
 			// identifier from the semaphore's sorted set (no script).
 			Name: "zrem", Result: proxy.ResultZero, Arity: -3, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
@@ -446,6 +458,34 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 				}}}},
 		},
 	}
+}
+
+// counterTTL is the ttl of the momentary lock that INCR takes to draw a
+// fence; it is released at once, and expires on its own if its proxy
+// stops first.
+const counterTTL = 2 * time.Second
+
+// counterWait bounds how long INCR waits while other INCRs of its key
+// hold their momentary lock.
+const counterWait = 5 * time.Second
+
+// counterFence serves drop-in INCR of key: the fence of a momentary lock
+// of the resource key. A fence is strictly greater than every earlier
+// grant's of its resource (docs/design/fencing.md), so an INCR answered
+// before another started answers less: what a library numbering its
+// grants with INCR needs. The lock is released before the answer.
+func counterFence(ctx context.Context, eng Engine, key string, wait time.Duration) (any, error) {
+	lease, err := eng.Acquire(ctx, quorum.Request{Primitive: quorum.Lock, Resources: []string{key}, TTL: counterTTL, Wait: wait})
+	if err != nil {
+		return nil, err
+	}
+	if lease == nil {
+		return nil, dropinRefused("INCR %q: no fence within %s: the key is held as a lock, or other INCRs of it kept it busy", key, wait)
+	}
+	// The fence is drawn whatever the release answers: a lock it did not
+	// release expires within counterTTL.
+	_, _ = eng.Release(context.WithoutCancel(ctx), lease)
+	return int64(lease.Fences[0]), nil
 }
 
 // strs copies arguments into strings.

@@ -600,6 +600,20 @@ func TestDropinCommandReplies(t *testing.T) {
 			cmd: cmd("SCRIPT", "EXISTS", shaOf([]byte(releaseScript))), want: "*1 :0"},
 		{name: "script kill", cmd: cmd("SCRIPT", "KILL"), want: "-ERR drop-in mode: SCRIPT KILL is not served (see docs/PROTOCOL.md, Drop-in mode)"},
 		{name: "unknown command", cmd: cmd("HLEN", "h"), want: "-ERR drop-in mode serves lock operations only: 'HLEN' is not one (see docs/PROTOCOL.md, Drop-in mode)"},
+		// INCR is a fencing counter: the fence of a momentary lock of the
+		// key, released before the answer.
+		{name: "incr", on: map[string][]answer{"Acquire": {{v: &quorum.Lease{Resources: []string{"ctr"}, Token: "t1", Validity: sec, Fences: []uint64{41}}}}},
+			cmd: cmd("INCR", "ctr"), want: ":41",
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Lock, Resources: []string{"ctr"}, TTL: 2 * sec, Wait: 5 * sec}), `Release lock ["ctr"] t1`}},
+		{name: "incr answered though its release is not", on: map[string][]answer{"Acquire": {{v: &quorum.Lease{Resources: []string{"ctr"}, Token: "t1", Validity: sec, Fences: []uint64{42}}}}, "Release": {failNoQuo}},
+			cmd: cmd("INCR", "ctr"), want: ":42",
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Lock, Resources: []string{"ctr"}, TTL: 2 * sec, Wait: 5 * sec}), `Release lock ["ctr"] t1`}},
+		{name: "incr busy", cmd: cmd("INCR", "ctr"), want: `-ERR drop-in mode: INCR "ctr": no fence within 5s: the key is held as a lock, or other INCRs of it kept it busy (see docs/PROTOCOL.md, Drop-in mode)`,
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Lock, Resources: []string{"ctr"}, TTL: 2 * sec, Wait: 5 * sec})}},
+		{name: "incr no quorum", on: map[string][]answer{"Acquire": {failNoQuo}}, cmd: cmd("INCR", "ctr"), want: noQuorumText,
+			calls: []string{"Acquire " + req(quorum.Request{Primitive: quorum.Lock, Resources: []string{"ctr"}, TTL: 2 * sec, Wait: 5 * sec})}},
+		{name: "incr arity", cmd: cmd("INCR"), want: "-ERR wrong number of arguments for 'incr' command"},
+		{name: "incrby refused", cmd: cmd("INCRBY", "ctr", "2"), want: "-ERR drop-in mode serves lock operations only: 'INCRBY' is not one (see docs/PROTOCOL.md, Drop-in mode)"},
 	}
 	for i := range rows {
 		rows[i].dropin = true

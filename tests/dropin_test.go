@@ -1296,3 +1296,57 @@ func TestDropinSetXX(t *testing.T) {
 	defer cl.servers[4].Resume()
 	cycle()
 }
+
+// TestDropinIncrFencingCounter: INCR of a counter key (the fencing tokens
+// simple-redis-mutex numbers its grants with) answers, through either of
+// two proxies, more than every INCR of the key answered before it
+// started; concurrent INCRs through both are each answered once, with
+// distinct numbers; the key holds no number on the masters, and nothing
+// is left there.
+func TestDropinIncrFencingCounter(t *testing.T) {
+	busy(t)
+	cl, pa, pb := dropinProxies(t)
+	clients := []*redis.Client{pa.Client(), pb.Client()}
+	last := int64(0)
+	for i := range 20 {
+		v := do(t, clients[i%2], "INCR", "ctr").(int64)
+		if v <= last {
+			t.Fatalf("INCR %d answered %d after %d", i, v, last)
+		}
+		last = v
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[int64]bool{}
+		wg   sync.WaitGroup
+	)
+	for w := range 8 {
+		c := clients[w%2]
+		wg.Go(func() {
+			prev := last
+			for range 10 {
+				v, err := c.Do(context.Background(), "INCR", "ctr").Int64()
+				if err != nil {
+					t.Errorf("worker %d: INCR: %v", w, err)
+					return
+				}
+				mu.Lock()
+				dup := seen[v]
+				seen[v] = true
+				mu.Unlock()
+				if v <= prev || dup {
+					t.Errorf("worker %d: INCR answered %d after %d (answered before: %v)", w, v, prev, dup)
+				}
+				prev = v
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != 80 {
+		t.Errorf("%d distinct answers to 80 concurrent INCRs", len(seen))
+	}
+	if v := do(t, clients[0], "GET", "ctr"); v != nil {
+		t.Errorf("GET of the counter key = %v, want nil (no lock is held there)", v)
+	}
+	cl.expectOnlyFences(t)
+}

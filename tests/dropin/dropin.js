@@ -306,6 +306,55 @@ const rows = {
       }
     },
   },
+  // simple-redis-mutex numbers its grants with INCR of one counter key
+  // (its fencing token) and announces a release with a JSON message,
+  // built with string.format, to waiters subscribed on a connection of
+  // the first worker's proxy.
+  "simple-redis-mutex": {
+    async connect(addr) {
+      return redisio(redis5).connect(addr);
+    },
+    async loop(c, plain, w, cycles) {
+      const { lock } = require("simple-redis-mutex");
+      for (let i = 0; i < cycles; i++) {
+        const release = await lock(c, RESOURCE, { timeout: 10000, pollingInterval: 1000, failAfter: 60000 });
+        const last = Number((await plain.get("fence")) || 0);
+        if (!(release.fencingToken > last)) {
+          throw new Error(`fencing token ${release.fencingToken} after ${last}, want it greater`);
+        }
+        await plain.set("fence", release.fencingToken);
+        await critical(plain, w, i);
+        await release();
+      }
+    },
+  },
+  // node-redis-lock passes its value and ttl in KEYS, and acquires with
+  // SETNX then EXPIRE in one script.
+  "node-redis-lock": {
+    async connect(addr) {
+      const Lock = require("node-redis-lock");
+      const { host, port } = hostPort(addr);
+      return new Lock({ namespace: "nrl", host, port });
+    },
+    async loop(lock, plain, w, cycles) {
+      const call = (fn, ...args) => new Promise((resolve) => fn.call(lock, ...args, (e, ok) => resolve(e || ok)));
+      for (let i = 0; i < cycles; i++) {
+        const deadline = Date.now() + 30000;
+        for (;;) {
+          const got = await call(lock.acquire, RESOURCE, 10);
+          if (got === true) break;
+          if (!(got instanceof Error) || got.message !== "Locked.") throw got;
+          if (Date.now() > deadline) throw new Error("not acquired in 30 s");
+          await sleep(5);
+        }
+        const renewed = await call(lock.renew, RESOURCE, 10);
+        if (renewed !== true) throw renewed;
+        await critical(plain, w, i);
+        const released = await call(lock.release, RESOURCE);
+        if (released !== true) throw released;
+      }
+    },
+  },
 };
 
 // redlockVotes lists the server errors of redlock 5's last attempt.
