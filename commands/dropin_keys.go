@@ -370,6 +370,25 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 		},
 		ttlCommand("pttl", info, time.Millisecond),
 		ttlCommand("ttl", info, time.Second),
+		expireTimeCommand("pexpiretime", info, time.Millisecond),
+		expireTimeCommand("expiretime", info, time.Second),
+		{
+			Name: "mget", Arity: -2, FirstKey: 1, LastKey: -1, Step: 1,
+			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+				out := make([]any, len(args))
+				for i, key := range args {
+					li, err := info(ctx, string(key))
+					if err != nil {
+						return nil, err
+					}
+					if li.Held && li.Holder != "" {
+						out[i] = li.Holder
+					}
+				}
+				return out, nil
+			},
+			Doc: proxy.Doc{Summary: "Drop-in mode: GET of each key: the value that holds each lock on a quorum, nil for one not held."},
+		},
 		{
 			Name: "exists", Arity: -2, FirstKey: 1, LastKey: -1, Step: 1,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
@@ -523,6 +542,27 @@ func hashRead(name string, info func(context.Context, string) (*quorum.Info, err
 				"hget":    "its re-entrant holds if field is its holder, else nil."}[name],
 			Args: []proxy.ArgDoc{{Name: "key", Type: "key"}, {Name: "field", Type: "string"}},
 		},
+	}
+}
+
+// expireTimeCommand serves PEXPIRETIME and EXPIRETIME: when the lock
+// expires (unix time in unit) by the ttl a quorum sees and this proxy's
+// clock, -2 if not held.
+func expireTimeCommand(name string, info func(context.Context, string) (*quorum.Info, error), unit time.Duration) *proxy.Command {
+	return &proxy.Command{
+		Name: name, Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
+		Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
+			li, err := info(ctx, string(args[0]))
+			if err != nil {
+				return nil, err
+			}
+			if !li.Held {
+				return int64(-2), nil
+			}
+			at := time.Now().Add(li.TTL).UnixNano() / int64(unit)
+			return proxy.Expires{Value: at, After: li.TTL}, nil
+		},
+		Doc: proxy.Doc{Summary: "Drop-in mode: when the lock expires, as unix time, by the remaining time a quorum sees; -2 if not held."},
 	}
 }
 

@@ -1350,3 +1350,33 @@ func TestDropinIncrFencingCounter(t *testing.T) {
 	}
 	cl.expectOnlyFences(t)
 }
+
+// TestDropinReadCommands: MGET, PEXPIRETIME and EXPIRETIME of lock keys
+// answer, through another proxy than the one that took the lock, what
+// one Redis holding the quorum's state would: the holder or nil, and
+// when the lock expires (-2 when not held).
+func TestDropinReadCommands(t *testing.T) {
+	busy(t)
+	_, pa, pb := dropinProxies(t)
+	a, b := pa.Client(), pb.Client()
+	if v := do(t, a, "SET", "held", "v1", "NX", "PX", 10000); v != "OK" {
+		t.Fatalf("SET NX PX = %v", v)
+	}
+	start := time.Now()
+	if v := do(t, b, "MGET", "held", "free"); fmt.Sprint(v) != "[v1 <nil>]" {
+		t.Fatalf("MGET = %v, want [v1 <nil>]", v)
+	}
+	at := do(t, b, "PEXPIRETIME", "held").(int64)
+	if lo, hi := start.Add(9*time.Second).UnixMilli(), time.Now().Add(10*time.Second).UnixMilli(); at < lo || at > hi {
+		t.Fatalf("PEXPIRETIME = %d, want within [%d, %d]", at, lo, hi)
+	}
+	if s := do(t, b, "EXPIRETIME", "held").(int64); s < at/1000-1 || s > at/1000+1 {
+		t.Fatalf("EXPIRETIME = %d, PEXPIRETIME %d", s, at)
+	}
+	for _, cmd := range []string{"PEXPIRETIME", "EXPIRETIME"} {
+		if v := do(t, b, cmd, "free"); v != int64(-2) {
+			t.Fatalf("%s of a free key = %v, want -2", cmd, v)
+		}
+	}
+	do(t, a, "DEL", "held")
+}
