@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -376,16 +377,24 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 			Name: "mget", Arity: -2, FirstKey: 1, LastKey: -1, Step: 1,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
 				out := make([]any, len(args))
+				// A client that caches the reply is told when the first
+				// of the locks expires, at once if one is free (as GET's).
+				var after time.Duration
 				for i, key := range args {
 					li, err := info(ctx, string(key))
 					if err != nil {
 						return nil, err
 					}
-					if li.Held && li.Holder != "" {
-						out[i] = li.Holder
+					if !li.Held || li.Holder == "" {
+						after = -1
+						continue
+					}
+					out[i] = li.Holder
+					if after == 0 || after > li.TTL {
+						after = li.TTL
 					}
 				}
-				return out, nil
+				return proxy.Expires{Value: out, After: max(after, 0)}, nil
 			},
 			Doc: proxy.Doc{Summary: "Drop-in mode: GET of each key: the value that holds each lock on a quorum, nil for one not held."},
 		},
@@ -411,9 +420,15 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 		{
 			// A fencing counter: simple-redis-mutex numbers each grant
 			// with INCR of one key.
-			Name: "incr", Arity: 2, Flags: proxy.FlagWrite, FirstKey: 1, LastKey: 1, Step: 1,
+			// It waits while other INCRs of the key hold it: a client that
+			// hangs up meanwhile, or a shutdown, ends the wait.
+			Name: "incr", Result: proxy.ResultZero, Arity: 2, Flags: proxy.FlagWrite | proxy.FlagMayBlock, FirstKey: 1, LastKey: 1, Step: 1,
+			Blocks: func([][]byte) bool { return lim.MaxWait > 0 },
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-				return counterFence(ctx, eng, string(args[0]), min(counterWait, lim.MaxWait))
+				if len(args[0]) == 0 {
+					return nil, dropinRefused("the counter key must not be empty")
+				}
+				return counterFence(ctx, eng, string(args[0]), min(counterTTL, lim.MaxTTL), min(counterWait, lim.MaxWait))
 			},
 			Doc: proxy.Doc{
 				Summary: "Drop-in mode: a fencing counter. The answer is strictly greater than every earlier INCR's of key, through any proxy (a fence of the resource key, taken with a momentary lock of it), but not one more: it is not a counter to count with. The key holds no number on the masters.",
@@ -493,8 +508,8 @@ const counterWait = 5 * time.Second
 // grant's of its resource (docs/design/fencing.md), so an INCR answered
 // before another started answers less: what a library numbering its
 // grants with INCR needs. The lock is released before the answer.
-func counterFence(ctx context.Context, eng Engine, key string, wait time.Duration) (any, error) {
-	lease, err := eng.Acquire(ctx, quorum.Request{Primitive: quorum.Lock, Resources: []string{key}, TTL: counterTTL, Wait: wait})
+func counterFence(ctx context.Context, eng Engine, key string, ttl, wait time.Duration) (any, error) {
+	lease, err := eng.Acquire(ctx, quorum.Request{Primitive: quorum.Lock, Resources: []string{key}, TTL: ttl, Wait: wait})
 	if err != nil {
 		return nil, err
 	}
@@ -502,8 +517,11 @@ func counterFence(ctx context.Context, eng Engine, key string, wait time.Duratio
 		return nil, dropinRefused("INCR %q: no fence within %s: the key is held as a lock, or other INCRs of it kept it busy", key, wait)
 	}
 	// The fence is drawn whatever the release answers: a lock it did not
-	// release expires within counterTTL.
+	// release expires within ttl.
 	_, _ = eng.Release(context.WithoutCancel(ctx), lease)
+	if len(lease.Fences) == 0 {
+		return nil, fmt.Errorf("drop-in INCR %q: the grant carries no fence", key)
+	}
 	return int64(lease.Fences[0]), nil
 }
 
@@ -559,7 +577,9 @@ func expireTimeCommand(name string, info func(context.Context, string) (*quorum.
 			if !li.Held {
 				return int64(-2), nil
 			}
-			at := time.Now().Add(li.TTL).UnixNano() / int64(unit)
+			// Rounded, as Redis answers EXPIRETIME.
+			ms := time.Now().Add(li.TTL).UnixMilli()
+			at := (ms + int64(unit/time.Millisecond)/2) / int64(unit/time.Millisecond)
 			return proxy.Expires{Value: at, After: li.TTL}, nil
 		},
 		Doc: proxy.Doc{Summary: "Drop-in mode: when the lock expires, as unix time, by the remaining time a quorum sees; -2 if not held."},

@@ -1301,8 +1301,8 @@ func TestDropinSetXX(t *testing.T) {
 // simple-redis-mutex numbers its grants with) answers, through either of
 // two proxies, more than every INCR of the key answered before it
 // started; concurrent INCRs through both are each answered once, with
-// distinct numbers; the key holds no number on the masters, and nothing
-// is left there.
+// distinct numbers; an INCR of a key held as a lock waits for it; the key
+// holds no number on the masters, and nothing is left there.
 func TestDropinIncrFencingCounter(t *testing.T) {
 	busy(t)
 	cl, pa, pb := dropinProxies(t)
@@ -1344,6 +1344,21 @@ func TestDropinIncrFencingCounter(t *testing.T) {
 	wg.Wait()
 	if len(seen) != 80 {
 		t.Errorf("%d distinct answers to 80 concurrent INCRs", len(seen))
+	}
+	for v := range seen {
+		last = max(last, v)
+	}
+	// The fence is the key's own resource's: an INCR of a key held as a
+	// lock through the other proxy waits until the lock is gone.
+	if v := do(t, clients[1], "SET", "held", "v", "NX", "PX", 400); v != "OK" {
+		t.Fatalf("SET NX PX = %v", v)
+	}
+	start := time.Now()
+	if v := do(t, clients[0], "INCR", "held").(int64); v <= last {
+		t.Errorf("INCR of another key answered %d after %d", v, last)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Errorf("INCR of a key held for 400 ms answered after %v", waited)
 	}
 	if v := do(t, clients[0], "GET", "ctr"); v != nil {
 		t.Errorf("GET of the counter key = %v, want nil (no lock is held there)", v)

@@ -210,6 +210,8 @@ func tenancyRules() map[string][]tenancyRule {
 		"get": {k("GET", "shop:x")}, "set": {k("SET", "shop:x", "v", "NX", "PX", 1000)},
 		"del": {k("DEL", "shop:x")}, "unlink": {k("UNLINK", "shop:x")}, "exists": {k("EXISTS", "shop:x")},
 		"pttl": {k("PTTL", "shop:x")}, "ttl": {k("TTL", "shop:x")}, "zrem": {k("ZREM", "shop:x", "m")},
+		"pexpiretime": {k("PEXPIRETIME", "shop:x")}, "expiretime": {k("EXPIRETIME", "shop:x")},
+		"mget": {k("MGET", "billing:x", "shop:x")}, "incr": {k("INCR", "shop:x")},
 		"delifeq": {k("DELIFEQ", "shop:x", "v")}, "delex": {k("DELEX", "shop:x")},
 		"hexists": {k("HEXISTS", "shop:x", "f")}, "hget": {k("HGET", "shop:x", "f")},
 		"setnx": {k("SETNX", "shop:x", "v")}, "expire": {k("EXPIRE", "shop:x", 10)}, "pexpire": {k("PEXPIRE", "shop:x", 1000)},

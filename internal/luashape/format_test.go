@@ -1,6 +1,7 @@
 package luashape
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
@@ -33,6 +34,24 @@ func TestFormatAsRedis(t *testing.T) {
 		{`string.format('%d', 'x')`, nil},
 		{`string.format('%y', 1)`, nil},
 		{`string.format(12)`, nil},
+		{`string.format()`, nil},
+		{`string.format('%d')`, nil},
+		{`string.format('%-+ #0d', 5)`, nil},
+		{`string.format('%-+ #00d', 5)`, nil},
+		{`string.format('%99d|%.99f', 5, 1)`, nil},
+		{`string.format('%100d', 5)`, nil},
+		{`string.format('%5.100f', 5)`, nil},
+		{`string.format('%+x|% o|%+u|%#x|%#o|%#X', 255, 8, 7, 0, 0, 255)`, nil},
+		{`string.format('%x|%u|%o', -1, -2, -8)`, nil},
+		{`string.format('%x', 2^63 + 4096)`, nil},
+		{`string.format('[%5c][%-3c]', 65, 66)`, nil},
+		{`string.format('[%c]', 0)`, nil},
+		{`string.format('[%.2s][%5s][%05s][%-4s]', ARGV[1], 'ab', 'cd', 'e')`, []string{"h\xc3\xa9llo"}},
+		{`string.format('[%s][%.3s]', ARGV[1], ARGV[1])`, []string{"ab\x00cd"}},
+		{`string.format('[%s][%5s]', ARGV[1], ARGV[1])`, []string{strings.Repeat("x\x00", 60)}},
+		{`string.format('%08.3d|%.0d|%5.3d', 7, 0, -4)`, nil},
+		{`string.format('%f|%5f|%-6f|%+f|% f|%E|%G', 1/0, 1/0, -1/0, 1/0, 1/0, 1/0, -1/0)`, nil},
+		{`string.format('%.3e|%10.2f|%-10.1g|%#g|%G', 123456.789, -3.14159, 0.0001234, 2, 1e-10)`, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.call, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -225,34 +226,38 @@ func luaString(v value) string {
 
 // format is Lua 5.1's string.format, as Redis runs it: %s, %d and %i,
 // %c, %o, %u, %x and %X, %e, %E, %f, %g and %G with C's flags, width and
-// precision, and %%. A symbolic argument makes a symbolic string: %s of
-// one is the argument itself (what a release publishes is built so), any
-// other directive an opaque function of it. %q is refused (no lock
-// script needs it); a bad directive or argument fails as in Lua.
+// precision (at most five flags and two digits each, as Lua checks), and
+// %%, byte for byte as C's printf writes them. A symbolic argument makes
+// a symbolic string: %s of one is the argument itself (what a release
+// publishes is built so), any other directive an opaque function of it.
+// %q and a NaN are refused (no lock script formats either); a bad
+// directive or argument fails as in Lua.
 func format(in *interp, args []value) ([]value, error) {
-	f, ok := in.resolve(arg(args, 0)).(string)
-	if !ok {
-		if _, isSym := in.resolve(arg(args, 0)).(*sym); isSym {
-			return nil, in.refuse("string.format with a format that is not a constant")
-		}
-		if n, isNum := arg(args, 0).(float64); isNum {
-			f = fmtNum(n)
-		} else {
-			return nil, in.errf("bad argument #1 to 'format' (string expected, got %s)", typeName(arg(args, 0)))
-		}
+	if len(args) == 0 {
+		return nil, in.errf("bad argument #1 to 'format' (string expected, got no value)")
+	}
+	var f string
+	switch v := in.resolve(args[0]).(type) {
+	case string:
+		f = v
+	case float64:
+		f = fmtNum(v)
+	case *sym:
+		return nil, in.refuse("string.format with a format that is not a constant")
+	default:
+		return nil, in.errf("bad argument #1 to 'format' (string expected, got %s)", typeName(v))
 	}
 	var out value = ""
 	var lit strings.Builder
 	next := 1
 	put := func(v value) error {
 		if lit.Len() > 0 {
-			s := lit.String()
-			lit.Reset()
-			o, err := in.concat(out, s)
+			o, err := in.concat(out, lit.String())
 			if err != nil {
 				return err
 			}
 			out = o
+			lit.Reset()
 		}
 		if v == nil {
 			return nil
@@ -271,36 +276,23 @@ func format(in *interp, args []value) ([]value, error) {
 			lit.WriteByte('%')
 			continue
 		}
-		j := i
-		for j < len(f) && strings.IndexByte("-+ #0", f[j]) >= 0 {
-			j++
+		d, n, err := scanFormat(in, f[i:])
+		if err != nil {
+			return nil, err
 		}
-		for j < len(f) && f[j] >= '0' && f[j] <= '9' {
-			j++
-		}
-		if j < len(f) && f[j] == '.' {
-			j++
-			for j < len(f) && f[j] >= '0' && f[j] <= '9' {
-				j++
-			}
-		}
-		if j >= len(f) {
-			return nil, in.errf("invalid option '%%' to 'format'")
-		}
-		spec, conv := f[i:j], f[j]
-		i = j
-		if conv == 'q' {
+		i += n
+		if d.conv == 'q' {
 			return nil, in.refuse("string.format's %%q")
 		}
-		if strings.IndexByte("sdicouxXeEfgG", conv) < 0 {
-			return nil, in.errf("invalid option '%%%c' to 'format'", conv)
+		if strings.IndexByte("sdicouxXeEfgG", d.conv) < 0 {
+			return nil, in.errf("invalid option '%%%c' to 'format'", d.conv)
 		}
-		n := next
+		argn := next
 		next++
-		if n >= len(args) {
-			return nil, in.errf("bad argument #%d to 'format' (no value)", n+1)
+		if argn >= len(args) {
+			return nil, in.errf("bad argument #%d to 'format' (no value)", argn+1)
 		}
-		piece, err := formatOne(in, spec, conv, in.resolve(args[n]), n+1)
+		piece, err := d.format(in, in.resolve(args[argn]), argn+1)
 		if err != nil {
 			return nil, err
 		}
@@ -314,16 +306,89 @@ func format(in *interp, args []value) ([]value, error) {
 	return one(out), nil
 }
 
-// formatOne formats one argument (the argn-th) of string.format by the
-// directive %<spec><conv>.
-func formatOne(in *interp, spec string, conv byte, v value, argn int) (value, error) {
+// directive is one conversion of a format: its flags, width and
+// precision (-1: none) and its conversion character.
+type directive struct {
+	flags       string
+	width, prec int
+	conv        byte
+}
+
+// scanFormat reads the directive at the start of f (after its '%') as
+// Lua 5.1's scanformat does, and how many bytes it took less one.
+func scanFormat(in *interp, f string) (directive, int, error) {
+	d := directive{prec: -1}
+	p := 0
+	for p < len(f) && strings.IndexByte("-+ #0", f[p]) >= 0 {
+		p++
+	}
+	if p >= 6 {
+		return d, 0, in.errf("invalid format (repeated flags)")
+	}
+	d.flags = f[:p]
+	digits := func() (int, bool) {
+		n, k := 0, 0
+		for p < len(f) && f[p] >= '0' && f[p] <= '9' && k < 2 {
+			n = n*10 + int(f[p]-'0')
+			p++
+			k++
+		}
+		return n, k > 0
+	}
+	d.width, _ = digits()
+	if p < len(f) && f[p] == '.' {
+		p++
+		d.prec, _ = digits()
+	}
+	if p < len(f) && f[p] >= '0' && f[p] <= '9' {
+		return d, 0, in.errf("invalid format (width or precision too long)")
+	}
+	if p >= len(f) {
+		return d, 0, in.errf("invalid option '%%' to 'format'")
+	}
+	d.conv = f[p]
+	return d, p, nil
+}
+
+func (d directive) has(flag byte) bool { return strings.IndexByte(d.flags, flag) >= 0 }
+
+// pad fills s to the directive's width with spaces, as C does for
+// strings, characters, infinities.
+func (d directive) pad(s string) string {
+	if len(s) >= d.width {
+		return s
+	}
+	if d.has('-') {
+		return s + strings.Repeat(" ", d.width-len(s))
+	}
+	return strings.Repeat(" ", d.width-len(s)) + s
+}
+
+// spec is the directive for Go's fmt with flags kept.
+func (d directive) spec(flags string, conv byte) string {
+	var b strings.Builder
+	b.WriteByte('%')
+	b.WriteString(flags)
+	if d.width > 0 {
+		b.WriteString(strconv.Itoa(d.width))
+	}
+	if d.prec >= 0 {
+		b.WriteByte('.')
+		b.WriteString(strconv.Itoa(d.prec))
+	}
+	b.WriteByte(conv)
+	return b.String()
+}
+
+// format formats one argument (the argn-th of string.format).
+func (d directive) format(in *interp, v value, argn int) (value, error) {
 	if s, ok := v.(*sym); ok {
-		if conv == 's' && spec == "" {
+		if d.conv == 's' && d.flags == "" && d.width == 0 && d.prec < 0 {
 			return &sym{e: s.e}, nil
 		}
-		return &sym{e: opaque("format%"+spec+string(conv), s.e)}, nil
+		return &sym{e: opaque("format%"+d.flags+strconv.Itoa(d.width)+"."+strconv.Itoa(d.prec)+string(d.conv), s.e)}, nil
 	}
-	if conv == 's' {
+	if d.conv == 's' {
 		var s string
 		switch x := v.(type) {
 		case string:
@@ -333,27 +398,70 @@ func formatOne(in *interp, spec string, conv byte, v value, argn int) (value, er
 		default:
 			return nil, in.errf("bad argument #%d to 'format' (string expected, got %s)", argn, typeName(v))
 		}
-		return fmt.Sprintf("%"+spec+"s", s), nil
+		if d.prec < 0 && len(s) >= 100 {
+			return s, nil // Lua keeps a long string whole
+		}
+		// C's sprintf: up to a NUL, precision and width in bytes.
+		if i := strings.IndexByte(s, 0); i >= 0 {
+			s = s[:i]
+		}
+		if d.prec >= 0 && len(s) > d.prec {
+			s = s[:d.prec]
+		}
+		return d.pad(s), nil
 	}
 	x, ok := toNumber(v)
 	if !ok {
 		return nil, in.errf("bad argument #%d to 'format' (number expected, got %s)", argn, typeName(v))
 	}
-	switch conv {
-	case 'd', 'i':
-		return fmt.Sprintf("%"+spec+"d", int64(x)), nil
-	case 'u':
-		return fmt.Sprintf("%"+spec+"d", uint64(int64(x))), nil
+	switch d.conv {
 	case 'c':
-		return string([]byte{byte(int64(x))}), nil
-	case 'o', 'x', 'X':
-		return fmt.Sprintf("%"+spec+string(conv), uint64(int64(x))), nil
+		// Lua appends up to the first NUL of what sprintf wrote.
+		s := d.pad(string([]byte{byte(int64(x))}))
+		if i := strings.IndexByte(s, 0); i >= 0 {
+			s = s[:i]
+		}
+		return s, nil
+	case 'd', 'i':
+		return fmt.Sprintf(d.spec(d.flags, 'd'), int64(x)), nil
+	case 'o', 'u', 'x', 'X':
+		u := uint64(int64(x))
+		if x >= 1<<63 {
+			u = uint64(x)
+		}
+		// C ignores the sign flags on unsigned conversions, and # on 0.
+		flags := strings.Map(func(r rune) rune {
+			if r == '+' || r == ' ' || r == '#' && u == 0 {
+				return -1
+			}
+			return r
+		}, d.flags)
+		conv := d.conv
+		if conv == 'u' {
+			conv = 'd'
+		}
+		return fmt.Sprintf(d.spec(flags, conv), u), nil
 	}
-	if !strings.Contains(spec, ".") {
-		spec += ".6" // C's default precision; Go's %g would use the shortest
+	if math.IsNaN(x) {
+		return nil, in.refuse("string.format of a NaN")
 	}
-	if math.IsInf(x, 0) || math.IsNaN(x) {
-		return fmtNum(x), nil
+	if math.IsInf(x, 0) {
+		s := "inf"
+		if d.conv == 'E' || d.conv == 'G' {
+			s = "INF"
+		}
+		switch {
+		case x < 0:
+			s = "-" + s
+		case d.has('+'):
+			s = "+" + s
+		case d.has(' '):
+			s = " " + s
+		}
+		return d.pad(s), nil
 	}
-	return fmt.Sprintf("%"+spec+string(conv), x), nil
+	if d.prec < 0 {
+		d.prec = 6 // C's default; Go's %g would use the shortest
+	}
+	return fmt.Sprintf(d.spec(d.flags, d.conv), x), nil
 }
