@@ -369,10 +369,10 @@ func dropinKeyCommands(eng Engine, lim Limits, k *keeper, grants *dropinGrants) 
 			},
 			Doc: proxy.Doc{Summary: "Drop-in mode: the value that holds the lock on a quorum, or nil."},
 		},
-		ttlCommand("pttl", info, time.Millisecond),
-		ttlCommand("ttl", info, time.Second),
-		expireTimeCommand("pexpiretime", info, time.Millisecond),
-		expireTimeCommand("expiretime", info, time.Second),
+		ttlCommand("pttl", info, time.Millisecond, false),
+		ttlCommand("ttl", info, time.Second, false),
+		ttlCommand("pexpiretime", info, time.Millisecond, true),
+		ttlCommand("expiretime", info, time.Second, true),
 		{
 			Name: "mget", Arity: -2, FirstKey: 1, LastKey: -1, Step: 1,
 			Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
@@ -563,30 +563,15 @@ func hashRead(name string, info func(context.Context, string) (*quorum.Info, err
 	}
 }
 
-// expireTimeCommand serves PEXPIRETIME and EXPIRETIME: when the lock
-// expires (unix time in unit) by the ttl a quorum sees and this proxy's
-// clock, -2 if not held.
-func expireTimeCommand(name string, info func(context.Context, string) (*quorum.Info, error), unit time.Duration) *proxy.Command {
-	return &proxy.Command{
-		Name: name, Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
-		Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
-			li, err := info(ctx, string(args[0]))
-			if err != nil {
-				return nil, err
-			}
-			if !li.Held {
-				return int64(-2), nil
-			}
-			// Rounded, as Redis answers EXPIRETIME.
-			ms := time.Now().Add(li.TTL).UnixMilli()
-			at := (ms + int64(unit/time.Millisecond)/2) / int64(unit/time.Millisecond)
-			return proxy.Expires{Value: at, After: li.TTL}, nil
-		},
-		Doc: proxy.Doc{Summary: "Drop-in mode: when the lock expires, as unix time, by the remaining time a quorum sees; -2 if not held."},
+// ttlCommand serves PTTL and TTL (the lock's remaining time a quorum
+// sees, in unit) and, absolute, PEXPIRETIME and EXPIRETIME (when it
+// expires, as unix time in unit by this proxy's clock); both rounded as
+// Redis rounds them, -2 if not held.
+func ttlCommand(name string, info func(context.Context, string) (*quorum.Info, error), unit time.Duration, absolute bool) *proxy.Command {
+	summary := "Drop-in mode: the lock's remaining time as a quorum sees it, -2 if not held."
+	if absolute {
+		summary = "Drop-in mode: when the lock expires, as unix time, by the remaining time a quorum sees; -2 if not held."
 	}
-}
-
-func ttlCommand(name string, info func(context.Context, string) (*quorum.Info, error), unit time.Duration) *proxy.Command {
 	return &proxy.Command{
 		Name: name, Arity: 2, FirstKey: 1, LastKey: 1, Step: 1,
 		Handler: func(ctx context.Context, _ *proxy.Session, args [][]byte) (any, error) {
@@ -597,8 +582,12 @@ func ttlCommand(name string, info func(context.Context, string) (*quorum.Info, e
 			if !li.Held {
 				return int64(-2), nil
 			}
-			return proxy.Expires{Value: int64((li.TTL + unit/2) / unit), After: li.TTL}, nil
+			d := li.TTL
+			if absolute {
+				d = time.Duration(time.Now().Add(li.TTL).UnixNano())
+			}
+			return proxy.Expires{Value: int64((d + unit/2) / unit), After: li.TTL}, nil
 		},
-		Doc: proxy.Doc{Summary: "Drop-in mode: the lock's remaining time as a quorum sees it, -2 if not held."},
+		Doc: proxy.Doc{Summary: summary},
 	}
 }

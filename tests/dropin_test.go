@@ -815,7 +815,7 @@ func TestDropinSetNXExpire(t *testing.T) {
 	if pttl := do(t, b, "PTTL", "old").(int64); pttl < 20000 || pttl > 30000 {
 		t.Fatalf("PTTL after EXPIRE 30 = %d", pttl)
 	}
-	// The ttl governs it: the connection no longer keeps it, and its end
+	// The ttl governs it: the connection does not keep it, and its end
 	// does not release it. A second SETNX on the connection shows when
 	// the close has been handled: its lease is released then.
 	if v := do(t, a, "SETNX", "marker", "m"); v != int64(1) {
